@@ -71,6 +71,12 @@ void quant_quantize_iq2_xxs(const float *x, void *dst, int64_t n); /* nearest-gr
 /* Quantize a row of n floats into `type` (F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS). */
 bool quant_quantize_row(uint32_t type, const float *x, void *dst, int64_t n);
 
+/* Fast random row for synthesized models: writes n elements of `type` whose dequantized values
+ * have mean ~0 and standard deviation ~`std` (e.g. 1/sqrt(fan_in)), with finite, non-zero scales.
+ * Generates quantized codes directly (no float quantization), so it runs at >= ~1 GB/s per core.
+ * `*rng_state` is a 64-bit PRNG state advanced by the call (deterministic for a given seed). */
+bool quant_fill_random_row(uint32_t type, uint64_t *rng_state, float std, void *dst, int64_t n);
+
 /* IQ2_XXS tables (standard ggml values). */
 extern const uint64_t dsv4_iq2xxs_grid[256];
 extern const uint8_t dsv4_ksigns_iq2xs[128];
