@@ -16,7 +16,7 @@
 
 /* ---- half precision ---- */
 float dsv4_f16_to_f32(uint16_t h);           /* exact, subnormals included */
-uint16_t dsv4_f32_to_f16(float f);           /* RNE, subnormals kept, overflow -> inf, NaN -> 0x7e00 */
+uint16_t dsv4_f32_to_f16(float f);           /* RNE, subnormals kept, overflow -> inf, NaN -> sign|0x7e00 */
 float dsv4_f16_round(float f);               /* f32(f16(f)) */
 float dsv4_bf16_to_f32(uint16_t h);
 uint16_t dsv4_f32_to_bf16(float f);          /* RNE; NaN stays NaN */
