@@ -71,7 +71,7 @@ $(BUILD)/obj/%.o: %.c
 # ---- programs (app/<name>/*.c -> $(BUILD)/<name>) ----
 PROGRAMS := $(notdir $(patsubst %/,%,$(wildcard app/*/)))
 define program_rule
-$(BUILD)/$(1): $$(call OBJ,$$(wildcard app/$(1)/*.c)) $$(call libs_for,app)
+$(BUILD)/$(1): $$(call OBJ,$$(wildcard app/$(1)/*.c)) $$(foreach m,$$(DEPS_app),$$(call lib_path,$$(m)))
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(call ext_for,app) $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
@@ -115,9 +115,11 @@ cuda: programs $(BUILD)/libcuda_backend.a
 # ---- fuzzing (clang + libFuzzer) ----
 FUZZ_SECONDS ?= 60
 fuzz: $(BUILD)/fuzz/fuzz_gguf
-$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(wildcard src/gguf/*.c src/common/*.c)
+# UBSan must abort (no recover) or libFuzzer never sees its findings; headers are prerequisites only.
+$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(wildcard src/gguf/*.c src/common/*.c src/gguf/*.h src/common/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -o $@ $^ -lm
+	clang -std=c11 -O1 -g -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.c,$^) -lm
 fuzz-run: $(BUILD)/fuzz/fuzz_gguf
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 $(BUILD)/fuzz/corpus tests/fuzz/seeds

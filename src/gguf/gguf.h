@@ -90,7 +90,9 @@ const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
 bool gguf_str_eq(gguf_str s, const char *cstr);
 /* STRING array item i (bounds are the caller's job; i < arr_len). */
 gguf_str gguf_kv_arr_str(const gguf_kv *kv, uint64_t i);
-/* Numeric array item i converted to double/int64 (false for non-numeric item types). */
+/* Numeric array item i converted to double/int64 (false for non-numeric item types).
+ * BOOL, STRING and ARRAY items are not numeric. _i64 also fails for floats that are not integral
+ * or out of range (NaN, inf, 1.5) and for u64 values above INT64_MAX. */
 bool gguf_kv_arr_f64(const gguf_kv *kv, uint64_t i, double *out);
 bool gguf_kv_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
 const char *gguf_value_type_name(gguf_value_type t);
