@@ -1,0 +1,173 @@
+/* The backend op table: what graph/ may ask a device to do.
+ *
+ * A backend is a struct of function pointers plus an opaque context. graph/ expresses one layer
+ * as calls into this table; it never dereferences a device pointer and never knows how a kernel
+ * is written. A backend never knows what a layer is: every op takes plain shapes, device
+ * pointers and weight views.
+ *
+ * Conventions shared by every op:
+ *  - "device pointer" (float *, int32_t *, void *) means memory obtained from buf_alloc (or a
+ *    pointer offset into it). graph/ only does pointer arithmetic on them. On the CPU backend
+ *    they are host pointers.
+ *  - Weights are `const dsv4_tensor *` views into the GGUF mmap (model/model.h); a device backend
+ *    resolves a view to its own resident copy. A 2-D weight [in, out] computes y[o] = W[o] . x.
+ *  - Ops are batched over `n` tokens (rows); decode is n == 1. The result for one row never
+ *    depends on n, on the other rows or on the number of threads: a CPU decode step and a CPU
+ *    prefill chunk of any size are bitwise identical.
+ *  - Host pointers (token ids, positions) are marked `host`.
+ *  - Every op returns DSV4_OK or fills err. Ops run in call order (a device backend may queue
+ *    them; `sync` waits).
+ *  - Fused ops are optional: graph/ asks `fused_available` first and, if the fused op is absent
+ *    or fails, runs the unfused sequence, which must leave the same state. */
+#ifndef DSV4_BACKEND_H
+#define DSV4_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "model/model.h"
+
+/* RoPE on the last n_rot dims of each head (interleaved pairs, GGML "normal" mode). The layer's
+ * choice of base / YaRN is made by graph/ (graph/rope.c); the backend only evaluates it. */
+typedef struct dsv4_rope {
+    uint32_t n_rot;
+    float freq_base;
+    float freq_scale;       /* 1 or 1/factor (YaRN) */
+    float ext_factor;       /* 0 (plain) or 1 (YaRN ramp on) */
+    float attn_factor;      /* magnitude multiplier fed to the YaRN helper (cancels its own scaling) */
+    float corr_lo, corr_hi; /* YaRN correction range in pair units */
+} dsv4_rope;
+
+/* Fused ops a backend may offer (graph/ falls back to the unfused sequence). */
+typedef enum dsv4_fused_op {
+    DSV4_FUSED_HC_PRE_NORM = 0, /* hc_pre + rmsnorm(weight) of the collapsed row */
+    DSV4_FUSED_COUNT
+} dsv4_fused_op;
+
+/* What graph/ is about to run, so a backend can gate a fused path on mode, shapes and types. */
+typedef struct dsv4_fused_query {
+    uint32_t n_tokens;    /* rows of this call (1 = decode) */
+    uint32_t width;       /* main row width (e.g. n_embd) */
+    uint32_t weight_type; /* dsv4_type of the main weight */
+} dsv4_fused_query;
+
+typedef struct dsv4_backend_ops {
+    const char *name;
+
+    /* ---- memory ---- */
+    dsv4_status (*buf_alloc)(void *ctx, size_t bytes, void **out, dsv4_error *err);
+    void (*buf_free)(void *ctx, void *ptr);
+    dsv4_status (*write)(void *ctx, void *dst, const void *host_src, size_t bytes, dsv4_error *err);
+    dsv4_status (*read)(void *ctx, void *host_dst, const void *src, size_t bytes, dsv4_error *err);
+    dsv4_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, dsv4_error *err);
+    dsv4_status (*fill_f32)(void *ctx, float *dst, float value, size_t n, dsv4_error *err);
+    dsv4_status (*sync)(void *ctx, dsv4_error *err);
+    /* Can matmul / moe take weights of this dsv4_type? */
+    bool (*supports_weight_type)(void *ctx, uint32_t type);
+    /* Is a fused op available for this device, mode, shapes and types? (CPU: none.) */
+    bool (*fused_available)(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q);
+
+    /* ---- embedding and hyper-connections ---- */
+    /* out[t][h][:] = f32(row tokens[t] of emb), for every one of n_hc streams. */
+    dsv4_status (*embed)(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n,
+                         uint32_t n_hc, float *out_hc, dsv4_error *err);
+    /* HC pre: flat = rmsnorm_noweight(x[t]) (n_hc*n_embd), mix = fn . flat, split (pre sigmoid+eps,
+     * post 2*sigmoid, combine row-softmax+eps then column/row Sinkhorn, `iters` passes in all),
+     * u[t] = sum_h pre[h] * x[t][h]. split[t] holds [pre(n_hc), post(n_hc), comb(n_hc*n_hc)]. */
+    dsv4_status (*hc_pre)(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
+                          const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
+                          float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err);
+    /* HC post: out[t][c][d] = f[t][d]*post[c] + sum_r comb[r*n_hc + c] * x[t][r][d]. */
+    dsv4_status (*hc_post)(void *ctx, const float *f, const float *x_hc, const float *split, uint32_t n,
+                           uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+    /* HC head: w = sigmoid(fn . rmsnorm_noweight(x) * scale[0] + base) + hc_eps; y = sum_h w[h] x[h]. */
+    dsv4_status (*hc_head)(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                           const dsv4_tensor *base, const float *x_hc, uint32_t n, uint32_t n_hc,
+                           uint32_t n_embd, float rms_eps, float hc_eps, float *y, dsv4_error *err);
+
+    /* ---- dense ---- */
+    /* y[r] = x[r] * (1/sqrtf(mean(x[r]^2)+eps)) (* w when w != NULL), n_rows rows of `width`.
+     * Σx² is accumulated in double (ds4 CPU). y may equal x (in place). */
+    dsv4_status (*rmsnorm)(void *ctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width,
+                           float eps, float *y, dsv4_error *err);
+    /* y[t*y_stride + o] = W[row0 + o] . x[t*x_stride : + W.ne[0]] for o < n_out, t < n. The
+     * activation format follows the weight type (Q8_0 weights: Q8_0 activations; K-quants and
+     * IQ2: Q8_K; float weights: f32). */
+    dsv4_status (*matmul)(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
+                          uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
+    /* out = a + b (n floats). */
+    dsv4_status (*add)(void *ctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err);
+    /* out = silu(min(g, clamp)) * clamp(u, -clamp, clamp) (no clamp when clamp <= 1e-6). */
+    dsv4_status (*swiglu)(void *ctx, const float *g, const float *u, size_t n, float clamp, float *out,
+                          dsv4_error *err);
+
+    /* ---- attention pieces ---- */
+    /* RoPE on rows of n_head heads of head_dim; row r has position pos0 + r*pos_step. */
+    dsv4_status (*rope_tail)(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                             uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse,
+                             dsv4_error *err);
+    /* FP8 E4M3 round trip of dims [0, n_nope) of each row (blocks of 64, power-of-two scales). */
+    dsv4_status (*fp8_kv)(void *ctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
+                          dsv4_error *err);
+    /* Hadamard (width) then FP4 E2M1 round trip (blocks of 32) of each row of width dims. */
+    dsv4_status (*hadamard_fp4)(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err);
+    /* dst rows = f16_round(src rows). */
+    dsv4_status (*store_f16)(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
+                             dsv4_error *err);
+    /* One compressor frontier step (spec model-attention-hc.md §4.4) for the token at `pos`:
+     * state row (ratio 4: 4 + pos%4, else pos%ratio) <- (kv, score + ape[:, pos%ratio]), both
+     * `coff*d_c` wide (coff = 2 for ratio 4, else 1). When (pos+1) % ratio == 0 it also writes the
+     * per-dimension softmax pooling of the window into pooled (d_c) and, for ratio 4, shifts the
+     * frontier (rows 0..3 <- rows 4..7). state_* hold coff*ratio rows of coff*d_c. */
+    dsv4_status (*compressor_step)(void *ctx, const float *kv, const float *score, const dsv4_tensor *ape,
+                                   uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv,
+                                   float *state_score, float *pooled, dsv4_error *err);
+    /* Indexer: score[i] = sum_h relu(rows[i] . q[h]) * (w[h] * w_scale) for i < n_rows, then the
+     * k best rows (ties to the lower index) as ascending row indices in sel (k <= n_rows). */
+    dsv4_status (*indexer_topk)(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
+                                uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k,
+                                int32_t *sel, dsv4_error *err);
+    /* Sink attention of one query (n_head x head_dim) over K = V rows: the raw window (n_raw rows,
+     * logical row i at raw[((raw_start + i) % raw_cap) * head_dim]) then the compressed rows
+     * comp[0..n_comp) or, when sel != NULL, comp[sel[0..n_sel)). sinks: F32 [n_head] logits. */
+    dsv4_status (*attention)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
+                             uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
+                             uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
+                             float kq_scale, float *out, dsv4_error *err);
+
+    /* ---- MoE ---- */
+    /* From router logits (n x n_expert): p = sqrt(softplus(logit)); select k experts per token by
+     * tid2eid[host_tokens[t]] (when tid2eid != NULL) or by top-k of p + bias (bias may be NULL;
+     * ties to the lower index); weights = p[sel] / max(sum p[sel], 2^-14) * scale. */
+    dsv4_status (*router_select)(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
+                                 const dsv4_tensor *bias, const dsv4_tensor *tid2eid,
+                                 const int32_t *host_tokens, float scale, int32_t *sel, float *weights,
+                                 dsv4_error *err);
+    /* Routed experts: out[t] = sum_slot down[sel] . (silu(min(g,c)) * clamp(u,+-c) * weight), with
+     * g = gate[sel] . x[t], u = up[sel] . x[t]; slots summed in order from 0. */
+    dsv4_status (*moe)(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                       const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                       float clamp, float *out, dsv4_error *err);
+
+    /* ---- fused (optional; NULL when not offered) ---- */
+    dsv4_status (*hc_pre_norm)(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                               const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc,
+                               uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps,
+                               float hc_eps, float *u_normed, float *split, dsv4_error *err);
+
+    void (*destroy)(void *ctx);
+} dsv4_backend_ops;
+
+typedef struct dsv4_backend {
+    const dsv4_backend_ops *ops;
+    void *ctx;
+} dsv4_backend;
+
+/* The CPU reference backend (backend/cpu). n_threads 0 = number of online CPUs. */
+dsv4_status dsv4_backend_cpu_create(uint32_t n_threads, dsv4_backend *out, dsv4_error *err);
+uint32_t dsv4_backend_cpu_threads(const dsv4_backend *b);
+void dsv4_backend_destroy(dsv4_backend *b);
+
+#endif

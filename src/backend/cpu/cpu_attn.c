@@ -1,0 +1,196 @@
+/* Attention-side ops: RoPE, KV rounding, compressor frontier, indexer, sink attention
+ * (spec model-attention-hc.md §4, §6). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "quant/quant.h"
+
+typedef struct {
+    float *x;
+    uint32_t n_head, head_dim, pos0, pos_step;
+    const dsv4_rope *rope;
+    bool inverse;
+} rope_job;
+
+static void rope_worker(void *arg, uint64_t r0, uint64_t r1, uint32_t th) {
+    (void)th;
+    const rope_job *j = arg;
+    const uint64_t w = (uint64_t)j->n_head * j->head_dim;
+    for (uint64_t r = r0; r < r1; r++)
+        cpu_rope_row(j->x + r * w, j->n_head, j->head_dim, j->pos0 + (uint32_t)r * j->pos_step, j->rope,
+                     j->inverse);
+}
+
+dsv4_status cpu_rope_tail(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                          uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse,
+                          dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "rope: %u rotated dims do not fit heads of %u", rope->n_rot,
+                         head_dim);
+    rope_job j = {x, n_head, head_dim, pos0, pos_step, rope, inverse};
+    dsv4_tp_run(c->tp, n_rows, 4, rope_worker, &j);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_fp8_kv(void *ctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
+                       dsv4_error *err) {
+    (void)ctx;
+    if (n_nope % 64 || n_nope > width)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "fp8: %u quantized dims of rows of %u (need a multiple of 64)", n_nope, width);
+    for (uint32_t r = 0; r < n_rows; r++) dsv4_fp8_roundtrip_blocks64(x + (uint64_t)r * width, n_nope);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err) {
+    (void)ctx;
+    if (width == 0 || (width & (width - 1)) || width % 32)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "hadamard: row width %u is not a power of two >= 32", width);
+    for (uint32_t r = 0; r < n_rows; r++) {
+        float *row = x + (uint64_t)r * width;
+        dsv4_hadamard_inplace(row, width);
+        dsv4_fp4_roundtrip_blocks32(row, width);
+    }
+    return DSV4_OK;
+}
+
+dsv4_status cpu_store_f16(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
+                          dsv4_error *err) {
+    (void)ctx, (void)err;
+    const uint64_t n = (uint64_t)n_rows * width;
+    for (uint64_t i = 0; i < n; i++) dst[i] = dsv4_f16_round(src[i]);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_compressor_step(void *vctx, const float *kv, const float *score, const dsv4_tensor *ape,
+                                uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv,
+                                float *state_score, float *pooled, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (ratio < 2) return dsv4_fail(err, DSV4_ERR_INVALID, "compressor: ratio %u", ratio);
+    const uint32_t coff = ratio == 4 ? 2u : 1u;
+    const uint64_t width = (uint64_t)coff * d_c;
+    const uint32_t phase = pos % ratio;
+    const uint32_t row = ratio == 4 ? 4 + phase : phase;
+    if (ape->ne[0] != width || ape->ne[1] < ratio)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "compressor: tensor %s is %llux%llu, expected %llux%u",
+                         ape->name ? ape->name : "?", (unsigned long long)ape->ne[0],
+                         (unsigned long long)ape->ne[1], (unsigned long long)width, ratio);
+    float *ape_row = cpu_scratch(c, CPU_SLOT_VEC, width * sizeof(float));
+    if (!ape_row) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in compressor");
+    if (!quant_dequant_row(ape->type, dsv4_tensor_row(ape, phase), ape_row, (int64_t)width))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "compressor: cannot decode %s of type %s",
+                         ape->name ? ape->name : "?", dsv4_type_name(ape->type));
+    float *skv = state_kv + row * width, *ssc = state_score + row * width;
+    for (uint64_t j = 0; j < width; j++) {
+        skv[j] = kv[j];
+        ssc[j] = score[j] + ape_row[j];
+    }
+    if ((pos + 1) % ratio != 0) return DSV4_OK;
+    cpu_compressor_pool(state_kv, state_score, d_c, ratio, pooled);
+    if (ratio == 4) { /* the current window becomes the previous one; rows 4..7 are rewritten next */
+        memcpy(state_kv, state_kv + 4 * width, 4 * width * sizeof(float));
+        memcpy(state_score, state_score + 4 * width, 4 * width * sizeof(float));
+    }
+    return DSV4_OK;
+}
+
+typedef struct {
+    const float *q, *w, *rows;
+    uint32_t n_head, head_dim;
+    float *scores;
+} iscore_job;
+
+static void iscore_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
+    (void)th;
+    const iscore_job *j = arg;
+    for (uint64_t i = i0; i < i1; i++) {
+        const float *k = j->rows + i * j->head_dim;
+        float s = 0.0f;
+        for (uint32_t h = 0; h < j->n_head; h++) {
+            const float *qh = j->q + (uint64_t)h * j->head_dim;
+            float dot = 0.0f;
+            for (uint32_t d = 0; d < j->head_dim; d++) dot += k[d] * qh[d];
+            if (dot < 0.0f) dot = 0.0f;
+            s += dot * j->w[h];
+        }
+        j->scores[i] = s;
+    }
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+dsv4_status cpu_indexer_topk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
+                             uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
+                             dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (k > n_rows) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer: top-%u of %u rows", k, n_rows);
+    float *scores = cpu_scratch(c, CPU_SLOT_A, (size_t)n_rows * sizeof(float));
+    float *ws = cpu_scratch(c, CPU_SLOT_B, (size_t)n_head * sizeof(float));
+    if (!scores || !ws) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in indexer");
+    for (uint32_t h = 0; h < n_head; h++) ws[h] = w[h] * w_scale; /* ds4 scales w before the head sum */
+    iscore_job j = {q, ws, rows, n_head, head_dim, scores};
+    dsv4_tp_run(c->tp, n_rows, 64, iscore_worker, &j);
+    cpu_topk_desc(scores, n_rows, k, sel);
+    qsort(sel, k, sizeof(int32_t), cmp_i32); /* attention visits selected rows in row order */
+    return DSV4_OK;
+}
+
+typedef struct {
+    const float *q;
+    uint32_t head_dim;
+    const float *const *rows;
+    uint32_t n_rows;
+    const float *sinks;
+    float kq_scale;
+    float *scores; /* per thread: n_rows */
+    float *out;
+} attn_job;
+
+static void attn_worker(void *arg, uint64_t h0, uint64_t h1, uint32_t th) {
+    const attn_job *j = arg;
+    float *score = j->scores + (uint64_t)th * j->n_rows;
+    for (uint64_t h = h0; h < h1; h++)
+        cpu_attention_head(j->q + h * j->head_dim, j->head_dim, j->rows, j->n_rows, j->sinks[h], j->kq_scale,
+                           score, j->out + h * j->head_dim);
+}
+
+dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
+                          uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
+                          uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
+                          float kq_scale, float *out, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: raw window %u rows from %u in a ring of %u",
+                         n_raw, raw_start, raw_cap);
+    if (sinks->ne[0] < n_head)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s has %llu values for %u heads",
+                         sinks->name ? sinks->name : "?", (unsigned long long)sinks->ne[0], n_head);
+    const uint32_t n_c = sel ? n_sel : n_comp;
+    const uint32_t n_rows = n_raw + n_c;
+    const uint32_t n_threads = dsv4_tp_threads(c->tp);
+    const float **rows = cpu_scratch(c, CPU_SLOT_A, (size_t)(n_rows + 1) * sizeof(float *));
+    float *scores = cpu_scratch(c, CPU_SLOT_B, (size_t)n_threads * (n_rows + 1) * sizeof(float));
+    float *sink_tmp = cpu_scratch(c, CPU_SLOT_VEC, (size_t)n_head * sizeof(float));
+    if (!rows || !scores || !sink_tmp) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in attention");
+    const float *sv = cpu_vec_f32(sinks, sink_tmp, n_head);
+    if (!sv)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention: cannot read sinks %s",
+                         sinks->name ? sinks->name : "?");
+    /* raw rows oldest -> newest, then compressed rows in increasing index (ds4 CPU order) */
+    for (uint32_t i = 0; i < n_raw; i++) rows[i] = raw + (uint64_t)((raw_start + i) % raw_cap) * head_dim;
+    for (uint32_t i = 0; i < n_c; i++) {
+        const uint32_t r = sel ? (uint32_t)sel[i] : i;
+        if (r >= n_comp)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "attention: selected row %u of %u", r, n_comp);
+        rows[n_raw + i] = comp + (uint64_t)r * head_dim;
+    }
+    attn_job j = {q, head_dim, rows, n_rows, sv, kq_scale, scores, out};
+    dsv4_tp_run(c->tp, n_head, 1, attn_worker, &j);
+    return DSV4_OK;
+}

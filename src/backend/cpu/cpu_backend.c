@@ -1,0 +1,127 @@
+/* CPU backend: the op table, host "device" memory and scratch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "quant/quant.h"
+
+void *cpu_scratch(cpu_ctx *c, int slot, size_t bytes) {
+    if (bytes == 0) bytes = 64;
+    if (c->scratch_bytes[slot] >= bytes) return c->scratch[slot];
+    size_t sz = (bytes + 63) & ~(size_t)63;
+    sz += sz / 4; /* grow with headroom so slowly growing chunks do not reallocate each time */
+    sz = (sz + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, sz);
+    if (!p) return NULL;
+    free(c->scratch[slot]);
+    c->scratch[slot] = p;
+    c->scratch_bytes[slot] = sz;
+    return p;
+}
+
+const float *cpu_vec_f32(const dsv4_tensor *t, float *tmp, uint64_t n) {
+    if (t->type == DSV4_TYPE_F32) return (const float *)t->data;
+    if (!quant_dequant_row(t->type, t->data, tmp, (int64_t)n)) return NULL;
+    return tmp;
+}
+
+static dsv4_status cpu_buf_alloc(void *ctx, size_t bytes, void **out, dsv4_error *err) {
+    (void)ctx;
+    size_t sz = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
+    *out = aligned_alloc(64, sz);
+    if (!*out) return dsv4_fail(err, DSV4_ERR_NOMEM, "cannot allocate %zu bytes of CPU buffer memory", bytes);
+    return DSV4_OK;
+}
+
+static void cpu_buf_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static dsv4_status cpu_write(void *ctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+    (void)ctx, (void)err;
+    if (bytes) memcpy(dst, src, bytes);
+    return DSV4_OK;
+}
+
+static dsv4_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+    (void)ctx, (void)err;
+    if (bytes && dst != src) memmove(dst, src, bytes);
+    return DSV4_OK;
+}
+
+static dsv4_status cpu_fill_f32(void *ctx, float *dst, float v, size_t n, dsv4_error *err) {
+    (void)ctx, (void)err;
+    for (size_t i = 0; i < n; i++) dst[i] = v;
+    return DSV4_OK;
+}
+
+static dsv4_status cpu_sync(void *ctx, dsv4_error *err) {
+    (void)ctx, (void)err;
+    return DSV4_OK;
+}
+
+static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
+    (void)ctx, (void)op, (void)q;
+    return false; /* the reference runs the unfused sequences only */
+}
+
+static void cpu_destroy(void *vctx) {
+    cpu_ctx *c = vctx;
+    if (!c) return;
+    dsv4_tp_free(c->tp);
+    for (int i = 0; i < CPU_SCRATCH_SLOTS; i++) free(c->scratch[i]);
+    free(c);
+}
+
+static const dsv4_backend_ops cpu_ops = {
+    .name = "cpu",
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .write = cpu_write,
+    .read = cpu_write,
+    .copy = cpu_copy,
+    .fill_f32 = cpu_fill_f32,
+    .sync = cpu_sync,
+    .supports_weight_type = cpu_supports_weight_type,
+    .fused_available = cpu_fused_available,
+    .embed = cpu_embed,
+    .hc_pre = cpu_hc_pre,
+    .hc_post = cpu_hc_post,
+    .hc_head = cpu_hc_head,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .add = cpu_add,
+    .swiglu = cpu_swiglu,
+    .rope_tail = cpu_rope_tail,
+    .fp8_kv = cpu_fp8_kv,
+    .hadamard_fp4 = cpu_hadamard_fp4,
+    .store_f16 = cpu_store_f16,
+    .compressor_step = cpu_compressor_step,
+    .indexer_topk = cpu_indexer_topk,
+    .attention = cpu_attention,
+    .router_select = cpu_router_select,
+    .moe = cpu_moe,
+    .hc_pre_norm = NULL,
+    .destroy = cpu_destroy,
+};
+
+dsv4_status dsv4_backend_cpu_create(uint32_t n_threads, dsv4_backend *out, dsv4_error *err) {
+    out->ops = NULL;
+    out->ctx = NULL;
+    cpu_ctx *c = calloc(1, sizeof(*c));
+    if (!c) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the CPU backend");
+    dsv4_status st = dsv4_tp_create(n_threads, &c->tp, err);
+    if (st != DSV4_OK) {
+        free(c);
+        return st;
+    }
+    out->ops = &cpu_ops;
+    out->ctx = c;
+    return DSV4_OK;
+}
+
+uint32_t dsv4_backend_cpu_threads(const dsv4_backend *b) {
+    if (!b || b->ops != &cpu_ops) return 0;
+    return dsv4_tp_threads(((const cpu_ctx *)b->ctx)->tp);
+}

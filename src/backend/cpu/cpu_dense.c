@@ -1,0 +1,206 @@
+/* Dense ops: RMSNorm, matmul with ds4's per-type activation formats, add, SwiGLU. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "quant/quant.h"
+
+/* ---- matmul ---- */
+
+typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
+typedef float (*dot_fn)(const void *w, const void *x, int64_t n);
+
+static float dot_f32_w(const void *w, const void *x, int64_t n) { return quant_dot_f32(w, x, n); }
+static float dot_f16_w(const void *w, const void *x, int64_t n) { return quant_dot_f16(w, x, n); }
+static float dot_bf16_w(const void *w, const void *x, int64_t n) { return quant_dot_bf16(w, x, n); }
+static float dot_q8_0_w(const void *w, const void *x, int64_t n) { return quant_dot_q8_0(w, x, n); }
+static float dot_q2_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q2_k(w, x, n); }
+static float dot_q4_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q4_k(w, x, n); }
+static float dot_iq2_w(const void *w, const void *x, int64_t n) { return quant_dot_iq2_xxs(w, x, n); }
+
+/* Activation format and dot kernel for a weight type (ds4 CPU: Q8_0 weights take Q8_0
+ * activations, K-quant/IQ2 weights Q8_K activations, float weights f32 activations). */
+static bool kernel_for(uint32_t type, act_kind *kind, dot_fn *dot, uint32_t *block) {
+    switch (type) {
+    case DSV4_TYPE_F32: *kind = ACT_F32, *dot = dot_f32_w, *block = 1; return true;
+    case DSV4_TYPE_F16: *kind = ACT_F32, *dot = dot_f16_w, *block = 1; return true;
+    case DSV4_TYPE_BF16: *kind = ACT_F32, *dot = dot_bf16_w, *block = 1; return true;
+    case DSV4_TYPE_Q8_0: *kind = ACT_Q8_0, *dot = dot_q8_0_w, *block = DSV4_QK8_0; return true;
+    case DSV4_TYPE_Q2_K: *kind = ACT_Q8_K, *dot = dot_q2_k_w, *block = DSV4_QK_K; return true;
+    case DSV4_TYPE_Q4_K: *kind = ACT_Q8_K, *dot = dot_q4_k_w, *block = DSV4_QK_K; return true;
+    case DSV4_TYPE_IQ2_XXS: *kind = ACT_Q8_K, *dot = dot_iq2_w, *block = DSV4_QK_K; return true;
+    default: return false;
+    }
+}
+
+bool cpu_supports_weight_type(void *ctx, uint32_t type) {
+    (void)ctx;
+    act_kind k;
+    dot_fn d;
+    uint32_t b;
+    return kernel_for(type, &k, &d, &b);
+}
+
+static size_t act_row_bytes(act_kind kind, uint64_t n) {
+    switch (kind) {
+    case ACT_Q8_0: return (size_t)(n / DSV4_QK8_0) * sizeof(dsv4_q8_0_act);
+    case ACT_Q8_K: return (size_t)(n / DSV4_QK_K) * sizeof(dsv4_q8_k);
+    default: return 0;
+    }
+}
+
+typedef struct {
+    act_kind kind;
+    const float *x;
+    uint64_t x_stride, in;
+    void *act;
+    size_t act_bytes;
+} quant_job;
+
+static void quant_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
+    (void)th;
+    quant_job *j = arg;
+    for (uint64_t t = t0; t < t1; t++) {
+        void *dst = (uint8_t *)j->act + t * j->act_bytes;
+        if (j->kind == ACT_Q8_0) {
+            quant_act_q8_0(j->x + t * j->x_stride, dst, (int64_t)j->in);
+        } else {
+            quant_act_q8_k(j->x + t * j->x_stride, dst, (int64_t)j->in);
+        }
+    }
+}
+
+/* Quantize n activation rows for `kind` into scratch; for f32 returns NULL (use x directly). */
+static dsv4_status quantize_acts(cpu_ctx *c, act_kind kind, const float *x, uint64_t x_stride, uint64_t in,
+                                 uint32_t n, int slot, void **out, size_t *row_bytes, dsv4_error *err) {
+    *out = NULL;
+    *row_bytes = act_row_bytes(kind, in);
+    if (kind == ACT_F32) return DSV4_OK;
+    void *act = cpu_scratch(c, slot, *row_bytes * n);
+    if (!act) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for %u activation rows", n);
+    quant_job j = {kind, x, x_stride, in, act, *row_bytes};
+    dsv4_tp_run(c->tp, n, 4, quant_worker, &j);
+    *out = act;
+    return DSV4_OK;
+}
+
+typedef struct {
+    const dsv4_tensor *w;
+    uint64_t row0, in;
+    dot_fn dot;
+    const float *x;
+    uint64_t x_stride;
+    const uint8_t *act;
+    size_t act_bytes;
+    uint32_t n;
+    float *y;
+    uint64_t y_stride;
+} matmul_job;
+
+#define MM_ROW_TILE 8
+#define MM_TOK_TILE 32
+
+static void matmul_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
+    (void)th;
+    const matmul_job *j = arg;
+    for (uint64_t ob = o0; ob < o1; ob += MM_ROW_TILE) {
+        const uint64_t oe = ob + MM_ROW_TILE < o1 ? ob + MM_ROW_TILE : o1;
+        for (uint32_t tb = 0; tb < j->n; tb += MM_TOK_TILE) {
+            const uint32_t te = tb + MM_TOK_TILE < j->n ? tb + MM_TOK_TILE : j->n;
+            for (uint64_t o = ob; o < oe; o++) {
+                const void *wrow = dsv4_tensor_row(j->w, j->row0 + o);
+                for (uint32_t t = tb; t < te; t++) {
+                    const void *xa = j->act ? (const void *)(j->act + t * j->act_bytes)
+                                            : (const void *)(j->x + t * j->x_stride);
+                    j->y[t * j->y_stride + o] = j->dot(wrow, xa, (int64_t)j->in);
+                }
+            }
+        }
+    }
+}
+
+dsv4_status cpu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
+                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    act_kind kind;
+    dot_fn dot;
+    uint32_t block;
+    if (!kernel_for(w->type, &kind, &dot, &block))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "matmul: tensor %s has type %s, which the CPU backend cannot multiply",
+                         w->name ? w->name : "?", dsv4_type_name(w->type));
+    const uint64_t in = w->ne[0];
+    const uint64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
+    if (in % block != 0 || row0 + n_out > rows)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "matmul: rows [%llu, %llu) of tensor %s (%llu x %llu) out of range",
+                         (unsigned long long)row0, (unsigned long long)(row0 + n_out),
+                         w->name ? w->name : "?", (unsigned long long)in, (unsigned long long)rows);
+    if (n == 0 || n_out == 0) return DSV4_OK;
+    void *act;
+    size_t act_bytes;
+    dsv4_status st = quantize_acts(c, kind, x, x_stride, in, n, CPU_SLOT_ACT, &act, &act_bytes, err);
+    if (st != DSV4_OK) return st;
+    matmul_job j = {w, row0, in, dot, x, x_stride, act, act_bytes, n, y, y_stride};
+    /* enough rows per thread that waking a helper pays off */
+    uint64_t min_rows = (uint64_t)(65536 / ((in ? in : 1) * n)) + 1;
+    dsv4_tp_run(c->tp, n_out, min_rows, matmul_worker, &j);
+    return DSV4_OK;
+}
+
+/* ---- rmsnorm ---- */
+
+typedef struct {
+    const float *x, *w;
+    uint32_t width;
+    float eps;
+    float *y;
+} rms_job;
+
+static void rms_worker(void *arg, uint64_t r0, uint64_t r1, uint32_t th) {
+    (void)th;
+    const rms_job *j = arg;
+    for (uint64_t r = r0; r < r1; r++)
+        cpu_rmsnorm_row(j->x + r * j->width, j->w, j->width, j->eps, j->y + r * j->width);
+}
+
+dsv4_status cpu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width,
+                        float eps, float *y, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    const float *wv = NULL;
+    if (w) {
+        if (w->ne[0] != width)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "rmsnorm: weight %s has %llu values, rows have %u",
+                             w->name ? w->name : "?", (unsigned long long)w->ne[0], width);
+        float *tmp = cpu_scratch(c, CPU_SLOT_VEC, (size_t)width * sizeof(float));
+        if (!tmp) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in rmsnorm");
+        wv = cpu_vec_f32(w, tmp, width);
+        if (!wv)
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "rmsnorm: cannot read weight %s of type %s",
+                             w->name ? w->name : "?", dsv4_type_name(w->type));
+    }
+    rms_job j = {x, wv, width, eps, y};
+    dsv4_tp_run(c->tp, n_rows, 1 + 16384 / (width ? width : 1), rms_worker, &j);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_add(void *ctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err) {
+    (void)ctx, (void)err;
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    return DSV4_OK;
+}
+
+dsv4_status cpu_swiglu(void *ctx, const float *g, const float *u, size_t n, float clamp, float *out,
+                       dsv4_error *err) {
+    (void)ctx, (void)err;
+    for (size_t i = 0; i < n; i++) {
+        float gv = g[i], uv = u[i];
+        if (clamp > 1.0e-6f) {
+            if (gv > clamp) gv = clamp; /* the gate is clamped from above only */
+            if (uv > clamp) uv = clamp;
+            if (uv < -clamp) uv = -clamp;
+        }
+        out[i] = cpu_silu(gv) * uv;
+    }
+    return DSV4_OK;
+}

@@ -1,0 +1,287 @@
+/* Engine and sessions: model + backend + graph, per-session KV state and logits. */
+#include "engine/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "graph/graph.h"
+
+struct dsv4_engine {
+    dsv4_model *model;
+    dsv4_backend backend;
+    dsv4_graph *graph;
+    uint32_t chunk;
+};
+
+struct dsv4_session {
+    dsv4_engine *e;
+    dsv4_kv_state kv;
+    float *logits; /* n_vocab */
+    bool has_logits;
+    bool broken;
+};
+
+void dsv4_engine_params_default(dsv4_engine_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->chunk = DSV4_DEFAULT_CHUNK;
+    const char *f = getenv("DSV4_FUSION");
+    p->fusion = !(f && strcmp(f, "off") == 0);
+}
+
+dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, dsv4_engine **out,
+                                   dsv4_error *err) {
+    *out = NULL;
+    dsv4_engine_params def;
+    if (!p) {
+        dsv4_engine_params_default(&def);
+        p = &def;
+    }
+    dsv4_engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        dsv4_model_free(m);
+        return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the engine");
+    }
+    e->model = m;
+    e->chunk = p->chunk ? p->chunk : DSV4_DEFAULT_CHUNK;
+    dsv4_status st = dsv4_backend_cpu_create(p->n_threads, &e->backend, err);
+    /* The workspace starts small and grows to the largest chunk actually evaluated. */
+    if (st == DSV4_OK) st = dsv4_graph_create(m, &e->backend, 1, p->fusion, &e->graph, err);
+    if (st != DSV4_OK) {
+        dsv4_engine_close(e);
+        return st;
+    }
+    *out = e;
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_engine_open(const char *path, const dsv4_engine_params *p, dsv4_engine **out,
+                             dsv4_error *err) {
+    *out = NULL;
+    gguf_file *f = NULL;
+    dsv4_status st = gguf_open(path, &f, err);
+    if (st != DSV4_OK) return st;
+    /* The CPU backend multiplies each layer's experts with that layer's types, so files with
+     * per-layer expert types (ds4's gguf-tools/mixed) are fine. */
+    dsv4_model_bind_opts bo = dsv4_model_bind_opts_default();
+    bo.allow_mixed_experts = true;
+    dsv4_model *m = NULL;
+    st = dsv4_model_bind_ex(f, &bo, &m, err);
+    if (st != DSV4_OK) return st;
+    return dsv4_engine_open_model(m, p, out, err);
+}
+
+void dsv4_engine_close(dsv4_engine *e) {
+    if (!e) return;
+    dsv4_graph_free(e->graph);
+    dsv4_backend_destroy(&e->backend);
+    dsv4_model_free(e->model);
+    free(e);
+}
+
+const dsv4_model *dsv4_engine_model(const dsv4_engine *e) { return e->model; }
+const dsv4_config *dsv4_engine_config(const dsv4_engine *e) { return &e->model->cfg; }
+uint32_t dsv4_engine_threads(const dsv4_engine *e) { return dsv4_backend_cpu_threads(&e->backend); }
+
+dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **out, dsv4_error *err) {
+    *out = NULL;
+    if (n_ctx == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "session context size must be at least 1 token");
+    dsv4_session *s = calloc(1, sizeof(*s));
+    if (!s) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating a session");
+    s->e = e;
+    s->logits = malloc((size_t)e->model->cfg.n_vocab * sizeof(float));
+    if (!s->logits) {
+        free(s);
+        return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for the session logits");
+    }
+    dsv4_status st = dsv4_kv_state_init(e->graph, n_ctx, &s->kv, err);
+    if (st != DSV4_OK) {
+        free(s->logits);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return DSV4_OK;
+}
+
+void dsv4_session_free(dsv4_session *s) {
+    if (!s) return;
+    dsv4_kv_state_free(s->e->graph, &s->kv);
+    free(s->logits);
+    free(s);
+}
+
+dsv4_status dsv4_session_reset(dsv4_session *s, dsv4_error *err) {
+    s->has_logits = false;
+    s->broken = false;
+    dsv4_status st = dsv4_kv_state_reset(s->e->graph, &s->kv, err);
+    if (st != DSV4_OK) s->broken = true;
+    return st;
+}
+
+uint32_t dsv4_session_pos(const dsv4_session *s) { return s->kv.pos; }
+uint32_t dsv4_session_ctx(const dsv4_session *s) { return s->kv.layout.n_ctx; }
+size_t dsv4_session_state_bytes(const dsv4_session *s) {
+    return (size_t)s->kv.layout.n_floats * sizeof(float);
+}
+const float *dsv4_session_logits(const dsv4_session *s) { return s->has_logits ? s->logits : NULL; }
+uint32_t dsv4_session_n_vocab(const dsv4_session *s) { return s->e->model->cfg.n_vocab; }
+bool dsv4_session_broken(const dsv4_session *s) { return s->broken; }
+
+typedef struct {
+    dsv4_session *s;
+    const dsv4_eval_opts *o;
+    uint32_t chunk_start; /* absolute position of chunk row 0 */
+    uint32_t chunk_n, done_before, total;
+    uint32_t last_row;
+} eval_cb;
+
+static void cb_logits(void *user, uint32_t row, const float *logits, uint32_t n_vocab) {
+    eval_cb *c = user;
+    if (c->o && c->o->on_logits) c->o->on_logits(c->o->logits_user, c->chunk_start + row, logits, n_vocab);
+    if (row == c->last_row) {
+        memcpy(c->s->logits, logits, (size_t)n_vocab * sizeof(float));
+        c->s->has_logits = true;
+    }
+}
+
+static void cb_layer(void *user, uint32_t il, uint32_t n_layer) {
+    eval_cb *c = user;
+    if (!c->o || !c->o->on_progress) return;
+    const uint64_t part = (uint64_t)c->chunk_n * (il + 1) / n_layer;
+    c->o->on_progress(c->o->progress_user, c->done_before + (uint32_t)part, c->total);
+}
+
+dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, uint32_t n, const dsv4_eval_opts *o,
+                              dsv4_error *err) {
+    if (s->broken)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "session state is inconsistent after an interrupted evaluation; reset it first");
+    if (n == 0) return DSV4_OK;
+    if (!tokens) return dsv4_fail(err, DSV4_ERR_INVALID, "eval: NULL token array");
+    const uint32_t pos = s->kv.pos, ctx = s->kv.layout.n_ctx;
+    if ((uint64_t)pos + n > ctx)
+        return dsv4_fail(
+            err, DSV4_ERR_RANGE,
+            "prompt too long: %u tokens at position %u need %llu positions, the session context is %u", n,
+            pos, (unsigned long long)pos + n, ctx);
+    const uint32_t vocab = s->e->model->cfg.n_vocab;
+    for (uint32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= vocab)
+            return dsv4_fail(err, DSV4_ERR_RANGE, "token %d at index %u is outside the vocabulary of %u",
+                             tokens[i], i, vocab);
+    const uint32_t chunk = o && o->chunk ? o->chunk : s->e->chunk;
+    eval_cb cb = {s, o, 0, 0, 0, n, 0};
+    dsv4_graph_hooks h = {0};
+    h.cancel = o ? o->cancel : NULL;
+    h.on_layer = cb_layer;
+    h.on_logits = cb_logits;
+    h.user = &cb;
+    h.all_logits = o && o->on_logits;
+    for (uint32_t done = 0; done < n;) {
+        const uint32_t m = n - done < chunk ? n - done : chunk;
+        cb.chunk_start = s->kv.pos;
+        cb.chunk_n = m;
+        cb.done_before = done;
+        cb.last_row = m - 1;
+        bool damaged = false;
+        dsv4_status st = dsv4_graph_eval(s->e->graph, &s->kv, tokens + done, m, &h, &damaged, err);
+        if (st != DSV4_OK) {
+            if (damaged) s->broken = true;
+            if (done > 0 || damaged) dsv4_error_prefix(err, "after %u of %u tokens: ", done, n);
+            return st;
+        }
+        done += m;
+    }
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_session_decode(dsv4_session *s, int32_t token, dsv4_error *err) {
+    return dsv4_session_eval(s, &token, 1, NULL, err);
+}
+
+/* ---- snapshots ---- */
+
+#define SNAP_MAGIC 0x34765344u /* "DSv4" */
+
+typedef struct {
+    uint32_t magic, pos, n_ctx, has_logits;
+    uint64_t n_floats, n_vocab;
+} snap_header;
+
+size_t dsv4_session_snapshot_bytes(const dsv4_session *s) {
+    return sizeof(snap_header) + dsv4_session_state_bytes(s) +
+           (size_t)s->e->model->cfg.n_vocab * sizeof(float);
+}
+
+dsv4_status dsv4_session_snapshot_save(const dsv4_session *s, void *buf, size_t bytes, dsv4_error *err) {
+    if (bytes < dsv4_session_snapshot_bytes(s))
+        return dsv4_fail(err, DSV4_ERR_INVALID, "snapshot buffer of %zu bytes, need %zu", bytes,
+                         dsv4_session_snapshot_bytes(s));
+    if (s->broken)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "cannot snapshot a session left inconsistent by an interrupted evaluation");
+    snap_header h = {SNAP_MAGIC,
+                     s->kv.pos,
+                     s->kv.layout.n_ctx,
+                     s->has_logits,
+                     s->kv.layout.n_floats,
+                     s->e->model->cfg.n_vocab};
+    uint8_t *p = buf;
+    memcpy(p, &h, sizeof h);
+    const dsv4_backend *b = &s->e->backend;
+    dsv4_status st = b->ops->read(b->ctx, p + sizeof h, s->kv.buf, dsv4_session_state_bytes(s), err);
+    if (st != DSV4_OK) return st;
+    memcpy(p + sizeof h + dsv4_session_state_bytes(s), s->logits, (size_t)h.n_vocab * sizeof(float));
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_session_snapshot_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err) {
+    snap_header h;
+    if (bytes < sizeof h) return dsv4_fail(err, DSV4_ERR_FORMAT, "snapshot of %zu bytes is truncated", bytes);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != SNAP_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_floats != s->kv.layout.n_floats ||
+        h.n_vocab != s->e->model->cfg.n_vocab || h.pos > h.n_ctx || bytes < dsv4_session_snapshot_bytes(s))
+        return dsv4_fail(err, DSV4_ERR_FORMAT,
+                         "snapshot does not match this session (context %u, %llu state floats)",
+                         s->kv.layout.n_ctx, (unsigned long long)s->kv.layout.n_floats);
+    const uint8_t *p = buf;
+    const dsv4_backend *b = &s->e->backend;
+    dsv4_status st = b->ops->write(b->ctx, s->kv.buf, p + sizeof h, dsv4_session_state_bytes(s), err);
+    if (st != DSV4_OK) {
+        s->broken = true;
+        return st;
+    }
+    memcpy(s->logits, p + sizeof h + dsv4_session_state_bytes(s), (size_t)h.n_vocab * sizeof(float));
+    s->kv.pos = h.pos;
+    s->has_logits = h.has_logits != 0;
+    s->broken = false;
+    return DSV4_OK;
+}
+
+/* ---- oracle helper ---- */
+
+typedef struct {
+    float *out;
+    uint32_t n;
+} all_logits_ctx;
+
+static void store_logits(void *user, uint32_t pos, const float *logits, uint32_t n_vocab) {
+    all_logits_ctx *c = user;
+    if (pos < c->n) memcpy(c->out + (uint64_t)pos * n_vocab, logits, (size_t)n_vocab * sizeof(float));
+}
+
+dsv4_status dsv4_eval_all_logits(dsv4_engine *e, const int32_t *tokens, uint32_t n, uint32_t n_ctx,
+                                 uint32_t chunk, float *out, dsv4_error *err) {
+    dsv4_session *s = NULL;
+    dsv4_status st = dsv4_session_create(e, n_ctx ? n_ctx : (n ? n : 1), &s, err);
+    if (st != DSV4_OK) return st;
+    all_logits_ctx c = {out, n};
+    dsv4_eval_opts o = {0};
+    o.chunk = chunk;
+    o.on_logits = store_logits;
+    o.logits_user = &c;
+    st = dsv4_session_eval(s, tokens, n, &o, err);
+    dsv4_session_free(s);
+    return st;
+}

@@ -1,0 +1,97 @@
+/* Engine API: a loaded model + a backend + a thread pool, and sessions that own KV state.
+ *
+ *   dsv4_engine_open(path, &params, &e, &err);
+ *   dsv4_session_create(e, n_ctx, &s, &err);
+ *   dsv4_session_eval(s, prompt, n, NULL, &err);     // prefill (chunked, layer-major)
+ *   const float *logits = dsv4_session_logits(s);     // last position
+ *   dsv4_session_decode(s, next_token, &err);          // one token
+ *
+ * On the CPU backend, decode steps and prefill with any chunk size give bitwise identical logits
+ * and state. An engine and its sessions are used from one thread at a time (the engine's thread
+ * pool parallelizes inside each op). */
+#ifndef DSV4_ENGINE_H
+#define DSV4_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "model/model.h"
+
+typedef struct dsv4_engine dsv4_engine;
+typedef struct dsv4_session dsv4_session;
+
+#define DSV4_DEFAULT_CHUNK 2048
+
+typedef struct dsv4_engine_params {
+    uint32_t n_threads; /* 0 = number of online CPUs */
+    uint32_t chunk;     /* default prefill chunk (tokens); 0 = DSV4_DEFAULT_CHUNK */
+    bool fusion;        /* try fused backend ops (DSV4_FUSION=off in the environment disables) */
+} dsv4_engine_params;
+
+void dsv4_engine_params_default(dsv4_engine_params *p);
+
+/* Load a GGUF (weights stay in the mmap) and create the CPU backend. */
+dsv4_status dsv4_engine_open(const char *model_path, const dsv4_engine_params *p, dsv4_engine **out,
+                             dsv4_error *err);
+/* Same with an already loaded model; the engine takes ownership of m (also on failure). */
+dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, dsv4_engine **out,
+                                   dsv4_error *err);
+void dsv4_engine_close(dsv4_engine *e);
+const dsv4_model *dsv4_engine_model(const dsv4_engine *e);
+const dsv4_config *dsv4_engine_config(const dsv4_engine *e);
+uint32_t dsv4_engine_threads(const dsv4_engine *e);
+
+/* ---- sessions ---- */
+/* A session owns per-layer KV state for n_ctx positions (one contiguous backend buffer). */
+dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **out, dsv4_error *err);
+void dsv4_session_free(dsv4_session *s);
+/* Back to position 0 with empty state. */
+dsv4_status dsv4_session_reset(dsv4_session *s, dsv4_error *err);
+uint32_t dsv4_session_pos(const dsv4_session *s); /* tokens evaluated so far */
+uint32_t dsv4_session_ctx(const dsv4_session *s); /* context size */
+/* Bytes of the session's KV state buffer. */
+size_t dsv4_session_state_bytes(const dsv4_session *s);
+/* In-memory snapshot: KV state, position and last logits. A snapshot can only be loaded into a
+ * session of the same engine and context size; loading it restores the exact state. */
+size_t dsv4_session_snapshot_bytes(const dsv4_session *s);
+dsv4_status dsv4_session_snapshot_save(const dsv4_session *s, void *buf, size_t bytes, dsv4_error *err);
+dsv4_status dsv4_session_snapshot_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err);
+
+typedef struct dsv4_eval_opts {
+    uint32_t chunk; /* tokens per layer-major chunk; 0 = the engine default */
+    /* Logits of EVERY evaluated position (pos = absolute position), e.g. for teacher-forced dumps.
+     * The pointer is valid during the call only. NULL: only the last position's logits are kept. */
+    void (*on_logits)(void *user, uint32_t pos, const float *logits, uint32_t n_vocab);
+    void *logits_user;
+    /* Progress: called after every layer of every chunk with tokens done (a fraction of a chunk
+     * is reported as the share of its layers completed) and the total. */
+    void (*on_progress)(void *user, uint32_t done, uint32_t total);
+    void *progress_user;
+    /* Nonzero stops the evaluation before the next layer with DSV4_ERR_CANCELLED. If that happens
+     * inside a chunk after its first layer ran, the session is marked broken (evaluating it again
+     * fails until dsv4_session_reset); between chunks it stays valid at the last chunk end. */
+    const atomic_int *cancel;
+} dsv4_eval_opts;
+
+/* Evaluate tokens at positions pos..pos+n-1 (prefill when n > 1). A sequence that does not fit
+ * in the remaining context fails with DSV4_ERR_RANGE and leaves the session unchanged. */
+dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, uint32_t n, const dsv4_eval_opts *opts,
+                              dsv4_error *err);
+/* One decode step (same as eval with n = 1). */
+dsv4_status dsv4_session_decode(dsv4_session *s, int32_t token, dsv4_error *err);
+/* Logits (n_vocab floats) of the last evaluated position; NULL before the first eval. */
+const float *dsv4_session_logits(const dsv4_session *s);
+uint32_t dsv4_session_n_vocab(const dsv4_session *s);
+/* True after a cancelled or failed evaluation left the KV state inconsistent. */
+bool dsv4_session_broken(const dsv4_session *s);
+
+/* Oracle comparison helper: evaluate tokens[0..n) from position 0 in a fresh session of context
+ * n_ctx (0 = n) with the given chunk (0 = default) and write every position's logits to
+ * out[pos * n_vocab ...] (n * n_vocab floats). */
+dsv4_status dsv4_eval_all_logits(dsv4_engine *e, const int32_t *tokens, uint32_t n, uint32_t n_ctx,
+                                 uint32_t chunk, float *out, dsv4_error *err);
+
+#endif

@@ -1,0 +1,269 @@
+/* Graph object: validation, workspace, chunk evaluation and the output head. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph_internal.h"
+#include "graph/rope.h"
+
+#define OPS g->b->ops
+#define BCTX g->b->ctx
+
+static dsv4_status check_weight(const dsv4_graph *g, const dsv4_tensor *t, dsv4_error *err) {
+    if (!dsv4_tensor_present(t)) return DSV4_OK;
+    if (!OPS->supports_weight_type(BCTX, t->type))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "tensor %s has type %s, which the %s backend cannot run",
+                         t->name ? t->name : "?", dsv4_type_name(t->type), OPS->name);
+    return DSV4_OK;
+}
+
+static dsv4_status check_model(dsv4_graph *g, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_model *m = g->m;
+    if (c->n_rot % 2 || c->n_rot > c->head_dim || c->n_rot > 512 || c->n_rot > c->idx_head_dim)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "rope.dimension_count %u does not fit heads of %u / indexer heads of %u", c->n_rot,
+                         c->head_dim, c->idx_head_dim);
+    if ((c->head_dim - c->n_rot) % 64)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "head_dim - n_rot = %u is not a multiple of the FP8 block (64)",
+                         c->head_dim - c->n_rot);
+    if (c->idx_head_dim < 32 || (c->idx_head_dim & (c->idx_head_dim - 1)))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "indexer key_length %u is not a power of two >= 32 (Hadamard + FP4)",
+                         c->idx_head_dim);
+    if (c->n_out_group == 0 || c->n_head % c->n_out_group)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "%u heads do not split into %u output groups", c->n_head,
+                         c->n_out_group);
+    if (c->n_hc == 0 || c->n_hc > 16)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "%u HC streams (1..16 supported)", c->n_hc);
+    GB(check_weight(g, &m->output, err));
+    GB(check_weight(g, &m->output_hc_fn, err));
+    for (uint32_t il = 0; il < c->n_layer; il++) {
+        const dsv4_layer_weights *l = &m->layers[il];
+        const dsv4_tensor *mats[] = {&l->hc_attn_fn,
+                                     &l->hc_ffn_fn,
+                                     &l->attn_q_a,
+                                     &l->attn_q_b,
+                                     &l->attn_kv,
+                                     &l->attn_output_a,
+                                     &l->attn_output_b,
+                                     &l->attn_compressor_kv,
+                                     &l->attn_compressor_gate,
+                                     &l->indexer_attn_q_b,
+                                     &l->indexer_proj,
+                                     &l->indexer_compressor_kv,
+                                     &l->indexer_compressor_gate,
+                                     &l->ffn_gate_inp,
+                                     &l->ffn_gate_exps,
+                                     &l->ffn_up_exps,
+                                     &l->ffn_down_exps,
+                                     &l->ffn_gate_shexp,
+                                     &l->ffn_up_shexp,
+                                     &l->ffn_down_shexp};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) GB(check_weight(g, mats[i], err));
+        const uint32_t r = c->compress_ratio[il];
+        if (r != 0 && !dsv4_tensor_present(&l->attn_compressor_kv))
+            return dsv4_fail(err, DSV4_ERR_FORMAT, "layer %u has compress ratio %u but no compressor tensors",
+                             il, r);
+        if (r == 4 && !dsv4_tensor_present(&l->indexer_compressor_kv))
+            return dsv4_fail(err, DSV4_ERR_FORMAT, "layer %u has compress ratio 4 but no indexer tensors",
+                             il);
+        if (dsv4_cfg_is_hash_layer(c, il) && !dsv4_tensor_present(&l->ffn_gate_tid2eid))
+            return dsv4_fail(err, DSV4_ERR_FORMAT, "layer %u is hash-routed but has no tid2eid table", il);
+    }
+    return DSV4_OK;
+}
+
+static void free_ws(dsv4_graph *g) {
+    for (uint32_t i = 0; i < g->n_bufs; i++) OPS->buf_free(BCTX, g->bufs[i]);
+    g->n_bufs = 0;
+    memset(&g->w, 0, sizeof g->w);
+    g->cap = 0;
+}
+
+static dsv4_status ws_alloc(dsv4_graph *g, void *slot, uint64_t elems, dsv4_error *err) {
+    if (g->n_bufs >= GRAPH_MAX_BUFS)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "graph: too many workspace buffers");
+    void *p = NULL;
+    GB(OPS->buf_alloc(BCTX, (size_t)(elems ? elems : 1) * 4, &p, err));
+    g->bufs[g->n_bufs++] = p;
+    memcpy(slot, &p, sizeof p);
+    return DSV4_OK;
+}
+
+static dsv4_status alloc_ws(dsv4_graph *g, uint32_t cap, dsv4_error *err) {
+    free_ws(g);
+    const dsv4_config *c = g->cfg;
+    const uint64_t n = cap, hd = (uint64_t)c->n_hc * c->n_embd, e = c->n_embd;
+    const uint64_t mix = dsv4_cfg_hc_mix(c), qd = (uint64_t)c->n_head * c->head_dim;
+    const uint64_t hr = g->head_rows;
+    graph_ws *w = &g->w;
+    dsv4_status st = DSV4_OK;
+#define A(field, count)                                                                                      \
+    if (st == DSV4_OK) st = ws_alloc(g, &w->field, (count), err)
+    A(hc_cur, n * hd);
+    A(hc_mid, n * hd);
+    A(u, n * e);
+    A(xn, n * e);
+    A(attn_out, n * e);
+    A(split, n * mix);
+    A(qa, n * c->q_lora_rank);
+    A(qr, n * c->q_lora_rank);
+    A(q, n * qd);
+    A(heads, n * qd);
+    A(kv, n * c->head_dim);
+    A(ckv, n * g->comp_width_max);
+    A(cg, n * g->comp_width_max);
+    A(ikv, n * 2 * c->idx_head_dim);
+    A(ig, n * 2 * c->idx_head_dim);
+    A(iq, n * c->idx_n_head * c->idx_head_dim);
+    A(iw, n * c->idx_n_head);
+    A(pooled, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
+    A(crow, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
+    A(isel, c->idx_top_k);
+    A(low, n * c->n_out_group * c->o_lora_rank);
+    A(rlog, n * c->n_expert);
+    A(rw, n * c->n_expert_used);
+    A(rsel, n * c->n_expert_used);
+    A(routed, n * e);
+    A(shared, n * e);
+    A(f, n * e);
+    A(sg, n * g->shared_ff);
+    A(su, n * g->shared_ff);
+    A(sm, n * g->shared_ff);
+    A(hy, hr * e);
+    A(hyn, hr * e);
+    A(logits, hr * c->n_vocab);
+#undef A
+    if (st != DSV4_OK) {
+        free_ws(g);
+        dsv4_error_prefix(err, "graph workspace for %u tokens: ", cap);
+        return st;
+    }
+    g->cap = cap;
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chunk_cap, bool fusion,
+                              dsv4_graph **out, dsv4_error *err) {
+    *out = NULL;
+    dsv4_graph *g = calloc(1, sizeof(*g));
+    if (!g) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the graph");
+    g->m = m;
+    g->cfg = &m->cfg;
+    g->b = b;
+    g->fusion = fusion;
+    g->head_rows = 16;
+    const dsv4_config *c = g->cfg;
+    g->comp_width_max = c->head_dim;
+    for (uint32_t il = 0; il < c->n_layer; il++)
+        if (c->compress_ratio[il] == 4) g->comp_width_max = 2 * c->head_dim;
+    g->shared_ff =
+        dsv4_tensor_present(&m->layers[0].ffn_gate_shexp) ? (uint32_t)m->layers[0].ffn_gate_shexp.ne[1] : 1;
+    for (uint32_t il = 1; il < c->n_layer; il++)
+        if (dsv4_tensor_present(&m->layers[il].ffn_gate_shexp) &&
+            m->layers[il].ffn_gate_shexp.ne[1] > g->shared_ff)
+            g->shared_ff = (uint32_t)m->layers[il].ffn_gate_shexp.ne[1];
+    dsv4_status st = check_model(g, err);
+    if (st == DSV4_OK) {
+        g->rope = calloc(c->n_layer, sizeof(dsv4_rope));
+        g->host_logits = malloc((size_t)g->head_rows * c->n_vocab * sizeof(float));
+        if (!g->rope || !g->host_logits)
+            st = dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the graph");
+    }
+    if (st == DSV4_OK) {
+        for (uint32_t il = 0; il < c->n_layer; il++) g->rope[il] = dsv4_rope_for_layer(c, il);
+        st = alloc_ws(g, chunk_cap ? chunk_cap : 1, err);
+    }
+    if (st != DSV4_OK) {
+        dsv4_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return DSV4_OK;
+}
+
+void dsv4_graph_free(dsv4_graph *g) {
+    if (!g) return;
+    free_ws(g);
+    free(g->rope);
+    free(g->host_logits);
+    free(g);
+}
+
+dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err) {
+    memset(kv, 0, sizeof(*kv));
+    GB(dsv4_kv_layout_init(g->cfg, n_ctx, &kv->layout, err));
+    void *p = NULL;
+    dsv4_status st = OPS->buf_alloc(BCTX, (size_t)kv->layout.n_floats * sizeof(float), &p, err);
+    if (st != DSV4_OK) {
+        dsv4_kv_layout_free(&kv->layout);
+        dsv4_error_prefix(err, "KV state for a context of %u tokens: ", n_ctx);
+        return st;
+    }
+    kv->buf = p;
+    st = dsv4_kv_state_reset(g, kv, err);
+    if (st != DSV4_OK) dsv4_kv_state_free(g, kv);
+    return st;
+}
+
+dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err) {
+    kv->pos = 0;
+    return dsv4_kv_clear(g->b, &kv->layout, kv->buf, err);
+}
+
+void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv) {
+    if (kv->buf) OPS->buf_free(BCTX, kv->buf);
+    dsv4_kv_layout_free(&kv->layout);
+    memset(kv, 0, sizeof(*kv));
+}
+
+/* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches. */
+static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv4_graph_hooks *h,
+                               dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_model *m = g->m;
+    const uint64_t hd = (uint64_t)c->n_hc * c->n_embd;
+    for (uint32_t r = r0; r < n; r += g->head_rows) {
+        const uint32_t nb = n - r < g->head_rows ? n - r : g->head_rows;
+        GB(OPS->hc_head(BCTX, &m->output_hc_fn, &m->output_hc_scale, &m->output_hc_base, g->w.hc_cur + r * hd,
+                        nb, c->n_hc, c->n_embd, c->rms_eps, c->hc_eps, g->w.hy, err));
+        GB(OPS->rmsnorm(BCTX, g->w.hy, &m->output_norm, nb, c->n_embd, c->rms_eps, g->w.hyn, err));
+        GB(OPS->matmul(BCTX, &m->output, 0, c->n_vocab, g->w.hyn, c->n_embd, nb, g->w.logits, c->n_vocab,
+                       err));
+        GB(OPS->read(BCTX, g->host_logits, g->w.logits, (size_t)nb * c->n_vocab * sizeof(float), err));
+        if (h && h->on_logits)
+            for (uint32_t i = 0; i < nb; i++)
+                h->on_logits(h->user, r + i, g->host_logits + (uint64_t)i * c->n_vocab, c->n_vocab);
+    }
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
+                            const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    *damaged = false;
+    if (n == 0) return DSV4_OK;
+    if ((uint64_t)kv->pos + n > kv->layout.n_ctx)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "%u tokens at position %u exceed the context of %u tokens", n,
+                         kv->pos, kv->layout.n_ctx);
+    if (n > g->cap) GB(alloc_ws(g, n, err));
+    GB(OPS->embed(BCTX, &g->m->token_embd, tokens, n, c->n_hc, g->w.hc_cur, err));
+    for (uint32_t il = 0; il < c->n_layer; il++) {
+        if (h && h->cancel && atomic_load(h->cancel)) {
+            *damaged = il > 0;
+            return dsv4_fail(err, DSV4_ERR_CANCELLED, "evaluation cancelled before layer %u of %u", il,
+                             c->n_layer);
+        }
+        *damaged = true; /* from here on the KV state has moved past kv->pos */
+        GB(graph_layer_attention(g, kv, il, n, err));
+        GB(graph_layer_ffn(g, il, tokens, n, err));
+        if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
+    }
+    GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, err));
+    GB(OPS->sync(BCTX, err));
+    kv->pos += n;
+    *damaged = false;
+    return DSV4_OK;
+}

@@ -1,0 +1,54 @@
+/* The model forward, written once as backend operations (DESIGN.md §1-§3).
+ *
+ * dsv4_graph_eval runs n tokens at consecutive positions through every layer, layer-major: each
+ * layer does the batched HC pre / projections for all n tokens, then the per-token recurrence
+ * (RoPE, FP8, cache push, compressor, indexer, attention) in position order, then the batched
+ * output projection and FFN. A decode step is n == 1. Every backend op computes each row
+ * independently of n, so on the CPU any chunking gives bitwise the same logits and state. */
+#ifndef DSV4_GRAPH_H
+#define DSV4_GRAPH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "graph/kv.h"
+#include "model/model.h"
+
+typedef struct dsv4_graph dsv4_graph;
+
+/* One session's device state: the KV buffer (layout.n_floats floats) and the next position. */
+typedef struct dsv4_kv_state {
+    dsv4_kv_layout layout;
+    float *buf;
+    uint32_t pos;
+} dsv4_kv_state;
+
+typedef struct dsv4_graph_hooks {
+    const atomic_int *cancel; /* checked before every layer; nonzero stops with DSV4_ERR_CANCELLED */
+    /* called after each layer of the chunk (il = 0..n_layer-1) */
+    void (*on_layer)(void *user, uint32_t il, uint32_t n_layer);
+    /* logits of chunk row `row` (host memory, n_vocab floats, valid during the call) */
+    void (*on_logits)(void *user, uint32_t row, const float *logits, uint32_t n_vocab);
+    void *user;
+    bool all_logits; /* deliver every row's logits, else only the last row's */
+} dsv4_graph_hooks;
+
+/* Checks that the backend can run this model (types, shape constraints) and allocates the
+ * workspace for `chunk_cap` tokens (grown on demand). fusion: try fused ops when offered. */
+dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chunk_cap, bool fusion,
+                              dsv4_graph **out, dsv4_error *err);
+void dsv4_graph_free(dsv4_graph *g);
+
+dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err);
+dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err);
+void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv);
+
+/* Evaluate tokens[0..n) at positions kv->pos.. (kv->pos + n <= n_ctx is the caller's check).
+ * On success kv->pos += n. On failure or cancellation after the first layer has run, *damaged
+ * is set: the state no longer matches kv->pos and must be reset (or restored) before reuse. */
+dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
+                            const dsv4_graph_hooks *hooks, bool *damaged, dsv4_error *err);
+
+#endif

@@ -1,0 +1,55 @@
+/* Workspace and per-layer steps shared by the graph files. */
+#ifndef DSV4_GRAPH_INTERNAL_H
+#define DSV4_GRAPH_INTERNAL_H
+
+#include "graph/graph.h"
+
+/* Device scratch for one chunk of up to `cap` tokens. */
+typedef struct graph_ws {
+    float *hc_cur, *hc_mid;     /* cap x n_hc*n_embd */
+    float *u, *xn, *attn_out;   /* cap x n_embd */
+    float *split;               /* cap x mix */
+    float *qa, *qr;             /* cap x q_lora */
+    float *q, *heads;           /* cap x n_head*head_dim */
+    float *kv;                  /* cap x head_dim */
+    float *ckv, *cg;            /* cap x max compressor width */
+    float *ikv, *ig;            /* cap x 2*idx_dim */
+    float *iq, *iw;             /* cap x idx_heads*idx_dim, cap x idx_heads */
+    float *pooled, *crow;       /* head_dim */
+    int32_t *isel;              /* idx_top_k */
+    float *low;                 /* cap x groups*o_lora */
+    float *rlog, *rw;           /* cap x n_expert, cap x n_used */
+    int32_t *rsel;              /* cap x n_used */
+    float *routed, *shared, *f; /* cap x n_embd */
+    float *sg, *su, *sm;        /* cap x shared ff */
+    float *hy, *hyn, *logits;   /* head_rows x n_embd / n_vocab */
+} graph_ws;
+
+#define GRAPH_MAX_BUFS 48
+
+struct dsv4_graph {
+    const dsv4_model *m;
+    const dsv4_config *cfg;
+    dsv4_backend *b;
+    bool fusion;
+    uint32_t cap;       /* tokens the workspace holds */
+    uint32_t head_rows; /* rows per output-head batch */
+    uint32_t comp_width_max, shared_ff;
+    graph_ws w;
+    void *bufs[GRAPH_MAX_BUFS];
+    uint32_t n_bufs;
+    float *host_logits; /* head_rows x n_vocab */
+    dsv4_rope *rope;    /* per layer */
+};
+
+/* Run B(op(...)) and return on failure. */
+#define GB(call)                                                                                             \
+    do {                                                                                                     \
+        dsv4_status st_ = (call);                                                                            \
+        if (st_ != DSV4_OK) return st_;                                                                      \
+    } while (0)
+
+dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, dsv4_error *err);
+dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err);
+
+#endif

@@ -1,0 +1,175 @@
+/* One layer as backend ops: the attention half (spec model-attention-hc.md §4-§5) and the FFN
+ * half (model-moe-gguf-tokenizer.md §2). */
+#include <math.h>
+
+#include "common/status.h"
+#include "graph/graph_internal.h"
+
+#define OPS g->b->ops
+#define BCTX g->b->ctx
+
+/* hc_pre then the sublayer norm; tries the fused op when offered, else (or if it fails) the
+ * unfused pair, which writes the same outputs and touches no state. */
+static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                 const dsv4_tensor *base, const dsv4_tensor *norm, const float *x_hc,
+                                 uint32_t n, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_fused_query fq = {n, c->n_embd, fn->type};
+    if (g->fusion && OPS->hc_pre_norm && OPS->fused_available(BCTX, DSV4_FUSED_HC_PRE_NORM, &fq)) {
+        if (OPS->hc_pre_norm(BCTX, fn, scale, base, norm, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter,
+                             c->rms_eps, c->hc_eps, g->w.xn, g->w.split, err) == DSV4_OK)
+            return DSV4_OK;
+        dsv4_error_clear(err);
+    }
+    GB(OPS->hc_pre(BCTX, fn, scale, base, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter, c->rms_eps,
+                   c->hc_eps, g->w.u, g->w.split, err));
+    return OPS->rmsnorm(BCTX, g->w.u, norm, n, c->n_embd, c->rms_eps, g->w.xn, err);
+}
+
+/* Compressed-row post-processing: norm, RoPE at the window start, FP8 (attention rows) or
+ * Hadamard+FP4 (indexer rows), f16 store. */
+static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm, uint32_t width, uint32_t pos,
+                            bool indexer, float *dst, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    GB(OPS->rmsnorm(BCTX, g->w.pooled, norm, 1, width, c->rms_eps, g->w.crow, err));
+    GB(OPS->rope_tail(BCTX, g->w.crow, 1, 1, width, pos, 0, &g->rope[il], false, err));
+    if (indexer) {
+        GB(OPS->hadamard_fp4(BCTX, g->w.crow, 1, width, err));
+    } else {
+        GB(OPS->fp8_kv(BCTX, g->w.crow, 1, width, width - c->n_rot, err));
+    }
+    return OPS->store_f16(BCTX, dst, g->w.crow, 1, width, err);
+}
+
+dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
+                                  dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_layer_weights *L = &g->m->layers[il];
+    const dsv4_kv_layer *K = &kv->layout.layers[il];
+    const dsv4_rope *rope = &g->rope[il];
+    graph_ws *w = &g->w;
+    const uint32_t p0 = kv->pos, R = K->ratio;
+    const uint32_t E = c->n_embd, Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank;
+    const uint32_t QD = H * Dh, nope = Dh - c->n_rot;
+    const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
+
+    /* ---- batched: HC pre, norms, projections, RoPE, FP8 ---- */
+    GB(hc_pre_normed(g, &L->hc_attn_fn, &L->hc_attn_scale, &L->hc_attn_base, &L->attn_norm, w->hc_cur, n,
+                     err));
+    GB(OPS->matmul(BCTX, &L->attn_q_a, 0, QL, w->xn, E, n, w->qa, QL, err));
+    GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
+    GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, w->qr, QL, n, w->q, QD, err));
+    GB(OPS->rmsnorm(BCTX, w->q, NULL, n * H, Dh, c->rms_eps, w->q, err)); /* per-head norm, no weight */
+    GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, w->xn, E, n, w->kv, Dh, err));
+    GB(OPS->rmsnorm(BCTX, w->kv, &L->attn_kv_a_norm, n, Dh, c->rms_eps, w->kv, err));
+    GB(OPS->rope_tail(BCTX, w->q, n, H, Dh, p0, 1, rope, false, err));
+    GB(OPS->rope_tail(BCTX, w->kv, n, 1, Dh, p0, 1, rope, false, err));
+    GB(OPS->fp8_kv(BCTX, w->kv, n, Dh, nope, err));
+    uint32_t t_idx = n; /* first chunk row whose query runs the indexer */
+    if (R != 0) {
+        GB(OPS->matmul(BCTX, &L->attn_compressor_kv, 0, Wc, w->xn, E, n, w->ckv, Wc, err));
+        GB(OPS->matmul(BCTX, &L->attn_compressor_gate, 0, Wc, w->xn, E, n, w->cg, Wc, err));
+    }
+    if (R == 4) {
+        GB(OPS->matmul(BCTX, &L->indexer_compressor_kv, 0, 2 * Id, w->xn, E, n, w->ikv, 2 * Id, err));
+        GB(OPS->matmul(BCTX, &L->indexer_compressor_gate, 0, 2 * Id, w->xn, E, n, w->ig, 2 * Id, err));
+        /* The indexer runs only once more than top_k compressed rows are visible: from the row
+         * whose position p has (p+1)/4 > top_k (n_comp only grows). */
+        const uint64_t p_first = 4ull * (c->idx_top_k + 1) - 1;
+        if (p_first < (uint64_t)p0 + n) t_idx = p_first > p0 ? (uint32_t)(p_first - p0) : 0;
+        if (t_idx < n) {
+            const uint32_t m = n - t_idx, IQD = IH * Id;
+            GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
+                           w->iq + (uint64_t)t_idx * IQD, IQD, err));
+            GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false,
+                              err));
+            GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
+            GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
+                           w->iw + (uint64_t)t_idx * IH, IH, err));
+        }
+    }
+
+    /* ---- sequential per token: cache push, compressors, indexer, attention ---- */
+    float *raw = kv->buf + K->raw;
+    const uint32_t cap = kv->layout.raw_cap;
+    const float kq_scale = 1.0f / sqrtf((float)Dh);
+    const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t p = p0 + t;
+        /* the current token is stored before attention, so it attends to itself */
+        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh, w->kv + (uint64_t)t * Dh, 1, Dh, err));
+        uint32_t n_comp = 0;
+        if (R != 0) {
+            const bool emit = (p + 1) % R == 0;
+            GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
+                                    &L->attn_compressor_ape, p, R, Dh, kv->buf + K->comp_kv,
+                                    kv->buf + K->comp_sc, w->pooled, err));
+            if (emit) {
+                const uint32_t i = (p + 1) / R - 1;
+                GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
+                            kv->buf + K->comp + (uint64_t)i * Dh, err));
+            }
+            if (R == 4) {
+                GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
+                                        &L->indexer_compressor_ape, p, R, Id, kv->buf + K->idx_kv,
+                                        kv->buf + K->idx_sc, w->pooled, err));
+                if (emit) {
+                    const uint32_t i = (p + 1) / R - 1;
+                    GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
+                                kv->buf + K->idx + (uint64_t)i * Id, err));
+                }
+            }
+            n_comp = (p + 1) / R; /* includes a row emitted at p itself */
+        }
+        const int32_t *sel = NULL;
+        uint32_t n_sel = 0;
+        if (R == 4 && n_comp > c->idx_top_k) {
+            GB(OPS->indexer_topk(BCTX, w->iq + (uint64_t)t * IH * Id, w->iw + (uint64_t)t * IH, iw_scale, IH,
+                                 Id, kv->buf + K->idx, n_comp, c->idx_top_k, w->isel, err));
+            sel = w->isel;
+            n_sel = c->idx_top_k;
+        }
+        const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
+        const uint32_t raw_start = (p + 1 - n_raw) % cap;
+        GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, raw, cap, raw_start, n_raw,
+                          R ? kv->buf + K->comp : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
+                          w->heads + (uint64_t)t * QD, err));
+    }
+
+    /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */
+    GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
+    const uint32_t G = c->n_out_group, OL = c->o_lora_rank, gdim = QD / G;
+    for (uint32_t gi = 0; gi < G; gi++)
+        GB(OPS->matmul(BCTX, &L->attn_output_a, (uint64_t)gi * OL, OL, w->heads + (uint64_t)gi * gdim, QD, n,
+                       w->low + (uint64_t)gi * OL, (uint64_t)G * OL, err));
+    GB(OPS->matmul(BCTX, &L->attn_output_b, 0, E, w->low, (uint64_t)G * OL, n, w->attn_out, E, err));
+    return OPS->hc_post(BCTX, w->attn_out, w->hc_cur, w->split, n, c->n_hc, E, w->hc_mid, err);
+}
+
+dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_layer_weights *L = &g->m->layers[il];
+    graph_ws *w = &g->w;
+    const uint32_t E = c->n_embd, k = c->n_expert_used;
+    const float clamp = c->swiglu_clamp ? c->swiglu_clamp[il] : 0.0f;
+    GB(hc_pre_normed(g, &L->hc_ffn_fn, &L->hc_ffn_scale, &L->hc_ffn_base, &L->ffn_norm, w->hc_mid, n, err));
+
+    GB(OPS->matmul(BCTX, &L->ffn_gate_inp, 0, c->n_expert, w->xn, E, n, w->rlog, c->n_expert, err));
+    const bool hash = dsv4_cfg_is_hash_layer(c, il) && dsv4_tensor_present(&L->ffn_gate_tid2eid);
+    const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+    GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL, tokens,
+                          c->expert_weights_scale, w->rsel, w->rw, err));
+    GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
+                clamp, w->routed, err));
+    const float *f = w->routed;
+    if (dsv4_tensor_present(&L->ffn_gate_shexp)) {
+        const uint32_t ff = (uint32_t)L->ffn_gate_shexp.ne[1];
+        GB(OPS->matmul(BCTX, &L->ffn_gate_shexp, 0, ff, w->xn, E, n, w->sg, ff, err));
+        GB(OPS->matmul(BCTX, &L->ffn_up_shexp, 0, ff, w->xn, E, n, w->su, ff, err));
+        GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
+        GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
+        GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
+        f = w->f;
+    }
+    return OPS->hc_post(BCTX, f, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+}
