@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build here and gather what the GPU machine needs into .carry/ (ignored by git, named in the
+# device tool's `carry`): the programs, test binaries, and the non-system shared libraries they
+# link (the GPU image has none of our Debian -dev packages). On the GPU machine:
+#   export LD_LIBRARY_PATH=$PWD/.carry/lib:$LD_LIBRARY_PATH; .carry/bin/dsv4-gguf ...
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD="${BUILD:-build}"
+make -j2 BUILD="$BUILD" programs ${CUDA:+cuda} >/dev/null
+rm -rf .carry && mkdir -p .carry/bin .carry/lib
+for p in "$BUILD"/dsv4*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/; done
+for extra in "$@"; do cp "$extra" .carry/bin/; done
+for b in .carry/bin/*; do
+  ldd "$b" 2>/dev/null | awk '/=> \//{print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*|libcuda.so*) ;;
+      *) cp -L "$lib" .carry/lib/ ;;
+    esac
+  done
+done
+git rev-parse HEAD > .carry/COMMIT 2>/dev/null || echo unknown > .carry/COMMIT
+du -sh .carry
