@@ -122,7 +122,11 @@ $(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(wildcard src/gguf/*.c src/comm
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.c,$^) -lm
 fuzz-run: $(BUILD)/fuzz/fuzz_gguf
 	@mkdir -p $(BUILD)/fuzz/corpus
-	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 $(BUILD)/fuzz/corpus tests/fuzz/seeds
+	@echo "fuzzing the GGUF reader for $(FUZZ_SECONDS) s (log: $(BUILD)/fuzz/fuzz.log)"
+	@$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+		$(BUILD)/fuzz/corpus tests/fuzz/seeds > $(BUILD)/fuzz/fuzz.log 2>&1 \
+		|| { tail -n 60 $(BUILD)/fuzz/fuzz.log; exit 1; }
+	@tail -n 3 $(BUILD)/fuzz/fuzz.log
 
 # ---- main job: synthesize the tiny model if none is given, then run it ----
 MODEL ?=
