@@ -14,10 +14,14 @@ static dsv4_log_level current_level(int set, dsv4_log_level value) {
     } else if (!initialized) {
         const char *env = getenv("DSV4_LOG");
         if (env) {
-            if (!strcmp(env, "error")) level = DSV4_LOG_ERROR;
-            else if (!strcmp(env, "warn")) level = DSV4_LOG_WARN;
-            else if (!strcmp(env, "info")) level = DSV4_LOG_INFO;
-            else if (!strcmp(env, "debug")) level = DSV4_LOG_DEBUG;
+            if (!strcmp(env, "error"))
+                level = DSV4_LOG_ERROR;
+            else if (!strcmp(env, "warn"))
+                level = DSV4_LOG_WARN;
+            else if (!strcmp(env, "info"))
+                level = DSV4_LOG_INFO;
+            else if (!strcmp(env, "debug"))
+                level = DSV4_LOG_DEBUG;
         }
         initialized = 1;
     }

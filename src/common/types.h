@@ -33,16 +33,17 @@ typedef enum dsv4_type {
 } dsv4_type;
 
 typedef struct dsv4_type_info {
-    const char *name;      /* "Q8_0", ... ; NULL for ids we do not know */
-    uint32_t block_elems;  /* elements per block (1 for plain types) */
-    uint32_t block_bytes;  /* bytes per block */
-    bool decodable;        /* quant/ can dequantize it */
+    const char *name;     /* "Q8_0", ... ; NULL for ids we do not know */
+    uint32_t block_elems; /* elements per block (1 for plain types) */
+    uint32_t block_bytes; /* bytes per block */
+    bool decodable;       /* quant/ can dequantize it */
 } dsv4_type_info;
 
 /* NULL for an unknown id. */
 const dsv4_type_info *dsv4_type_get(uint32_t type_id);
 const char *dsv4_type_name(uint32_t type_id); /* "type#N" storage for unknown ids is static */
-/* Bytes of one row of n elements; returns false if n is not a multiple of the block or the type is unknown. */
+/* Bytes of one row of n elements; returns false if n is not a multiple of the block or the type is unknown.
+ */
 bool dsv4_type_row_bytes(uint32_t type_id, uint64_t n, uint64_t *out_bytes);
 
 #endif

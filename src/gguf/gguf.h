@@ -54,19 +54,20 @@ typedef struct gguf_kv {
     /* array value (type == ARRAY) */
     gguf_value_type arr_type;
     uint64_t arr_len;
-    const uint8_t *arr_data;   /* first item in the map (fixed-size items are packed) */
-    const uint64_t *arr_str_offsets; /* STRING arrays: byte offset of item i's u64 length, relative to arr_data */
+    const uint8_t *arr_data; /* first item in the map (fixed-size items are packed) */
+    const uint64_t
+        *arr_str_offsets; /* STRING arrays: byte offset of item i's u64 length, relative to arr_data */
 } gguf_kv;
 
 typedef struct gguf_tensor {
-    char *name;        /* NUL-terminated copy */
-    uint32_t n_dims;   /* 1..GGUF_MAX_DIMS */
+    char *name;                 /* NUL-terminated copy */
+    uint32_t n_dims;            /* 1..GGUF_MAX_DIMS */
     uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
-    uint32_t type;     /* dsv4_type id */
+    uint32_t type;              /* dsv4_type id */
     uint64_t n_elems;
-    uint64_t offset;   /* absolute offset in the file */
+    uint64_t offset; /* absolute offset in the file */
     uint64_t nbytes;
-    const void *data;  /* base + offset */
+    const void *data; /* base + offset */
 } gguf_tensor;
 
 typedef struct gguf_file gguf_file;
@@ -124,8 +125,8 @@ dsv4_status gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v, dsv
 dsv4_status gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v, dsv4_error *err);
 dsv4_status gguf_writer_set_f64(gguf_writer *w, const char *key, double v, dsv4_error *err);
 /* Arrays of fixed-size items (item_type not STRING/ARRAY); data is n packed little-endian items. */
-dsv4_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_value_type item_type,
-                                const void *data, uint64_t n, dsv4_error *err);
+dsv4_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_value_type item_type, const void *data,
+                                uint64_t n, dsv4_error *err);
 /* Arrays of strings; lens may be NULL for NUL-terminated strings. */
 dsv4_status gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
                                     const uint64_t *lens, uint64_t n, dsv4_error *err);

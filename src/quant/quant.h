@@ -15,21 +15,44 @@
 #include "common/types.h"
 
 /* ---- half precision ---- */
-float dsv4_f16_to_f32(uint16_t h);           /* exact, subnormals included */
-uint16_t dsv4_f32_to_f16(float f);           /* RNE, subnormals kept, overflow -> inf, NaN -> sign|0x7e00 */
-float dsv4_f16_round(float f);               /* f32(f16(f)) */
+float dsv4_f16_to_f32(uint16_t h); /* exact, subnormals included */
+uint16_t dsv4_f32_to_f16(float f); /* RNE, subnormals kept, overflow -> inf, NaN -> sign|0x7e00 */
+float dsv4_f16_round(float f);     /* f32(f16(f)) */
 float dsv4_bf16_to_f32(uint16_t h);
-uint16_t dsv4_f32_to_bf16(float f);          /* RNE; NaN stays NaN */
+uint16_t dsv4_f32_to_bf16(float f); /* RNE; NaN stays NaN */
 
 /* ---- block layouts (little-endian, packed; sizes asserted in quant.c) ---- */
-typedef struct { uint16_t d; int8_t qs[32]; } dsv4_block_q8_0;                              /* 34 B */
-typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d; uint16_t dmin; } dsv4_block_q2_k; /* 84 B */
-typedef struct { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qs[128]; } dsv4_block_q4_k; /* 144 B */
-typedef struct { uint16_t d; uint16_t qs[32]; } dsv4_block_iq2_xxs;                          /* 66 B */
+typedef struct {
+    uint16_t d;
+    int8_t qs[32];
+} dsv4_block_q8_0; /* 34 B */
+typedef struct {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint16_t d;
+    uint16_t dmin;
+} dsv4_block_q2_k; /* 84 B */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+} dsv4_block_q4_k; /* 144 B */
+typedef struct {
+    uint16_t d;
+    uint16_t qs[32];
+} dsv4_block_iq2_xxs; /* 66 B */
 
 /* Activation formats (in-memory only). Q8_0 activations keep an f32 scale (ds4 CPU, not ggml). */
-typedef struct { float d; int8_t qs[32]; } dsv4_q8_0_act;
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } dsv4_q8_k; /* ggml block_q8_K, 292 B */
+typedef struct {
+    float d;
+    int8_t qs[32];
+} dsv4_q8_0_act;
+typedef struct {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+} dsv4_q8_k; /* ggml block_q8_K, 292 B */
 
 #define DSV4_QK8_0 32
 #define DSV4_QK_K 256
@@ -82,8 +105,8 @@ extern const uint64_t dsv4_iq2xxs_grid[256];
 extern const uint8_t dsv4_ksigns_iq2xs[128];
 
 /* ---- KV-path numerics (model-attention-hc.md §6) ---- */
-float dsv4_e4m3_round(float v);  /* nearest e4m3fn value of v (saturating at ±448), ties to even */
-float dsv4_e2m1_round(float v);  /* nearest of {0,.5,1,1.5,2,3,4,6} (±, saturating at 6), ties to even */
+float dsv4_e4m3_round(float v); /* nearest e4m3fn value of v (saturating at ±448), ties to even */
+float dsv4_e2m1_round(float v); /* nearest of {0,.5,1,1.5,2,3,4,6} (±, saturating at 6), ties to even */
 /* FP8 round trip in place over n elements in blocks of 64 (n a multiple of 64). */
 void dsv4_fp8_roundtrip_blocks64(float *x, int64_t n);
 /* FP4 round trip in place over n elements in blocks of 32 (n a multiple of 32). */

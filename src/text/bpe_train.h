@@ -9,9 +9,9 @@
 #include "common/status.h"
 
 typedef struct dsv4_bpe_vocab {
-    char **tokens;     /* GPT-2 byte-level token strings (UTF-8), index = token id */
+    char **tokens; /* GPT-2 byte-level token strings (UTF-8), index = token id */
     uint64_t n_tokens;
-    char **merges;     /* "A B", index = rank */
+    char **merges; /* "A B", index = rank */
     uint64_t n_merges;
 } dsv4_bpe_vocab;
 

@@ -2,11 +2,11 @@
 #ifndef DSV4_TESTUTIL_H
 #define DSV4_TESTUTIL_H
 
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 /* Directory for temporary files of one test binary (created on first use). */
 const char *test_tmpdir(void);
@@ -18,6 +18,8 @@ static inline uint64_t test_rng_next(uint64_t *s) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-static inline double test_rng_uniform(uint64_t *s) { return (test_rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+static inline double test_rng_uniform(uint64_t *s) {
+    return (test_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 #endif

@@ -38,7 +38,8 @@ extern "C" int dsv4_cuda_query_caps(int device, dsv4_cuda_caps *caps, char *msg,
     int n = dsv4_cuda_device_count();
     for (int d = 0; d < n && d < 31; d++) {
         int ok = 0;
-        if (d != device && cudaDeviceCanAccessPeer(&ok, device, d) == cudaSuccess && ok) caps->peer_mask |= 1 << d;
+        if (d != device && cudaDeviceCanAccessPeer(&ok, device, d) == cudaSuccess && ok)
+            caps->peer_mask |= 1 << d;
     }
     if (prev >= 0) cudaSetDevice(prev);
     cudaGetLastError();

@@ -13,12 +13,12 @@ extern "C" {
 typedef struct dsv4_cuda_caps {
     int device;
     char name[256];
-    int cc_major, cc_minor;  /* compute capability */
+    int cc_major, cc_minor; /* compute capability */
     int sm_count;
     size_t smem_per_block_optin;
     size_t total_mem, free_mem;
-    bool hopper;             /* sm_90-class: wgmma, TMA, clusters available */
-    int peer_mask;           /* bit d set: peer access to device d is possible */
+    bool hopper;   /* sm_90-class: wgmma, TMA, clusters available */
+    int peer_mask; /* bit d set: peer access to device d is possible */
 } dsv4_cuda_caps;
 
 /* Number of visible CUDA devices (0 when no driver or no device). */
