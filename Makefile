@@ -28,12 +28,16 @@ DEPS_quant := common
 DEPS_model := gguf quant common
 DEPS_text := gguf common
 DEPS_engine := model text quant gguf common
-DEPS_app := engine model text quant gguf common
+DEPS_server := engine model text quant gguf common
+DEPS_app := server engine model text quant gguf common
 
 # external libraries per module
 EXT_text := -lpcre2-8
 EXT_engine :=
+EXT_server := -lmicrohttpd -ljansson
 EXT_app := -ledit
+# extra libraries for a module's tests only
+TEST_EXT_text := -ljansson
 
 MODULES := $(notdir $(patsubst %/,%,$(wildcard src/*/)))
 # nested backend folders compile into the engine module
@@ -41,7 +45,7 @@ engine_SRCS := $(wildcard src/engine/*.c src/graph/*.c src/backend/*.c src/backe
 define module_srcs
 $(if $(filter engine,$(1)),$(engine_SRCS),$(wildcard src/$(1)/*.c))
 endef
-LIB_MODULES := common gguf quant model text engine
+LIB_MODULES := common gguf quant model text engine server
 
 lib_path = $(BUILD)/lib$(1).a
 libs_for = $(foreach m,$(1) $(DEPS_$(1)),$(call lib_path,$(m)))
@@ -49,7 +53,7 @@ ext_for = $(sort $(foreach m,$(1) $(DEPS_$(1)),$(EXT_$(m))))
 
 OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all cuda test test-% clean run fuzz format check-format check
+.PHONY: all cuda bench-cuda test test-% clean run fuzz format check-format check
 all: programs
 
 # ---- module archives ----
@@ -84,7 +88,7 @@ test_module = $(word 2,$(subst /, ,$(1)))
 define test_rule
 $(patsubst %.c,$(BUILD)/%,$(1)): $(1) tests/common/testutil.h $$(call libs_for,$$(call test_module,$(1)))
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) -Itests -o $$@ $(1) $$(call libs_for,$$(call test_module,$(1))) -lcmocka $$(call ext_for,$$(call test_module,$(1))) $$(LDLIBS) $$(LDFLAGS)
+	$$(CC) $$(CFLAGS) -Itests -o $$@ $(1) $$(call libs_for,$$(call test_module,$(1))) -lcmocka $$(call ext_for,$$(call test_module,$(1))) $$(TEST_EXT_$$(call test_module,$(1))) $$(LDLIBS) $$(LDFLAGS)
 endef
 $(foreach t,$(TEST_SRCS),$(eval $(call test_rule,$(t))))
 
@@ -106,11 +110,43 @@ NVFLAGS := -O3 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -Isrc -I
 CU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+# The op kernels follow the CPU's float evaluation order, which a fused multiply-add would change.
+$(BUILD)/obj/src/backend/cuda/cuda_ops_%.o: NVFLAGS += --fmad=false
 $(BUILD)/libcuda_backend.a: $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
-cuda: programs $(BUILD)/libcuda_backend.a
+# CUDA programs in $(BUILD)/cuda/: the same host objects, with libcuda_backend.a ahead of the module
+# archives and dsv4_backend_cuda_create forced undefined, so the real backend is pulled and the
+# stub (cuda_stub.o in libengine.a) never is. cudart is linked statically.
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt
+CUDA_PROGRAMS := dsv4 dsv4-bench
+define cuda_program_rule
+$(BUILD)/cuda/$(1): $$(call OBJ,$$(wildcard app/$(1)/*.c)) $(BUILD)/libcuda_backend.a $$(foreach m,$$(DEPS_app),$$(call lib_path,$$(m)))
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a $$(foreach m,$$(DEPS_app),$$(call lib_path,$$(m))) $$(call ext_for,app) $$(LDLIBS) $$(CUDA_LDLIBS)
+endef
+$(foreach p,$(CUDA_PROGRAMS),$(eval $(call cuda_program_rule,$(p))))
+cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS))
+# Standalone GPU tests (main(), no cmocka; need a GPU to run): the attention kernels against the
+# CPU backend of libengine.a. Linked from the attention objects only, so other CUDA files in progress
+# cannot break it.
+CUDA_ATTN_OBJS := $(filter $(BUILD)/obj/src/backend/cuda/cuda_attn_%,$(CU_OBJS))
+$(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
+.PHONY: cuda-tests
+cuda-tests: $(BUILD)/cuda/test_cuda_attn
+# CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
+bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu
+$(BUILD)/bench/cuda_matvec_emu: bench/kernels/cuda_matvec_emu.cu $(wildcard src/backend/cuda/*.cuh) $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+$(BUILD)/bench/cuda_matvec_bench: bench/kernels/cuda_matvec_bench.cu $(BUILD)/libcuda_backend.a \
+		$(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 
 # ---- fuzzing (clang + libFuzzer) ----
 FUZZ_SECONDS ?= 60

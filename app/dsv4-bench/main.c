@@ -197,10 +197,6 @@ int main(int argc, char **argv) {
         bench_usage(stdout);
         return 0;
     }
-    if (!strcmp(o.backend, "cuda")) {
-        fprintf(stderr, "dsv4-bench: this build has no CUDA backend (use --backend cpu)\n");
-        return 1;
-    }
     char def[PATH_MAX];
     if (!o.prompt_file && !o.chat_prompt_file && !(o.prompt_file = bench_default_prompt(def, sizeof def))) {
         fprintf(stderr,
@@ -212,6 +208,7 @@ int main(int argc, char **argv) {
     dsv4_engine_params_default(&ep);
     ep.n_threads = o.threads;
     if (o.chunk) ep.chunk = o.chunk;
+    ep.backend = o.backend;
     bench b = {.o = &o};
     if (dsv4_engine_open(o.model, &ep, &b.e, &err) != DSV4_OK) {
         fprintf(stderr, "dsv4-bench: cannot load model '%s': %s\n", o.model, err.msg);

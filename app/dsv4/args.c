@@ -27,7 +27,12 @@ void cli_usage(FILE *f) {
             "  -c, --ctx N             context size in tokens (default 4096, or the model's if smaller)\n"
             "  -t, --threads N         CPU threads (default: all online CPUs)\n"
             "      --backend cpu|cuda  compute backend (default cpu); --cpu, --cuda are shorthands\n"
+            "      --device N          CUDA device index (default 0)\n"
+            "      --device-info       print the backend's device, compute capability, SMs and the memory\n"
+            "                          used by weights and by a KV state of --ctx tokens, then exit\n"
             "      --chunk N           prefill chunk in tokens (default %u)\n"
+            "      --numerics ds4|exact  ds4's roundings (default) or plain float math without FP8/f16/FP4\n"
+            "                          rounding or activation quantization (validation only)\n"
             "      --stats             print prompt tokens, prefill/decode tok/s and KV bytes on stderr\n"
             "      --dump-tokens       print the prompt's token ids and strings, then exit\n"
             "      --dump-logits FILE  teacher-forced logits of --tokens as raw little-endian float32\n"
@@ -118,6 +123,8 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             o->stats = true;
         else if (is(a, NULL, "--dump-tokens"))
             o->dump_tokens = true;
+        else if (is(a, NULL, "--device-info"))
+            o->device_info = true;
         else if (is(a, NULL, "--cpu"))
             o->backend = "cpu";
         else if (is(a, NULL, "--cuda"))
@@ -132,9 +139,10 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             continue;
         }
         static const char *const with_value[] = {
-            "-m",    "--model", "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
-            "-sys",  "--temp",  "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
-            "--ctx", "-t",      "--threads", "--backend", "--chunk", "--dump-logits", "--tokens"};
+            "-m",        "--model", "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
+            "-sys",      "--temp",  "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
+            "--ctx",     "-t",      "--threads", "--backend", "--chunk", "--dump-logits", "--tokens",
+            "--numerics",  "--device"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known |= !strcmp(a, with_value[k]);
@@ -186,8 +194,14 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
         } else if (is(a, "-t", "--threads")) {
             rc = parse_u32(a, val, 1, &o->threads);
             if (!rc && o->threads > 4096) return bad(a, val, "at most 4096 threads");
+        } else if (is(a, NULL, "--numerics")) {
+            if (strcmp(val, "ds4") && strcmp(val, "exact")) return bad(a, val, "expected ds4 or exact");
+            o->numerics = val;
         } else if (is(a, NULL, "--chunk")) {
             rc = parse_u32(a, val, 1, &o->chunk);
+        } else if (is(a, NULL, "--device")) {
+            rc = parse_i64(a, val, 0, 255, &v);
+            o->device = (int)v;
         }
         if (rc) return rc;
     }

@@ -21,6 +21,7 @@ typedef struct cli_opts {
     const char *dump_logits; /* output file, or NULL */
     const char *tokens;      /* file or comma list for --dump-logits */
     const char *backend;     /* "cpu" */
+    const char *numerics;    /* "ds4", "exact" or NULL (engine default: $DSV4_NUMERICS, else ds4) */
     int64_t n_predict;       /* -n */
     uint32_t ctx;            /* 0 = default */
     uint32_t threads;        /* 0 = all CPUs */
@@ -30,6 +31,8 @@ typedef struct cli_opts {
     dsv4_think_mode think;
     bool stats;
     bool dump_tokens;
+    bool device_info; /* --device-info: print the backend's device and memory use, then exit */
+    int device;       /* --device N: CUDA device index */
     bool help;
 } cli_opts;
 
@@ -103,6 +106,11 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st);
 int cli_run_oneshot(cli_ctx *c);
 int cli_run_repl(cli_ctx *c);
 int cli_dump_logits(const cli_opts *o, dsv4_engine *e);
+/* --device-info: backend, device, compute capability, SMs, memory of weights and of a KV state
+ * of `ctx` tokens. */
+int cli_device_info(dsv4_engine *e, uint32_t ctx);
+/* Weight upload progress on a tty (an engine on_upload callback; user = NULL). */
+void cli_upload_progress(void *user, uint64_t done, uint64_t total);
 /* Prints "index id string" lines for the ids on stdout. */
 void cli_dump_tokens(const dsv4_tokenizer *t, const int32_t *ids, size_t n);
 

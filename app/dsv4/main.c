@@ -34,10 +34,6 @@ int main(int argc, char **argv) {
         cli_usage(stdout);
         return 0;
     }
-    if (!strcmp(o.backend, "cuda")) {
-        fprintf(stderr, "dsv4: this build has no CUDA backend (use --backend cpu)\n");
-        return 1;
-    }
     cli_sigint_install();
 
     dsv4_error err = {0};
@@ -45,6 +41,10 @@ int main(int argc, char **argv) {
     dsv4_engine_params_default(&ep);
     ep.n_threads = o.threads;
     if (o.chunk) ep.chunk = o.chunk;
+    ep.backend = o.backend;
+    ep.device = o.device;
+    ep.on_upload = cli_upload_progress;
+    if (o.numerics) ep.numerics = strcmp(o.numerics, "exact") == 0 ? DSV4_NUMERICS_EXACT : DSV4_NUMERICS_DS4;
     const bool tty = isatty(STDERR_FILENO);
     if (tty) fprintf(stderr, "loading %s ...", o.model), fflush(stderr);
     dsv4_engine *e = NULL;
@@ -53,6 +53,13 @@ int main(int argc, char **argv) {
     if (st != DSV4_OK) {
         fprintf(stderr, "dsv4: cannot load model '%s': %s\n", o.model, err.msg);
         return 1;
+    }
+    if (o.device_info) {
+        const uint64_t model_ctx = dsv4_engine_config(e)->context_length;
+        rc = cli_device_info(e, o.ctx ? o.ctx : model_ctx && model_ctx < CLI_DEFAULT_CTX ? (uint32_t)model_ctx
+                                                                                           : CLI_DEFAULT_CTX);
+        dsv4_engine_close(e);
+        return rc;
     }
     if (o.dump_logits) {
         rc = cli_dump_logits(&o, e);

@@ -15,8 +15,8 @@
 #   DEVICE      cuda or cpu (default: cuda when available)
 #   ALLOW_PY_SYNTH=1  when no dsv4-gguf binary is found, make stand-in models with scripts/oracle/synth_tiny.py
 #               (smoke tests only: fixtures must come from the engine's own synth, whose sha256 the tests check)
-# Outputs in OUTDIR: oracle_<model>_<seq>.{tokens,logits.f32,meta,indexer}, tokenizer_tiny.jsonl, oracle.log,
-# make_fixtures.log, STATUS, extra/ (numerics-off logits, not for committing), models/ (the GGUFs).
+# Outputs in OUTDIR: oracle_<model>_<seq>.{tokens,logits.f32,meta,indexer,plain.logits.f32,plain.indexer},
+# tokenizer_tiny.jsonl, oracle.log, make_fixtures.log, STATUS, models/ (the GGUFs).
 set -u -o pipefail
 export PYTHONDONTWRITEBYTECODE=1
 

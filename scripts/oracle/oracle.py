@@ -666,8 +666,6 @@ def run_model(name, g, args, seqs, dev, out_dir, meta_common):
     quantized = any(_act_kind(t[0]) for t in types.values())
     L = kw["num_hidden_layers"]
     topk = kw["index_topk"]
-    extra_dir = os.path.join(out_dir, "extra")
-    os.makedirs(extra_dir, exist_ok=True)
     # float32 copy of the same model: how much does float32 rounding alone (and the quantization flips it causes)
     # move the ds4-numerics logits? A noise floor for the engine (float32) vs oracle comparison.
     m32 = copy.deepcopy(model).to(torch.float32)
@@ -697,11 +695,13 @@ def run_model(name, g, args, seqs, dev, out_dir, meta_common):
         # 2. pure HF with its own top-k (ties broken by torch.topk)
         ST.set(enabled=False)
         hf = forward_logits(model, ids, dev)
-        # 3. ds4 selection, numerics off
-        ST.set(enabled=True, ds4_topk=True)
+        # 3. ds4 selection, numerics off (the reference for an engine's exact-numerics mode)
+        ST.set(enabled=True, ds4_topk=True, record_scores=True)
+        ST.scores = {}
         ST.counts.clear()
         plain = forward_logits(model, ids, dev)
         verify_counts(kw, ratios, S)
+        plain_scores = ST.scores
         # 4. ds4 numerics (the fixture)
         ST.set(enabled=True, fp8_kv=True, f16_cache=True, indexer_qat=True, act_quant=quantized, ds4_topk=True,
                record_scores=True)
@@ -741,9 +741,11 @@ def run_model(name, g, args, seqs, dev, out_dir, meta_common):
         with open(base + ".tokens", "w") as f:
             f.write("".join("%d\n" % t for t in ids))
         lg32.astype("<f4").tofile(base + ".logits.f32")
-        plain.to(torch.float32).cpu().numpy().astype("<f4").tofile(
-            os.path.join(extra_dir, "oracle_%s_%s.plain.logits.f32" % (name, sname)))
+        plain.to(torch.float32).cpu().numpy().astype("<f4").tofile(base + ".plain.logits.f32")
         n_idx = write_indexer(base + ".indexer", ST.scores, ratios, kw, S)
+        n_idx_plain = write_indexer(base + ".plain.indexer", plain_scores, ratios, kw, S)
+        if n_idx_plain != n_idx:
+            raise OracleError("plain run: %d indexer lines, ds4-numerics run: %d" % (n_idx_plain, n_idx))
         srt = torch.sort(lg, dim=-1, descending=True)
         top1 = srt.indices[:, 0].cpu().numpy()
         margin = (srt.values[:, 0] - srt.values[:, 1]).cpu().numpy()
@@ -784,7 +786,7 @@ def run_model(name, g, args, seqs, dev, out_dir, meta_common):
             for p in range(S):
                 f.write("pos_top1 %d %d %.6g\n" % (p, int(top1[p]), float(margin[p])))
         status[sname] = "ok"
-        log("%s/%s: wrote %s.{tokens,logits.f32,meta,indexer}" % (name, sname, base))
+        log("%s/%s: wrote %s.{tokens,logits.f32,meta,indexer,plain.logits.f32,plain.indexer}" % (name, sname, base))
     del model, m32
     if dev.type == "cuda":
         torch.cuda.empty_cache()

@@ -165,9 +165,18 @@ typedef struct dsv4_backend {
     void *ctx;
 } dsv4_backend;
 
+/* Numerics of the ops. DS4 (default): ds4's CPU roundings as documented per op above. EXACT
+ * (validation against a float reference only): fp8_kv, hadamard_fp4 and store_f16's rounding are
+ * the identity (Hadamard is orthonormal, so indexer scores keep their value), and matmul / moe
+ * multiply f32 activations with the dequantized weight row, accumulated in double, for every
+ * weight type. Rows stay independent of n and of the thread count in both modes. */
+typedef enum dsv4_numerics { DSV4_NUMERICS_DS4 = 0, DSV4_NUMERICS_EXACT = 1 } dsv4_numerics;
+
 /* The CPU reference backend (backend/cpu). n_threads 0 = number of online CPUs. */
 dsv4_status dsv4_backend_cpu_create(uint32_t n_threads, dsv4_backend *out, dsv4_error *err);
 uint32_t dsv4_backend_cpu_threads(const dsv4_backend *b);
+/* Select the numerics of a CPU backend (before running ops; default DS4). */
+dsv4_status dsv4_backend_cpu_set_numerics(dsv4_backend *b, dsv4_numerics mode, dsv4_error *err);
 void dsv4_backend_destroy(dsv4_backend *b);
 
 #endif

@@ -27,6 +27,8 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     p->chunk = DSV4_DEFAULT_CHUNK;
     const char *f = getenv("DSV4_FUSION");
     p->fusion = !(f && strcmp(f, "off") == 0);
+    const char *nm = getenv("DSV4_NUMERICS");
+    p->numerics = nm && strcmp(nm, "exact") == 0 ? DSV4_NUMERICS_EXACT : DSV4_NUMERICS_DS4;
 }
 
 dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, dsv4_engine **out,
@@ -37,6 +39,11 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
         dsv4_engine_params_default(&def);
         p = &def;
     }
+    const char *nm = getenv("DSV4_NUMERICS");
+    if (nm && strcmp(nm, "ds4") != 0 && strcmp(nm, "exact") != 0) {
+        dsv4_model_free(m);
+        return dsv4_fail(err, DSV4_ERR_INVALID, "DSV4_NUMERICS='%s' is neither ds4 nor exact", nm);
+    }
     dsv4_engine *e = calloc(1, sizeof(*e));
     if (!e) {
         dsv4_model_free(m);
@@ -44,7 +51,14 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     }
     e->model = m;
     e->chunk = p->chunk ? p->chunk : DSV4_DEFAULT_CHUNK;
-    dsv4_status st = dsv4_backend_cpu_create(p->n_threads, &e->backend, err);
+    const dsv4_backend_params bp = {.name = p->backend,
+                                    .device = p->device,
+                                    .n_threads = p->n_threads,
+                                    .numerics = p->numerics,
+                                    .model = m,
+                                    .on_upload = p->on_upload,
+                                    .upload_user = p->upload_user};
+    dsv4_status st = dsv4_backend_create(&bp, &e->backend, err);
     /* The workspace starts small and grows to the largest chunk actually evaluated. */
     if (st == DSV4_OK) st = dsv4_graph_create(m, &e->backend, 1, p->fusion, &e->graph, err);
     if (st != DSV4_OK) {
@@ -82,6 +96,10 @@ void dsv4_engine_close(dsv4_engine *e) {
 const dsv4_model *dsv4_engine_model(const dsv4_engine *e) { return e->model; }
 const dsv4_config *dsv4_engine_config(const dsv4_engine *e) { return &e->model->cfg; }
 uint32_t dsv4_engine_threads(const dsv4_engine *e) { return dsv4_backend_cpu_threads(&e->backend); }
+const char *dsv4_engine_backend_name(const dsv4_engine *e) { return e->backend.ops->name; }
+dsv4_status dsv4_engine_device_info(const dsv4_engine *e, dsv4_device_info *out, dsv4_error *err) {
+    return dsv4_backend_device_info(&e->backend, out, err);
+}
 
 dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **out, dsv4_error *err) {
     *out = NULL;
@@ -145,6 +163,11 @@ static void cb_logits(void *user, uint32_t row, const float *logits, uint32_t n_
     }
 }
 
+static void cb_indexer(void *user, uint32_t il, uint32_t pos, const uint32_t *rows, uint32_t n) {
+    eval_cb *c = user;
+    c->o->on_indexer(c->o->indexer_user, il, pos, rows, n);
+}
+
 static void cb_layer(void *user, uint32_t il, uint32_t n_layer) {
     eval_cb *c = user;
     if (!c->o || !c->o->on_progress) return;
@@ -176,6 +199,7 @@ dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, uint32_t n
     h.cancel = o ? o->cancel : NULL;
     h.on_layer = cb_layer;
     h.on_logits = cb_logits;
+    h.on_indexer = o && o->on_indexer ? cb_indexer : NULL;
     h.user = &cb;
     h.all_logits = o && o->on_logits;
     for (uint32_t done = 0; done < n;) {
@@ -284,4 +308,112 @@ dsv4_status dsv4_eval_all_logits(dsv4_engine *e, const int32_t *tokens, uint32_t
     st = dsv4_session_eval(s, tokens, n, &o, err);
     dsv4_session_free(s);
     return st;
+}
+
+/* ---- light checkpoints ---- */
+
+#define CKPT_MAGIC 0x6b437344u /* "DsCk" */
+
+typedef struct {
+    uint32_t magic, pos, n_ctx, has_logits;
+    uint64_t n_floats, n_vocab, region_floats;
+} ckpt_header;
+
+/* The state regions a later position can overwrite, in layout order: per layer the raw ring,
+ * then the compressor frontier (kv + score) and the indexer frontier (kv + score). */
+static uint64_t ckpt_regions(const dsv4_session *s, uint64_t (*reg)[2], uint32_t cap) {
+    const dsv4_kv_layout *l = &s->kv.layout;
+    const uint64_t dh = s->e->model->cfg.head_dim;
+    uint32_t n = 0;
+    uint64_t total = 0;
+    for (uint32_t il = 0; il < l->n_layer; il++) {
+        const dsv4_kv_layer *ly = &l->layers[il];
+        uint64_t r[3][2] = {{ly->raw, (uint64_t)l->raw_cap * dh}, {0, 0}, {0, 0}};
+        if (ly->comp_kv != DSV4_KV_ABSENT) r[1][0] = ly->comp_kv, r[1][1] = 2 * (ly->comp_sc - ly->comp_kv);
+        if (ly->idx_kv != DSV4_KV_ABSENT) r[2][0] = ly->idx_kv, r[2][1] = 2 * (ly->idx_sc - ly->idx_kv);
+        for (int k = 0; k < 3; k++) {
+            if (!r[k][1]) continue;
+            if (reg && n < cap) reg[n][0] = r[k][0], reg[n][1] = r[k][1];
+            n++;
+            total += r[k][1];
+        }
+    }
+    return total;
+}
+
+size_t dsv4_session_checkpoint_bytes(const dsv4_session *s) {
+    return sizeof(ckpt_header) + (size_t)ckpt_regions(s, NULL, 0) * sizeof(float) +
+           (size_t)s->e->model->cfg.n_vocab * sizeof(float);
+}
+
+uint32_t dsv4_session_checkpoint_pos(const void *buf, size_t bytes) {
+    ckpt_header h;
+    if (!buf || bytes < sizeof h) return UINT32_MAX;
+    memcpy(&h, buf, sizeof h);
+    return h.magic == CKPT_MAGIC ? h.pos : UINT32_MAX;
+}
+
+/* Copies every region between the state buffer and the packed host buffer (save: to host). */
+static dsv4_status ckpt_copy(const dsv4_session *s, uint8_t *host, bool save, dsv4_error *err) {
+    const uint32_t cap = s->kv.layout.n_layer * 3;
+    uint64_t(*reg)[2] = malloc((size_t)cap * sizeof *reg);
+    if (!reg) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for the checkpoint region list");
+    ckpt_regions(s, reg, cap);
+    uint32_t n = 0;
+    for (uint32_t il = 0; il < s->kv.layout.n_layer; il++) {
+        const dsv4_kv_layer *ly = &s->kv.layout.layers[il];
+        n += 1 + (ly->comp_kv != DSV4_KV_ABSENT) + (ly->idx_kv != DSV4_KV_ABSENT);
+    }
+    const dsv4_backend *b = &s->e->backend;
+    dsv4_status st = DSV4_OK;
+    for (uint32_t i = 0; i < n && st == DSV4_OK; i++) {
+        const size_t bytes = (size_t)reg[i][1] * sizeof(float);
+        float *dev = s->kv.buf + reg[i][0];
+        st = save ? b->ops->read(b->ctx, host, dev, bytes, err) : b->ops->write(b->ctx, dev, host, bytes, err);
+        host += bytes;
+    }
+    free(reg);
+    return st;
+}
+
+dsv4_status dsv4_session_checkpoint_save(const dsv4_session *s, void *buf, size_t bytes, dsv4_error *err) {
+    const size_t need = dsv4_session_checkpoint_bytes(s);
+    if (bytes < need) return dsv4_fail(err, DSV4_ERR_INVALID, "checkpoint buffer of %zu bytes, need %zu", bytes, need);
+    if (s->broken)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "cannot checkpoint a session left inconsistent by an interrupted evaluation");
+    ckpt_header h = {CKPT_MAGIC,           s->kv.pos, s->kv.layout.n_ctx, s->has_logits, s->kv.layout.n_floats,
+                     s->e->model->cfg.n_vocab, ckpt_regions(s, NULL, 0)};
+    uint8_t *p = buf;
+    memcpy(p, &h, sizeof h);
+    dsv4_status st = ckpt_copy(s, p + sizeof h, true, err);
+    if (st != DSV4_OK) return st;
+    memcpy(p + need - (size_t)h.n_vocab * sizeof(float), s->logits, (size_t)h.n_vocab * sizeof(float));
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_session_checkpoint_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err) {
+    ckpt_header h;
+    const size_t need = dsv4_session_checkpoint_bytes(s);
+    if (bytes < sizeof h || bytes < need)
+        return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint of %zu bytes is truncated (need %zu)", bytes, need);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != CKPT_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_floats != s->kv.layout.n_floats ||
+        h.n_vocab != s->e->model->cfg.n_vocab || h.region_floats != ckpt_regions(s, NULL, 0) || h.pos > h.n_ctx)
+        return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint does not match this session (context %u)",
+                         s->kv.layout.n_ctx);
+    if (!s->broken && h.pos > s->kv.pos)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "checkpoint at position %u is ahead of the session (position %u)", h.pos, s->kv.pos);
+    const uint8_t *p = buf;
+    dsv4_status st = ckpt_copy(s, (uint8_t *)p + sizeof h, false, err);
+    if (st != DSV4_OK) {
+        s->broken = true;
+        return st;
+    }
+    memcpy(s->logits, p + need - (size_t)h.n_vocab * sizeof(float), (size_t)h.n_vocab * sizeof(float));
+    s->kv.pos = h.pos;
+    s->has_logits = h.has_logits != 0;
+    s->broken = false;
+    return DSV4_OK;
 }

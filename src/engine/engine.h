@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h" /* dsv4_numerics */
+#include "backend/backend_registry.h"
 #include "common/status.h"
 #include "model/model.h"
 
@@ -29,11 +31,21 @@ typedef struct dsv4_engine_params {
     uint32_t n_threads; /* 0 = number of online CPUs */
     uint32_t chunk;     /* default prefill chunk (tokens); 0 = DSV4_DEFAULT_CHUNK */
     bool fusion;        /* try fused backend ops (DSV4_FUSION=off in the environment disables) */
+    /* DSV4_NUMERICS_DS4 (default): ds4's roundings. DSV4_NUMERICS_EXACT: for validation against a
+     * float reference only (backend/backend.h says what changes). The environment variable
+     * DSV4_NUMERICS=ds4|exact sets the default; any other value makes dsv4_engine_open fail. */
+    dsv4_numerics numerics;
+    /* "cpu" (default, also when NULL) or "cuda"; the CUDA backend copies every weight to device
+     * `device` at open and reports the upload through on_upload (may be NULL). */
+    const char *backend;
+    int device;
+    void (*on_upload)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *upload_user;
 } dsv4_engine_params;
 
 void dsv4_engine_params_default(dsv4_engine_params *p);
 
-/* Load a GGUF (weights stay in the mmap) and create the CPU backend. */
+/* Load a GGUF (weights stay in the mmap) and create the chosen backend. */
 dsv4_status dsv4_engine_open(const char *model_path, const dsv4_engine_params *p, dsv4_engine **out,
                              dsv4_error *err);
 /* Same with an already loaded model; the engine takes ownership of m (also on failure). */
@@ -43,6 +55,9 @@ void dsv4_engine_close(dsv4_engine *e);
 const dsv4_model *dsv4_engine_model(const dsv4_engine *e);
 const dsv4_config *dsv4_engine_config(const dsv4_engine *e);
 uint32_t dsv4_engine_threads(const dsv4_engine *e);
+/* The backend's name ("cpu", "cuda") and what it runs on / holds (device memory in use). */
+const char *dsv4_engine_backend_name(const dsv4_engine *e);
+dsv4_status dsv4_engine_device_info(const dsv4_engine *e, dsv4_device_info *out, dsv4_error *err);
 
 /* ---- sessions ---- */
 /* A session owns per-layer KV state for n_ctx positions (one contiguous backend buffer). */
@@ -74,6 +89,11 @@ typedef struct dsv4_eval_opts {
      * inside a chunk after its first layer ran, the session is marked broken (evaluating it again
      * fails until dsv4_session_reset); between chunks it stays valid at the last chunk end. */
     const atomic_int *cancel;
+    /* Debug: the indexer's selection whenever it selects (a ratio-4 layer with more than top_k
+     * compressed rows visible): layer, absolute position and the n selected compressed-row ids in
+     * ascending order (valid during the call). NULL: no cost. */
+    void (*on_indexer)(void *user, uint32_t layer, uint32_t pos, const uint32_t *rows, uint32_t n);
+    void *indexer_user;
 } dsv4_eval_opts;
 
 /* Evaluate tokens at positions pos..pos+n-1 (prefill when n > 1). A sequence that does not fit
@@ -93,5 +113,18 @@ bool dsv4_session_broken(const dsv4_session *s);
  * out[pos * n_vocab ...] (n * n_vocab floats). */
 dsv4_status dsv4_eval_all_logits(dsv4_engine *e, const int32_t *tokens, uint32_t n, uint32_t n_ctx,
                                  uint32_t chunk, float *out, dsv4_error *err);
+
+/* ---- light checkpoints (prefix rewind, src/session) ----
+ * Only what later positions overwrite: every layer's raw window ring and compressor/indexer
+ * frontiers, the position and the last logits. Compressed and indexer rows are append-only and
+ * their counts derive from the position, so loading a checkpoint taken at position p is exact as
+ * long as the tokens [0, p) of the session are still the ones evaluated when it was taken (the
+ * session was only extended since, or rewound no further back than p). */
+size_t dsv4_session_checkpoint_bytes(const dsv4_session *s);
+dsv4_status dsv4_session_checkpoint_save(const dsv4_session *s, void *buf, size_t bytes, dsv4_error *err);
+/* The session's position must be >= the checkpoint's (the append-only rows below it exist). */
+dsv4_status dsv4_session_checkpoint_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err);
+/* Position a checkpoint buffer was taken at (UINT32_MAX if it is not a checkpoint). */
+uint32_t dsv4_session_checkpoint_pos(const void *buf, size_t bytes);
 
 #endif

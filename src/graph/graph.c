@@ -169,7 +169,8 @@ dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chu
     if (st == DSV4_OK) {
         g->rope = calloc(c->n_layer, sizeof(dsv4_rope));
         g->host_logits = malloc((size_t)g->head_rows * c->n_vocab * sizeof(float));
-        if (!g->rope || !g->host_logits)
+        g->host_isel = malloc(((size_t)c->idx_top_k + 1) * sizeof(uint32_t));
+        if (!g->rope || !g->host_logits || !g->host_isel)
             st = dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the graph");
     }
     if (st == DSV4_OK) {
@@ -189,6 +190,7 @@ void dsv4_graph_free(dsv4_graph *g) {
     free_ws(g);
     free(g->rope);
     free(g->host_logits);
+    free(g->host_isel);
     free(g);
 }
 
@@ -257,7 +259,7 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
                              c->n_layer);
         }
         *damaged = true; /* from here on the KV state has moved past kv->pos */
-        GB(graph_layer_attention(g, kv, il, n, err));
+        GB(graph_layer_attention(g, kv, il, n, h, err));
         GB(graph_layer_ffn(g, il, tokens, n, err));
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }

@@ -31,6 +31,9 @@ typedef struct dsv4_graph_hooks {
     void (*on_layer)(void *user, uint32_t il, uint32_t n_layer);
     /* logits of chunk row `row` (host memory, n_vocab floats, valid during the call) */
     void (*on_logits)(void *user, uint32_t row, const float *logits, uint32_t n_vocab);
+    /* indexer selection of layer il for the token at absolute position pos: n compressed-row ids,
+     * ascending (host memory, valid during the call); NULL costs nothing */
+    void (*on_indexer)(void *user, uint32_t il, uint32_t pos, const uint32_t *rows, uint32_t n);
     void *user;
     bool all_logits; /* deliver every row's logits, else only the last row's */
 } dsv4_graph_hooks;

@@ -38,8 +38,9 @@ struct dsv4_graph {
     graph_ws w;
     void *bufs[GRAPH_MAX_BUFS];
     uint32_t n_bufs;
-    float *host_logits; /* head_rows x n_vocab */
-    dsv4_rope *rope;    /* per layer */
+    float *host_logits;  /* head_rows x n_vocab */
+    uint32_t *host_isel; /* idx_top_k: indexer selection handed to hooks */
+    dsv4_rope *rope;     /* per layer */
 };
 
 /* Run B(op(...)) and return on failure. */
@@ -49,7 +50,8 @@ struct dsv4_graph {
         if (st_ != DSV4_OK) return st_;                                                                      \
     } while (0)
 
-dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, dsv4_error *err);
+dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
+                                  const dsv4_graph_hooks *h, dsv4_error *err);
 dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err);
 
 #endif

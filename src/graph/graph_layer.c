@@ -42,7 +42,7 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
 }
 
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
-                                  dsv4_error *err) {
+                                  const dsv4_graph_hooks *h, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
     const dsv4_kv_layer *K = &kv->layout.layers[il];
@@ -128,6 +128,10 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
                                  Id, kv->buf + K->idx, n_comp, c->idx_top_k, w->isel, err));
             sel = w->isel;
             n_sel = c->idx_top_k;
+            if (h && h->on_indexer) { /* ids are >= 0, so int32 and uint32 share the bytes */
+                GB(OPS->read(BCTX, g->host_isel, w->isel, (size_t)n_sel * sizeof(int32_t), err));
+                h->on_indexer(h->user, il, p, g->host_isel, n_sel);
+            }
         }
         const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
         const uint32_t raw_start = (p + 1 - n_raw) % cap;

@@ -2,11 +2,12 @@
 #ifndef DSV4_TESTUTIL_H
 #define DSV4_TESTUTIL_H
 
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first: keep it in its own block (clang-format sorts per block) */
+#include <cmocka.h>
 
 /* Directory for temporary files of one test binary (created on first use). */
 const char *test_tmpdir(void);

@@ -35,20 +35,24 @@ dsv4_status cpu_rope_tail(void *vctx, float *x, uint32_t n_rows, uint32_t n_head
     return DSV4_OK;
 }
 
-dsv4_status cpu_fp8_kv(void *ctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
+dsv4_status cpu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
                        dsv4_error *err) {
-    (void)ctx;
+    const cpu_ctx *c = vctx;
     if (n_nope % 64 || n_nope > width)
         return dsv4_fail(err, DSV4_ERR_INVALID,
                          "fp8: %u quantized dims of rows of %u (need a multiple of 64)", n_nope, width);
+    if (c->numerics == DSV4_NUMERICS_EXACT) return DSV4_OK;
     for (uint32_t r = 0; r < n_rows; r++) dsv4_fp8_roundtrip_blocks64(x + (uint64_t)r * width, n_nope);
     return DSV4_OK;
 }
 
-dsv4_status cpu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err) {
-    (void)ctx;
+dsv4_status cpu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err) {
+    const cpu_ctx *c = vctx;
     if (width == 0 || (width & (width - 1)) || width % 32)
         return dsv4_fail(err, DSV4_ERR_INVALID, "hadamard: row width %u is not a power of two >= 32", width);
+    /* EXACT: the Hadamard is orthonormal and applied to both sides of every indexer dot, so
+     * skipping it (and the FP4 step) leaves the scores mathematically unchanged */
+    if (c->numerics == DSV4_NUMERICS_EXACT) return DSV4_OK;
     for (uint32_t r = 0; r < n_rows; r++) {
         float *row = x + (uint64_t)r * width;
         dsv4_hadamard_inplace(row, width);
@@ -57,10 +61,15 @@ dsv4_status cpu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t widt
     return DSV4_OK;
 }
 
-dsv4_status cpu_store_f16(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
+dsv4_status cpu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
                           dsv4_error *err) {
-    (void)ctx, (void)err;
+    (void)err;
+    const cpu_ctx *c = vctx;
     const uint64_t n = (uint64_t)n_rows * width;
+    if (c->numerics == DSV4_NUMERICS_EXACT) {
+        if (n && dst != src) memmove(dst, src, n * sizeof(float));
+        return DSV4_OK;
+    }
     for (uint64_t i = 0; i < n; i++) dst[i] = dsv4_f16_round(src[i]);
     return DSV4_OK;
 }

@@ -25,6 +25,21 @@ const float *cpu_vec_f32(const dsv4_tensor *t, float *tmp, uint64_t n) {
     return tmp;
 }
 
+const float *cpu_row_f32(uint32_t type, const void *row, uint64_t n, float *tmp) {
+    if (type == DSV4_TYPE_F32) return (const float *)row;
+    return quant_dequant_row(type, row, tmp, (int64_t)n) ? tmp : NULL;
+}
+
+float cpu_dot_exact(const float *w, const float *x, uint64_t n) {
+    /* four fixed lanes: independent chains (speed), same order for every call (reproducible) */
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    uint64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) acc[l] += (double)w[i + l] * (double)x[i + l];
+    for (; i < n; i++) acc[0] += (double)w[i] * (double)x[i];
+    return (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 static dsv4_status cpu_buf_alloc(void *ctx, size_t bytes, void **out, dsv4_error *err) {
     (void)ctx;
     size_t sz = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
@@ -124,4 +139,13 @@ dsv4_status dsv4_backend_cpu_create(uint32_t n_threads, dsv4_backend *out, dsv4_
 uint32_t dsv4_backend_cpu_threads(const dsv4_backend *b) {
     if (!b || b->ops != &cpu_ops) return 0;
     return dsv4_tp_threads(((const cpu_ctx *)b->ctx)->tp);
+}
+
+dsv4_status dsv4_backend_cpu_set_numerics(dsv4_backend *b, dsv4_numerics mode, dsv4_error *err) {
+    if (!b || b->ops != &cpu_ops) return dsv4_fail(err, DSV4_ERR_INVALID, "set_numerics: not a CPU backend");
+    if (mode != DSV4_NUMERICS_DS4 && mode != DSV4_NUMERICS_EXACT)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "numerics mode %d is neither ds4 (0) nor exact (1)",
+                         (int)mode);
+    ((cpu_ctx *)b->ctx)->numerics = mode;
+    return DSV4_OK;
 }

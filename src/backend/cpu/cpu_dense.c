@@ -95,10 +95,22 @@ typedef struct {
     uint32_t n;
     float *y;
     uint64_t y_stride;
+    float *rowbuf; /* EXACT: per thread `in` floats for the dequantized row; NULL in DS4 mode */
 } matmul_job;
 
 #define MM_ROW_TILE 8
 #define MM_TOK_TILE 32
+
+/* EXACT numerics: each weight row dequantized once, dotted with the f32 rows in double. */
+static void matmul_exact_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
+    const matmul_job *j = arg;
+    float *tmp = j->rowbuf + (uint64_t)th * j->in;
+    for (uint64_t o = o0; o < o1; o++) {
+        const float *wrow = cpu_row_f32(j->w->type, dsv4_tensor_row(j->w, j->row0 + o), j->in, tmp);
+        for (uint32_t t = 0; t < j->n; t++)
+            j->y[t * j->y_stride + o] = cpu_dot_exact(wrow, j->x + t * j->x_stride, j->in);
+    }
+}
 
 static void matmul_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
     (void)th;
@@ -137,13 +149,22 @@ dsv4_status cpu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t
                          (unsigned long long)row0, (unsigned long long)(row0 + n_out),
                          w->name ? w->name : "?", (unsigned long long)in, (unsigned long long)rows);
     if (n == 0 || n_out == 0) return DSV4_OK;
+    /* enough rows per thread that waking a helper pays off */
+    uint64_t min_rows = (uint64_t)(65536 / ((in ? in : 1) * n)) + 1;
+    if (c->numerics == DSV4_NUMERICS_EXACT) {
+        float *rowbuf = cpu_scratch(c, CPU_SLOT_ACT, (size_t)dsv4_tp_threads(c->tp) * in * sizeof(float));
+        if (!rowbuf)
+            return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for dequantized rows of %llu",
+                             (unsigned long long)in);
+        matmul_job j = {w, row0, in, NULL, x, x_stride, NULL, 0, n, y, y_stride, rowbuf};
+        dsv4_tp_run(c->tp, n_out, min_rows, matmul_exact_worker, &j);
+        return DSV4_OK;
+    }
     void *act;
     size_t act_bytes;
     dsv4_status st = quantize_acts(c, kind, x, x_stride, in, n, CPU_SLOT_ACT, &act, &act_bytes, err);
     if (st != DSV4_OK) return st;
-    matmul_job j = {w, row0, in, dot, x, x_stride, act, act_bytes, n, y, y_stride};
-    /* enough rows per thread that waking a helper pays off */
-    uint64_t min_rows = (uint64_t)(65536 / ((in ? in : 1) * n)) + 1;
+    matmul_job j = {w, row0, in, dot, x, x_stride, act, act_bytes, n, y, y_stride, NULL};
     dsv4_tp_run(c->tp, n_out, min_rows, matmul_worker, &j);
     return DSV4_OK;
 }

@@ -26,6 +26,7 @@ enum {
 
 typedef struct cpu_ctx {
     dsv4_threadpool *tp;
+    dsv4_numerics numerics;
     void *scratch[CPU_SCRATCH_SLOTS];
     size_t scratch_bytes[CPU_SCRATCH_SLOTS];
 } cpu_ctx;
@@ -35,6 +36,12 @@ void *cpu_scratch(cpu_ctx *c, int slot, size_t bytes);
 /* A small F32 vector of a weight (norm weights, sinks, hc scale/base). Non-F32 types are
  * converted into `tmp` (n floats). NULL if the type cannot be decoded. */
 const float *cpu_vec_f32(const dsv4_tensor *t, float *tmp, uint64_t n);
+
+/* EXACT numerics: a weight row as f32 (F32 rows in place, others dequantized into tmp, n
+ * floats); NULL if the type cannot be decoded. */
+const float *cpu_row_f32(uint32_t type, const void *row, uint64_t n, float *tmp);
+/* w . x with products and sum in double (EXACT numerics). */
+float cpu_dot_exact(const float *w, const float *x, uint64_t n);
 
 /* ---- kernels (single row / single token) ---- */
 float cpu_sigmoid_stable(float x);

@@ -119,6 +119,8 @@ typedef struct {
     const uint32_t *act_expert; /* [n_active] */
     const uint32_t *start;      /* [n_active + 1] offsets into pairs */
     const uint32_t *pairs;      /* t*k + s */
+    float *rowbuf;              /* EXACT: per thread 2 * max(in, ff) floats; NULL in DS4 mode */
+    uint32_t rowbuf_n;
 } moe_job;
 
 static void quant_x_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
@@ -128,18 +130,23 @@ static void quant_x_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
 }
 
 static void gate_up_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
-    (void)th;
     moe_job *j = arg;
+    float *gtmp = j->rowbuf ? j->rowbuf + (uint64_t)th * j->rowbuf_n : NULL;
+    float *utmp = gtmp ? gtmp + j->rowbuf_n / 2 : NULL;
     for (uint64_t i = i0; i < i1; i++) { /* item = (active expert, ff row) */
         const uint32_t a = (uint32_t)(i / j->ff), r = (uint32_t)(i % j->ff);
         const uint32_t e = j->act_expert[a];
         const void *grow = dsv4_tensor_expert_row(j->gate, e, r);
         const void *urow = dsv4_tensor_expert_row(j->up, e, r);
+        if (gtmp) { /* EXACT: dequantize once per row, f32 activations, double dots */
+            grow = cpu_row_f32(j->gate->type, grow, j->in, gtmp);
+            urow = cpu_row_f32(j->up->type, urow, j->in, utmp);
+        }
         for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
             const uint32_t pair = j->pairs[p], t = pair / j->k;
             const void *xa = j->xq + (uint64_t)t * j->xbytes;
-            float g = j->dgu(grow, xa, j->in);
-            float u = j->dgu(urow, xa, j->in);
+            float g = gtmp ? cpu_dot_exact(grow, xa, j->in) : j->dgu(grow, xa, j->in);
+            float u = gtmp ? cpu_dot_exact(urow, xa, j->in) : j->dgu(urow, xa, j->in);
             if (j->clamp_on) {
                 if (g > j->clamp) g = j->clamp;
                 if (u > j->clamp) u = j->clamp;
@@ -158,14 +165,16 @@ static void quant_mid_worker(void *arg, uint64_t p0, uint64_t p1, uint32_t th) {
 }
 
 static void down_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
-    (void)th;
     moe_job *j = arg;
+    float *dtmp = j->rowbuf ? j->rowbuf + (uint64_t)th * j->rowbuf_n : NULL;
     for (uint64_t i = i0; i < i1; i++) { /* item = (active expert, embd row) */
         const uint32_t a = (uint32_t)(i / j->embd), r = (uint32_t)(i % j->embd);
         const void *drow = dsv4_tensor_expert_row(j->down, j->act_expert[a], r);
+        if (dtmp) drow = cpu_row_f32(j->down->type, drow, j->ff, dtmp);
         for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
             const uint32_t pair = j->pairs[p];
-            j->y[(uint64_t)pair * j->embd + r] = j->dd(drow, j->midq + (uint64_t)pair * j->mbytes, j->ff);
+            const void *m = j->midq + (uint64_t)pair * j->mbytes;
+            j->y[(uint64_t)pair * j->embd + r] = dtmp ? cpu_dot_exact(drow, m, j->ff) : j->dd(drow, m, j->ff);
         }
     }
 }
@@ -192,6 +201,12 @@ dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, 
                          gate->name ? gate->name : "?", up->name ? up->name : "?",
                          down->name ? down->name : "?");
     j.clamp = clamp, j.clamp_on = clamp > 1.0e-6f;
+    if (c->numerics == DSV4_NUMERICS_EXACT) {
+        j.kin = j.kmid = ACT_F32; /* activations stay f32; rows are dequantized in the workers */
+        j.rowbuf_n = 2 * (j.in > j.ff ? j.in : j.ff);
+        j.rowbuf = cpu_scratch(c, CPU_SLOT_ACT, (size_t)dsv4_tp_threads(c->tp) * j.rowbuf_n * sizeof(float));
+        if (!j.rowbuf) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in moe");
+    }
     j.xbytes = act_bytes(j.kin, j.in), j.mbytes = act_bytes(j.kmid, j.ff);
 
     const uint32_t sub = n < MOE_SUB ? n : MOE_SUB;

@@ -1,0 +1,221 @@
+/* Host-only check of the CUDA matvec decoders (src/backend/cuda/cuda_mv_units.cuh): runs the
+ * real unit decoders, activation re-layout and IQ2_XXS tables on the CPU, through a sequential
+ * copy of the kernel's partitioning (CTA row ranges, stage cuts, row groups, segments), and
+ * compares every output row with quant_dot_* (src/quant). Needs no GPU.
+ * Build: make BUILD=build-x bench-cuda  ->  build-x/bench/cuda_matvec_emu (exit 0 = pass) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_mv_units.cuh"
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float cpu_dot(uint32_t type, const uint8_t *w, const void *act, int64_t in) {
+    switch (type) {
+    case DSV4_TYPE_Q8_0: return quant_dot_q8_0(w, (const dsv4_q8_0_act *)act, in);
+    case DSV4_TYPE_IQ2_XXS: return quant_dot_iq2_xxs(w, (const dsv4_q8_k *)act, in);
+    case DSV4_TYPE_Q2_K: return quant_dot_q2_k(w, (const dsv4_q8_k *)act, in);
+    case DSV4_TYPE_Q4_K: return quant_dot_q4_k(w, (const dsv4_q8_k *)act, in);
+    default: return quant_dot_f16((const uint16_t *)w, (const float *)act, in);
+    }
+}
+
+template <int F>
+static void unit_any(const uint8_t *wr, int rb, int u, const uint8_t *act, const uint8_t *lut, int lane,
+                     float *acc) {
+    constexpr int RPL = mv_rpl(F);
+    const uint2 *G = (const uint2 *)lut + (lane & 15);
+    const uint2 *M = (const uint2 *)(lut + MV_IQ2_GRID_BYTES) + (lane & 15);
+    if (F == MV_Q8_0) unit_q8_0<RPL>(wr, rb, u, act, acc);
+    if (F == MV_IQ2_XXS) unit_iq2_xxs<RPL>(wr, rb, u, act, G, M, acc);
+    if (F == MV_Q2_K) unit_q2_k<RPL>(wr, rb, u, act, acc);
+    if (F == MV_Q4_K) unit_q4_k<RPL>(wr, rb, u, act, acc);
+    if (F == MV_F16) unit_f16<RPL>(wr, rb, u, act, acc);
+}
+
+/* Sequential model of mv_kernel: same ranges, stage cuts, items and segments; smem = buffers. */
+template <int F> static void emulate(const mv_params &p, int grid, const uint8_t *x_all, float *y) {
+    constexpr int RPL = mv_rpl(F);
+    uint8_t *lut = (uint8_t *)calloc(1, MV_IQ2_GRID_BYTES + MV_IQ2_MASK_BYTES);
+    uint8_t *act = (uint8_t *)calloc(1, (size_t)p.act_bytes);
+    uint8_t *stage = (uint8_t *)calloc(1, (size_t)p.stage_bytes);
+    float *red = (float *)calloc((size_t)p.R * p.nseg, sizeof(float));
+    if (F == MV_IQ2_XXS)
+        for (int t = 0; t < MV_THREADS; t++) mv_build_iq2_lut(dsv4_iq2xxs_grid, lut, t);
+    const long long total = (long long)p.k * p.out;
+    for (int b = 0; b < grid; b++) {
+        const int begin = (int)(total * b / grid), end = (int)(total * (b + 1) / grid);
+        int act_slot = -1;
+        for (int c = begin; c < end;) {
+            const int slot = c / p.out, r0 = c - slot * p.out;
+            int n = p.R;
+            if (end - c < n) n = end - c;
+            if (p.out - r0 < n) n = p.out - r0;
+            const int e = p.ids ? p.ids[slot] : 0;
+            const bool valid = e >= 0 && e < p.n_expert;
+            memset(stage, 0xcd, (size_t)p.stage_bytes); /* stale bytes beyond the tile */
+            if (valid)
+                memcpy(stage, p.w + (long long)e * p.expert_bytes + (long long)r0 * p.row_bytes,
+                       (size_t)n * p.row_bytes);
+            if (act_slot < 0 || (p.x_stride != 0 && slot != act_slot)) {
+                for (int t = 0; t < MV_THREADS; t++)
+                    mv_load_act<F>(p, act, x_all + (long long)slot * p.x_stride, t);
+                act_slot = slot;
+            }
+            const int groups = (n + RPL - 1) / RPL, items = groups * p.nseg;
+            for (int it = 0; it < items; it++) {
+                const int g = it / p.nseg, sg = it - g * p.nseg, r = g * RPL;
+                const int u0 = sg * p.units / p.nseg, u1 = (sg + 1) * p.units / p.nseg;
+                float tot[RPL] = {0};
+                for (int lane = 0; lane < 32; lane++) {
+                    float acc[RPL] = {0};
+                    for (int u = u0 + lane; u < u1; u += 32)
+                        unit_any<F>(stage + r * p.row_bytes, p.row_bytes, u, act, lut, lane, acc);
+                    for (int j = 0; j < RPL; j++) tot[j] += acc[j];
+                }
+                for (int j = 0; j < RPL; j++)
+                    if (r + j < n) {
+                        if (p.nseg == 1)
+                            y[c + r + j] = valid ? tot[j] : NAN;
+                        else
+                            red[(r + j) * p.nseg + sg] = tot[j];
+                    }
+            }
+            if (p.nseg > 1)
+                for (int t = 0; t < n; t++) {
+                    float v = 0;
+                    for (int sg = 0; sg < p.nseg; sg++) v += red[t * p.nseg + sg];
+                    y[c + t] = valid ? v : NAN;
+                }
+            c += n;
+        }
+    }
+    free(lut);
+    free(act);
+    free(stage);
+    free(red);
+}
+
+static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int x_per_slot, int tile,
+               int grid) {
+    const int f = mv_format_of(type);
+    const int rpl = f == MV_IQ2_XXS ? 4 : 2;
+    const int64_t rb = mv_row_bytes(f, in);
+    const int64_t ne = n_expert > 0 ? n_expert : 1;
+    uint8_t *w = (uint8_t *)malloc((size_t)(rb * out * ne));
+    for (int64_t r = 0; r < out * ne; r++) {
+        uint64_t s = mix64((uint64_t)r * 31 + type);
+        quant_fill_random_row(type, &s, 0.05f, w + r * rb, in);
+    }
+    const int kx = x_per_slot ? k : 1;
+    float *x = (float *)malloc(sizeof(float) * in * kx);
+    uint64_t s = 7;
+    for (int64_t i = 0; i < in * kx; i++) x[i] = (float)((int64_t)(mix64(s++) >> 40) - (1 << 23)) / (1 << 23);
+    const size_t ab = (size_t)mv_act_global(f, in);
+    uint8_t *xa = (uint8_t *)malloc(ab * kx);
+    for (int j = 0; j < kx; j++) {
+        if (f == MV_Q8_0)
+            quant_act_q8_0(x + j * in, (dsv4_q8_0_act *)(xa + j * ab), in);
+        else if (f == MV_F16)
+            memcpy(xa + j * ab, x + j * in, ab);
+        else
+            quant_act_q8_k(x + j * in, (dsv4_q8_k *)(xa + j * ab), in);
+    }
+    int32_t ids[8];
+    for (int j = 0; j < k; j++) ids[j] = (int)((j * 5 + 3) % ne);
+    if (k >= 3) ids[1] = -1; /* invalid -> NaN rows */
+    /* plan: same formulas as mv_plan */
+    mv_params p;
+    memset(&p, 0, sizeof p);
+    int64_t R = 1;
+    while (R * 2 <= out && R * 2 * rb <= tile) R *= 2;
+    if (R < rpl && out >= rpl) R = rpl;
+    const int64_t units = mv_units(f, in), groups = (R + rpl - 1) / rpl;
+    int64_t nseg = 1;
+    while (groups * nseg < MV_WARPS && units / (nseg * 2) >= 32) nseg *= 2;
+    p.w = w;
+    p.ids = n_expert > 0 ? ids : NULL;
+    p.expert_bytes = rb * out;
+    p.x_stride = x_per_slot ? (long long)ab : 0;
+    p.row_bytes = (int)rb;
+    p.in = (int)in;
+    p.out = (int)out;
+    p.n_expert = (int)ne;
+    p.k = k;
+    p.R = (int)R;
+    p.nseg = (int)nseg;
+    p.S = 3;
+    p.stage_bytes = (int)((((R > rpl ? R : rpl) * rb + 16) + 15) & ~15);
+    p.act_bytes = (int)mv_act_smem(f, in);
+    p.units = (int)units;
+    float *y = (float *)malloc(sizeof(float) * out * k);
+    for (int64_t i = 0; i < out * k; i++) y[i] = 12345.0f;
+    switch (f) {
+    case MV_Q8_0: emulate<MV_Q8_0>(p, grid, xa, y); break;
+    case MV_IQ2_XXS: emulate<MV_IQ2_XXS>(p, grid, xa, y); break;
+    case MV_Q2_K: emulate<MV_Q2_K>(p, grid, xa, y); break;
+    case MV_Q4_K: emulate<MV_Q4_K>(p, grid, xa, y); break;
+    default: emulate<MV_F16>(p, grid, xa, y); break;
+    }
+    int bad = 0;
+    double maxe = 0;
+    for (int j = 0; j < k; j++) {
+        const bool valid = n_expert == 0 || ids[j] >= 0;
+        for (int64_t r = 0; r < out; r++) {
+            const float v = y[j * out + r];
+            if (!valid) {
+                if (!isnan(v)) bad++;
+                continue;
+            }
+            const uint8_t *wr = w + (n_expert ? (int64_t)ids[j] * rb * out : 0) + r * rb;
+            const float ref = cpu_dot(type, wr, xa + (x_per_slot ? j * ab : 0), in);
+            float sabs = 0; /* loose scale: |ref| + 1e-3 * sqrt(in) std products */
+            sabs = fabsf(ref) + 1e-2f;
+            const double e = fabs((double)v - ref) / sabs;
+            if (!(e < 1e-3)) {
+                if (bad < 3)
+                    printf("  mismatch %s in=%lld slot %d row %lld: emu %.8g cpu %.8g\n",
+                           dsv4_type_name(type), (long long)in, j, (long long)r, v, ref);
+                bad++;
+            }
+            if (e > maxe) maxe = e;
+        }
+    }
+    printf(
+        "%-8s in=%-5lld out=%-5lld k=%d xslot=%d tile=%-6d grid=%-3d R=%lld nseg=%lld: %s (max rel %.2g)\n",
+        dsv4_type_name(type), (long long)in, (long long)out, k, x_per_slot, tile, grid, (long long)R,
+        (long long)nseg, bad ? "FAIL" : "ok", maxe);
+    free(w);
+    free(x);
+    free(xa);
+    free(y);
+    return bad != 0;
+}
+
+int main(void) {
+    int fails = 0;
+    const uint32_t types[] = {DSV4_TYPE_Q8_0, DSV4_TYPE_IQ2_XXS, DSV4_TYPE_Q2_K, DSV4_TYPE_Q4_K,
+                              DSV4_TYPE_F16};
+    for (int t = 0; t < 5; t++) {
+        const uint32_t ty = types[t];
+        const int64_t in1 = ty == DSV4_TYPE_Q2_K ? 2048 : 4096;
+        fails += run(ty, in1, 96, 0, 1, 0, 12288, 7);
+        fails += run(ty, in1, 64, 0, 1, 0, 65536, 3);
+        fails += run(ty, 8192, 20, 0, 1, 0, 4096, 5);
+        fails += run(ty, ty == DSV4_TYPE_IQ2_XXS ? 2048 : 1024, 50, 0, 1, 0, 16384, 4);
+        fails += run(ty, in1, 40, 9, 4, 1, 16384, 6);
+        fails += run(ty, in1, 33, 9, 3, 0, 8192, 5);
+    }
+    printf("EMU RESULT: %s\n", fails ? "FAIL" : "PASS");
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,51 @@
+/* Choosing and creating a backend by name, and what a device backend reports about itself.
+ *
+ * "cpu" is always available. "cuda" exists only in CUDA builds (`make cuda`): there
+ * dsv4_backend_cuda_create comes from libcuda_backend.a; in CPU builds a stub (cuda_stub.c)
+ * answers DSV4_ERR_UNSUPPORTED. The CUDA backend copies every weight tensor of the model into
+ * device memory at creation, so the model must outlive the backend. */
+#ifndef DSV4_BACKEND_REGISTRY_H
+#define DSV4_BACKEND_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "common/status.h"
+#include "model/model.h"
+
+typedef struct dsv4_backend_params {
+    const char *name;        /* "cpu" (also when NULL) or "cuda" */
+    int device;              /* CUDA device index */
+    uint32_t n_threads;      /* CPU: 0 = online CPUs */
+    dsv4_numerics numerics;  /* CPU: DS4 or EXACT; CUDA: DS4 only */
+    const dsv4_model *model; /* CUDA: whose weights are uploaded (required) */
+    /* CUDA: weight upload progress, called on the calling thread (may be NULL) */
+    void (*on_upload)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *upload_user;
+} dsv4_backend_params;
+
+dsv4_status dsv4_backend_create(const dsv4_backend_params *p, dsv4_backend *out, dsv4_error *err);
+dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, dsv4_backend *out, dsv4_error *err);
+
+/* What a backend runs on and what it holds. */
+typedef struct dsv4_device_info {
+    char backend[16]; /* "cpu" or "cuda" */
+    char name[256];   /* device name ("host CPU" for the CPU backend) */
+    int device;
+    int cc_major, cc_minor; /* compute capability (0 on the CPU) */
+    int sm_count;
+    bool hopper;                /* sm_90-class paths selectable */
+    uint64_t total_mem;         /* device memory (0 on the CPU) */
+    uint64_t free_mem;          /* free now */
+    uint64_t weight_bytes;      /* resident weight copies */
+    uint64_t n_weights;         /* tensors uploaded */
+    uint64_t buffer_bytes;      /* live buf_alloc memory (workspace, KV state) */
+    uint64_t scratch_bytes;     /* backend-internal scratch */
+} dsv4_device_info;
+
+dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);
+/* The CUDA part of dsv4_backend_device_info (stubbed in CPU builds). */
+dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);
+
+#endif

@@ -1,0 +1,171 @@
+/* Indexer on the device (spec model-attention-hc.md §4.5; CPU: cpu_indexer_topk).
+ *
+ * Scores: one block per tile of rows; q (rows padded by one float against bank conflicts), the
+ * pre-multiplied weights w[h]*w_scale and the row tile sit in shared memory. Each (row, head)
+ * dot runs sequentially over d, then each row sums relu(dot)*w over heads in head order: the
+ * CPU's exact operation order, so scores are bitwise equal to the CPU's.
+ * Top-k: one block radix-selects the k-th largest score (8 bits per pass on an order-preserving
+ * key, -0 folded into +0 as the CPU's comparisons do), then writes the rows above it plus the
+ * lowest-index rows equal to it, in ascending row order. The set is the CPU's (ties to the
+ * lower index), for any n_rows. */
+#include "backend/cuda/cuda_attn_common.cuh"
+
+namespace {
+
+constexpr int SELECT_THREADS = 1024;
+constexpr size_t SMEM_LIMIT = 48 * 1024;
+
+/* q_glob: read q from global memory (it does not fit in shared memory with one row). */
+template <bool q_glob>
+__global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head, uint32_t head_dim,
+                              const float *rows, uint32_t n_rows, uint32_t tile, float *scores) {
+    extern __shared__ float sh[];
+    const uint32_t qs_stride = q_glob ? head_dim : head_dim + 1, ks_stride = head_dim + 1;
+    float *ws = sh;
+    float *ks = ws + n_head;
+    float *dots = ks + (uint64_t)tile * ks_stride;
+    float *qs = dots + (uint64_t)tile * (n_head + 1);
+    const uint32_t r0 = blockIdx.x * tile;
+    const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
+    for (uint32_t h = threadIdx.x; h < n_head; h += blockDim.x) ws[h] = __fmul_rn(w[h], w_scale);
+    if (!q_glob)
+        for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
+            qs[(e / head_dim) * qs_stride + e % head_dim] = q[e];
+    for (uint32_t e = threadIdx.x; e < nr * head_dim; e += blockDim.x)
+        ks[(e / head_dim) * ks_stride + e % head_dim] = rows[(uint64_t)r0 * head_dim + e];
+    __syncthreads();
+    const float *qb = q_glob ? q : qs;
+    for (uint32_t e = threadIdx.x; e < nr * n_head; e += blockDim.x) {
+        const uint32_t r = e / n_head, h = e % n_head;
+        const float *k = ks + r * ks_stride, *qh = qb + (uint64_t)h * qs_stride;
+        float dot = 0.0f;
+        for (uint32_t d = 0; d < head_dim; d++) dot = __fadd_rn(dot, __fmul_rn(k[d], qh[d]));
+        dots[r * (n_head + 1) + h] = dot;
+    }
+    __syncthreads();
+    for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {
+        float sv = 0.0f;
+        for (uint32_t h = 0; h < n_head; h++) {
+            float dot = dots[r * (n_head + 1) + h];
+            if (dot < 0.0f) dot = 0.0f;
+            sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
+        }
+        scores[r0 + r] = sv;
+    }
+}
+
+/* Larger float <=> larger key; -0 and +0 share a key (they compare equal on the CPU). */
+__device__ __forceinline__ uint32_t order_key(float f) {
+    const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Exclusive block-wide prefix sum of v (blockDim.x == SELECT_THREADS); *total gets the sum. */
+__device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums, uint32_t *total) {
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    uint32_t x = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= (uint32_t)o) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        uint32_t t = warp_sums[lane];
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= (uint32_t)o) t += y;
+        }
+        warp_sums[lane] = t; /* inclusive over warps */
+    }
+    __syncthreads();
+    const uint32_t before = (warp ? warp_sums[warp - 1] : 0u) + x - v;
+    *total = warp_sums[SELECT_THREADS / 32 - 1];
+    __syncthreads(); /* warp_sums is reused by the next scan */
+    return before;
+}
+
+__global__ void __launch_bounds__(SELECT_THREADS) select_kernel(const float *scores, uint32_t n, uint32_t k,
+                                                                int32_t *sel) {
+    __shared__ uint32_t hist[256];
+    __shared__ uint32_t warp_sums[32];
+    __shared__ uint32_t s_prefix, s_remaining;
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_remaining = k;
+    }
+    uint32_t mask = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+        __syncthreads();
+        const uint32_t prefix = s_prefix;
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint32_t key = order_key(scores[i]);
+            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) { /* the bin holding the remaining-th largest key of this prefix */
+            uint32_t cum = 0, rem = s_remaining;
+            for (int b = 255; b >= 0; b--) {
+                if (cum + hist[b] >= rem) {
+                    s_prefix = prefix | ((uint32_t)b << shift);
+                    s_remaining = rem - cum;
+                    break;
+                }
+                cum += hist[b];
+            }
+        }
+        mask |= 255u << shift;
+        __syncthreads();
+    }
+    const uint32_t thr = s_prefix, need_eq = s_remaining; /* take need_eq of the keys equal to thr */
+    uint32_t base_eq = 0, base_sel = 0;
+    for (uint32_t t0 = 0; t0 < n; t0 += blockDim.x) {
+        const uint32_t i = t0 + threadIdx.x;
+        const uint32_t key = i < n ? order_key(scores[i]) : 0u;
+        const bool gt = i < n && key > thr, eq = i < n && key == thr;
+        uint32_t tot_eq, tot_sel;
+        const uint32_t eq_rank = base_eq + block_excl_scan(eq ? 1u : 0u, warp_sums, &tot_eq);
+        const bool take = gt || (eq && eq_rank < need_eq);
+        const uint32_t at = base_sel + block_excl_scan(take ? 1u : 0u, warp_sums, &tot_sel);
+        if (take) sel[at] = (int32_t)i;
+        base_eq += tot_eq;
+        base_sel += tot_sel;
+    }
+}
+
+} // namespace
+
+extern "C" size_t dsv4_cuda_indexer_scratch_bytes(uint32_t n_rows) {
+    return ((size_t)n_rows * sizeof(float) + 255) / 256 * 256 + 256;
+}
+
+extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
+                                      uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t n_rows,
+                                      uint32_t k, int32_t *sel, void *scratch) {
+    if (k > n_rows || !scratch) return (int)cudaErrorInvalidValue;
+    if (k == 0) return 0;
+    cudaStream_t st = (cudaStream_t)s;
+    float *scores = (float *)scratch;
+    /* largest row tile whose shared memory fits; q moves to global memory if even one row won't */
+    const size_t q_bytes = (size_t)n_head * (head_dim + 1) * sizeof(float);
+    const auto need = [&](uint32_t tile, bool q_in) {
+        return (n_head + (size_t)tile * (head_dim + 1) + (size_t)tile * (n_head + 1)) * sizeof(float) +
+               (q_in ? q_bytes : 0);
+    };
+    bool q_in = need(1, true) <= SMEM_LIMIT;
+    uint32_t tile = 64;
+    while (tile > 1 && need(tile, q_in) > SMEM_LIMIT) tile /= 2;
+    if (need(tile, q_in) > SMEM_LIMIT) return (int)cudaErrorInvalidValue;
+    const uint32_t grid = (n_rows + tile - 1) / tile;
+    if (q_in)
+        iscore_kernel<false><<<grid, 256, need(tile, true), st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows,
+                                                                  tile, scores);
+    else
+        iscore_kernel<true><<<grid, 256, need(tile, false), st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows,
+                                                                  tile, scores);
+    const int e = attn_launch_status();
+    if (e) return e;
+    select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel);
+    return attn_launch_status();
+}

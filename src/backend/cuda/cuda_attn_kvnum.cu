@@ -1,0 +1,111 @@
+/* KV-path roundings on the device: FP8 E4M3 blocks of 64, Hadamard + FP4 E2M1 blocks of 32,
+ * f16 rounding (spec model-attention-hc.md §6.1-6.3; CPU: src/quant/kvnum.c, half.c).
+ * All three are bitwise equal to the CPU: the block amax is a max (order-free), the scale
+ * exponent is the CPU's ceilf(log2f(.)) (see cuda_attn_common.cuh), the grid rounding is exact
+ * scaling plus rintf, the Hadamard butterflies run in the CPU's stride order 1, 2, 4, ... and
+ * its 1/sqrt(n) factor is the CPU's double expression, computed on the host. */
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "backend/cuda/cuda_attn_common.cuh"
+
+namespace {
+
+/* Nearest value of an unsigned minifloat (mbits mantissa bits, minimum normal exponent emin),
+ * ties to even; ax already clamped to the format's maximum. */
+__device__ __forceinline__ float minifloat_round(float ax, int mbits, int emin) {
+    if (ax == 0.0f) return 0.0f;
+    int ex;
+    (void)frexpf(ax, &ex);
+    int e = ex - 1;
+    if (e < emin) e = emin;
+    const float q = rintf(ldexpf(ax, mbits - e));
+    return ldexpf(q, e - mbits);
+}
+
+/* One block element of a power-of-two-scaled round trip; amax is the block's (floored) amax. */
+__device__ __forceinline__ float block_round(float v0, float amax, float vmax, int mbits, int emin) {
+    const float scale = ldexpf(1.0f, attn_ceil_log2(__fdiv_rn(amax, vmax)));
+    float v = __fdiv_rn(v0, scale);
+    if (v > vmax) v = vmax;
+    if (v < -vmax) v = -vmax;
+    const float r = minifloat_round(fminf(fabsf(v), vmax), mbits, emin);
+    return __fmul_rn(v < 0.0f ? -r : r, scale);
+}
+
+/* One warp per block of 64 values (two per lane). */
+__global__ void fp8_kernel(float *x, uint64_t n_blocks, uint32_t blocks_per_row, uint32_t width) {
+    const uint64_t b = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= n_blocks) return;
+    const uint32_t lane = threadIdx.x % 32;
+    float *p = x + (b / blocks_per_row) * width + (b % blocks_per_row) * 64;
+    const float v0 = p[lane], v1 = p[lane + 32];
+    float amax = warp_max(fmaxf(fabsf(v0), fabsf(v1)));
+    if (amax < 1.0e-4f) amax = 1.0e-4f;
+    p[lane] = block_round(v0, amax, 448.0f, 3, -6);
+    p[lane + 32] = block_round(v1, amax, 448.0f, 3, -6);
+}
+
+/* One block per row: the butterflies in shared memory, then one warp per FP4 block of 32. */
+__global__ void hadamard_fp4_kernel(float *x, uint32_t width, float norm) {
+    extern __shared__ float sh[];
+    float *row = x + (uint64_t)blockIdx.x * width;
+    for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) sh[i] = row[i];
+    __syncthreads();
+    const uint32_t half = width / 2;
+    for (uint32_t stride = 1; stride < width; stride <<= 1) {
+        for (uint32_t p = threadIdx.x; p < half; p += blockDim.x) {
+            const uint32_t i = (p / stride) * 2 * stride + p % stride;
+            const float a = sh[i], b = sh[i + stride];
+            sh[i] = __fadd_rn(a, b);
+            sh[i + stride] = __fsub_rn(a, b);
+        }
+        __syncthreads();
+    }
+    const uint32_t lane = threadIdx.x % 32;
+    for (uint32_t blk = threadIdx.x / 32; blk < width / 32; blk += blockDim.x / 32) {
+        const float v = __fmul_rn(sh[blk * 32 + lane], norm);
+        float amax = warp_max(fabsf(v));
+        if (amax < 7.052966104933725e-38f) amax = 7.052966104933725e-38f;
+        row[blk * 32 + lane] = block_round(v, amax, 6.0f, 1, 0);
+    }
+}
+
+__global__ void f16_kernel(float *dst, const float *src, uint64_t n) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        dst[i] = __half2float(__float2half_rn(src[i]));
+}
+
+} // namespace
+
+extern "C" int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope) {
+    if (n_nope % 64 || n_nope > width) return (int)cudaErrorInvalidValue;
+    const uint32_t bpr = n_nope / 64;
+    const uint64_t nb = (uint64_t)n_rows * bpr;
+    if (nb == 0) return 0;
+    const uint32_t warps = 8;
+    const uint64_t grid = (nb + warps - 1) / warps;
+    if (grid > 0x7fffffffu) return (int)cudaErrorInvalidValue;
+    fp8_kernel<<<(unsigned)grid, warps * 32, 0, (cudaStream_t)s>>>(x, nb, bpr, width);
+    return attn_launch_status();
+}
+
+extern "C" int dsv4_cuda_hadamard_fp4(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width) {
+    /* 8192 floats = 32 KiB of shared memory, under the default 48 KiB limit */
+    if (width == 0 || (width & (width - 1)) || width % 32 || width > 8192) return (int)cudaErrorInvalidValue;
+    if (n_rows == 0) return 0;
+    const float norm = (float)(1.0 / sqrt((double)width));
+    const uint32_t threads = width / 2 < 32 ? 32 : width / 2 > 512 ? 512 : width / 2; /* whole warps */
+    hadamard_fp4_kernel<<<n_rows, threads, width * sizeof(float), (cudaStream_t)s>>>(x, width, norm);
+    return attn_launch_status();
+}
+
+extern "C" int dsv4_cuda_store_f16(dsv4_cuda_stream s, float *dst, const float *src, uint32_t n_rows,
+                                   uint32_t width) {
+    const uint64_t n = (uint64_t)n_rows * width;
+    if (n == 0) return 0;
+    uint64_t grid = (n + 255) / 256;
+    if (grid > 65536) grid = 65536;
+    f16_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>(dst, src, n);
+    return attn_launch_status();
+}

@@ -1,0 +1,293 @@
+/* CUDA backend: context, stream, memory ops, scratch, token staging and the op table. Weight
+ * residency (the upload) lives in cuda_backend_weights.cu. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+
+dsv4_status cu_fail(dsv4_error *err, cudaError_t e, const char *what) {
+    return dsv4_fail(err, e == cudaErrorMemoryAllocation ? DSV4_ERR_NOMEM : DSV4_ERR_IO, "cuda %s: %s (%s)", what,
+                     cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+dsv4_status cu_launched(dsv4_error *err, const char *what) {
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, what);
+}
+
+void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
+    if (bytes == 0) bytes = 256;
+    if (c->scratch_bytes[slot] >= bytes) return c->scratch[slot];
+    size_t sz = (bytes + 255) & ~(size_t)255;
+    sz += sz / 4; /* headroom so slowly growing chunks do not reallocate each time */
+    sz = (sz + 255) & ~(size_t)255;
+    if (c->scratch[slot]) cudaFree(c->scratch[slot]); /* waits for the device: pending work may read it */
+    c->scratch[slot] = NULL;
+    c->scratch_bytes[slot] = 0;
+    if (slot == CU_SLOT_TOK) c->tok_dev = NULL;
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, sz);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        dsv4_fail(err, DSV4_ERR_NOMEM, "cuda: cannot allocate %zu bytes of scratch (%zu bytes free of %zu): %s",
+                  sz, fr, tot, cudaGetErrorString(e));
+        return NULL;
+    }
+    c->scratch[slot] = p;
+    c->scratch_bytes[slot] = sz;
+    return p;
+}
+
+dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out, dsv4_error *err) {
+    const size_t bytes = (size_t)n * sizeof(int32_t);
+    if (c->tok_dev && c->tok_n == n && memcmp(c->tok_host_copy, host_tokens, bytes) == 0) {
+        *out = c->tok_dev;
+        return DSV4_OK;
+    }
+    c->tok_dev = NULL;
+    /* the pinned buffer may still feed the previous copy */
+    if (c->pin_ev_live) {
+        const cudaError_t e = cudaEventSynchronize(c->pin_ev);
+        if (e != cudaSuccess) return cu_fail(err, e, "token staging");
+        c->pin_ev_live = false;
+    }
+    if (c->pin_tok_cap < n) {
+        if (c->pin_tok) cudaFreeHost(c->pin_tok);
+        c->pin_tok = NULL;
+        c->pin_tok_cap = 0;
+        const size_t cap = n < 4096 ? 4096 : (size_t)n + n / 4;
+        cudaError_t e = cudaMallocHost((void **)&c->pin_tok, cap * sizeof(int32_t));
+        if (e != cudaSuccess) return cu_fail(err, e, "pinned token buffer");
+        c->pin_tok_cap = cap;
+    }
+    if (c->tok_host_cap < n) {
+        int32_t *p = (int32_t *)realloc(c->tok_host_copy, bytes);
+        if (!p) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for %u token ids", n);
+        c->tok_host_copy = p;
+        c->tok_host_cap = n;
+    }
+    int32_t *d = (int32_t *)cu_scratch(c, CU_SLOT_TOK, bytes, err);
+    if (!d) return DSV4_ERR_NOMEM;
+    memcpy(c->pin_tok, host_tokens, bytes);
+    cudaError_t e = cudaMemcpyAsync(d, c->pin_tok, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(c->pin_ev, c->stream);
+    if (e != cudaSuccess) return cu_fail(err, e, "token upload");
+    c->pin_ev_live = true;
+    memcpy(c->tok_host_copy, host_tokens, bytes);
+    c->tok_n = n;
+    c->tok_dev = d;
+    *out = d;
+    return DSV4_OK;
+}
+
+/* ---- memory ops ---- */
+
+static dsv4_status cu_buf_alloc(void *vctx, size_t bytes, void **out, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    *out = NULL;
+    if (c->n_bufs == c->bufs_cap) {
+        const size_t cap = c->bufs_cap ? 2 * c->bufs_cap : 64;
+        cu_buf *nb = (cu_buf *)realloc(c->bufs, cap * sizeof *nb);
+        if (!nb) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of host memory tracking device buffers");
+        c->bufs = nb;
+        c->bufs_cap = cap;
+    }
+    const size_t sz = ((bytes ? bytes : 1) + 255) & ~(size_t)255;
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, sz);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        return dsv4_fail(err, DSV4_ERR_NOMEM,
+                         "cannot allocate %zu bytes of device memory on %s (%zu bytes free of %zu): %s", bytes,
+                         c->caps.name, fr, tot, cudaGetErrorString(e));
+    }
+    c->bufs[c->n_bufs].p = p;
+    c->bufs[c->n_bufs].bytes = sz;
+    c->n_bufs++;
+    c->buffer_bytes += sz;
+    *out = p;
+    return DSV4_OK;
+}
+
+static void cu_buf_free(void *vctx, void *ptr) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!ptr) return;
+    for (size_t i = 0; i < c->n_bufs; i++) {
+        if (c->bufs[i].p != ptr) continue;
+        c->buffer_bytes -= c->bufs[i].bytes;
+        c->bufs[i] = c->bufs[--c->n_bufs];
+        break;
+    }
+    cudaFree(ptr); /* waits for pending work that may still use it */
+    cudaGetLastError();
+}
+
+static dsv4_status cu_write(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!bytes) return DSV4_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream); /* the caller may reuse src at once */
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "write (host to device)");
+}
+
+static dsv4_status cu_read(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!bytes) return DSV4_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "read (device to host)");
+}
+
+static dsv4_status cu_copy(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!bytes || dst == src) return DSV4_OK;
+    const uint8_t *d = (const uint8_t *)dst, *s = (const uint8_t *)src;
+    if (d < s + bytes && s < d + bytes) { /* overlapping (memmove semantics): go through scratch */
+        void *tmp = cu_scratch(c, CU_SLOT_PACK, bytes, err);
+        if (!tmp) return DSV4_ERR_NOMEM;
+        cudaError_t e = cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, c->stream);
+        return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "copy");
+    }
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "copy");
+}
+
+static dsv4_status cu_sync(void *vctx, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "sync (a queued kernel failed)");
+}
+
+static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
+    (void)ctx, (void)op, (void)q;
+    return false; /* unfused sequences only, for now */
+}
+
+static void cu_destroy(void *vctx) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cu_weights_free(c);
+    for (int i = 0; i < CU_SLOTS; i++)
+        if (c->scratch[i]) cudaFree(c->scratch[i]);
+    if (c->d_iq2_grid) cudaFree(c->d_iq2_grid);
+    if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
+    if (c->pin_tok) cudaFreeHost(c->pin_tok);
+    if (c->pin_ev) cudaEventDestroy(c->pin_ev);
+    free(c->tok_host_copy);
+    for (size_t i = 0; i < c->n_bufs; i++) cudaFree(c->bufs[i].p);
+    free(c->bufs);
+    if (c->mv_ready) dsv4_cuda_mv_destroy(&c->mv);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaGetLastError();
+    free(c);
+}
+
+static const dsv4_backend_ops cuda_ops = {
+    .name = "cuda",
+    .buf_alloc = cu_buf_alloc,
+    .buf_free = cu_buf_free,
+    .write = cu_write,
+    .read = cu_read,
+    .copy = cu_copy,
+    .fill_f32 = cu_fill_f32,
+    .sync = cu_sync,
+    .supports_weight_type = cu_supports_weight_type,
+    .fused_available = cu_fused_available,
+    .embed = cu_embed,
+    .hc_pre = cu_hc_pre,
+    .hc_post = cu_hc_post,
+    .hc_head = cu_hc_head,
+    .rmsnorm = cu_rmsnorm,
+    .matmul = cu_matmul,
+    .add = cu_add,
+    .swiglu = cu_swiglu,
+    .rope_tail = cu_rope_tail,
+    .fp8_kv = cu_fp8_kv,
+    .hadamard_fp4 = cu_hadamard_fp4,
+    .store_f16 = cu_store_f16,
+    .compressor_step = cu_compressor_step,
+    .indexer_topk = cu_indexer_topk,
+    .attention = cu_attention,
+    .router_select = cu_router_select,
+    .moe = cu_moe,
+    .hc_pre_norm = NULL,
+    .destroy = cu_destroy,
+};
+
+extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, dsv4_backend *out,
+                                                dsv4_error *err) {
+    out->ops = NULL;
+    out->ctx = NULL;
+    if (!p || !p->model) return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
+    const int n_dev = dsv4_cuda_device_count();
+    if (n_dev <= 0)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "no CUDA device is visible (driver missing or no GPU)");
+    if (p->device < 0 || p->device >= n_dev)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "CUDA device %d does not exist (%d visible)", p->device, n_dev);
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof(*c));
+    if (!c) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the CUDA backend");
+    c->device = p->device;
+    char msg[256];
+    dsv4_status st = DSV4_OK;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e != cudaSuccess) st = cu_fail(err, e, "set device");
+    if (st == DSV4_OK && dsv4_cuda_query_caps(c->device, &c->caps, msg, sizeof msg) != 0)
+        st = dsv4_fail(err, DSV4_ERR_IO, "cuda: %s", msg);
+    if (st == DSV4_OK && (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        st = cu_fail(err, e, "stream");
+    if (st == DSV4_OK && (e = cudaEventCreateWithFlags(&c->pin_ev, cudaEventDisableTiming)) != cudaSuccess)
+        st = cu_fail(err, e, "event");
+    if (st == DSV4_OK) {
+        st = dsv4_cuda_mv_init(&c->mv, c->device, err);
+        c->mv_ready = st == DSV4_OK;
+    }
+    if (st == DSV4_OK) {
+        const char *mv = getenv("DSV4_CUDA_MATVEC");
+        c->generic_only = mv && strcmp(mv, "generic") == 0;
+        st = cu_tables_init(c, err);
+    }
+    if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
+    if (st != DSV4_OK) {
+        cu_destroy(c);
+        return st;
+    }
+    out->ops = &cuda_ops;
+    out->ctx = c;
+    return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_info *out,
+                                                     dsv4_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!b || b->ops != &cuda_ops) return dsv4_fail(err, DSV4_ERR_INVALID, "device info: not a CUDA backend");
+    const cuda_ctx *c = (const cuda_ctx *)b->ctx;
+    snprintf(out->backend, sizeof out->backend, "cuda");
+    snprintf(out->name, sizeof out->name, "%s", c->caps.name);
+    out->device = c->device;
+    out->cc_major = c->caps.cc_major;
+    out->cc_minor = c->caps.cc_minor;
+    out->sm_count = c->caps.sm_count;
+    out->hopper = c->caps.hopper;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        out->free_mem = fr;
+        out->total_mem = tot;
+    } else {
+        cudaGetLastError();
+        out->total_mem = c->caps.total_mem;
+    }
+    out->weight_bytes = c->weight_bytes;
+    out->n_weights = c->map_n;
+    out->buffer_bytes = c->buffer_bytes;
+    for (int i = 0; i < CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
+    return DSV4_OK;
+}

@@ -1,0 +1,190 @@
+/* Internals of the CUDA backend (C++ only, shared by cuda_backend*.cu and cuda_ops_*.cu).
+ *
+ * One context per backend: a device, one non-blocking stream every op enqueues on (ops never
+ * synchronize the host; `read`, `write` and `sync` do, as the op table allows), device copies of
+ * every weight tensor keyed by the tensor's host (mmap) data pointer, grow-only device scratch
+ * and a pinned staging buffer for host token ids. */
+#ifndef DSV4_CUDA_BACKEND_H
+#define DSV4_CUDA_BACKEND_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+}
+#include "backend/cuda/cuda_caps.h"
+#include "backend/cuda/cuda_matvec.h"
+
+/* Device scratch slots: an op may use its own slots and those of the helpers it calls (noted
+ * per helper), never a caller's. */
+enum {
+    CU_SLOT_ACT = 0,   /* matmul: quantized activations */
+    CU_SLOT_PACK = 1,  /* matmul: packed strided rows before quantization */
+    CU_SLOT_FLAT = 2,  /* hc: normalized rows */
+    CU_SLOT_MIX = 3,   /* hc: mix vectors */
+    CU_SLOT_TOK = 4,   /* token ids */
+    CU_SLOT_G = 5,     /* moe gate / generic */
+    CU_SLOT_U = 6,     /* moe up */
+    CU_SLOT_MID = 7,   /* moe mid */
+    CU_SLOT_MIDQ = 8,  /* moe quantized mid */
+    CU_SLOT_Y = 9,     /* moe per-slot down outputs */
+    CU_SLOT_XQ = 10,   /* moe quantized input rows */
+    CU_SLOT_IDX = 11,  /* indexer scratch */
+    CU_SLOT_MM_Y = 12, /* matmul: contiguous output before a strided copy */
+    CU_SLOTS = 13
+};
+
+typedef struct cu_weight {
+    const void *host; /* key: dsv4_tensor.data */
+    void *dev;
+    uint64_t bytes;
+} cu_weight;
+
+typedef struct cu_buf {
+    void *p;
+    size_t bytes;
+} cu_buf;
+
+typedef struct cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    dsv4_cuda_caps caps;
+    dsv4_cuda_mv_ctx mv;
+    bool mv_ready;
+    bool generic_only; /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    /* weights: open addressing on the host pointer */
+    cu_weight *map;
+    size_t map_cap, map_n;
+    uint64_t weight_bytes;
+    /* tables of the generic quantized kernels */
+    uint64_t *d_iq2_grid;  /* 256 */
+    uint8_t *d_iq2_signs; /* 128 */
+    /* scratch */
+    void *scratch[CU_SLOTS];
+    size_t scratch_bytes[CU_SLOTS];
+    cu_buf *bufs; /* live buf_alloc buffers */
+    size_t n_bufs, bufs_cap;
+    uint64_t buffer_bytes;
+    /* host token ids -> device: pinned staging; the event marks the last copy out of it */
+    int32_t *pin_tok;
+    size_t pin_tok_cap;
+    cudaEvent_t pin_ev;
+    bool pin_ev_live;
+    /* the last uploaded token array (same host array and contents: reuse the device copy) */
+    int32_t *tok_host_copy;
+    size_t tok_host_cap;
+    uint32_t tok_n;
+    const int32_t *tok_dev;
+} cuda_ctx;
+
+/* cudaError_t -> dsv4_status with the op name and the CUDA message. */
+dsv4_status cu_fail(dsv4_error *err, cudaError_t e, const char *what);
+/* After a launch: report a launch error (does not synchronize). */
+dsv4_status cu_launched(dsv4_error *err, const char *what);
+/* Grow-only device scratch of at least `bytes` (growing frees the old buffer, which waits for
+ * the device: it happens only when a larger chunk than before arrives). NULL + err on failure. */
+void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err);
+/* Device copy of a weight tensor (NULL when absent or not uploaded; err names the tensor). */
+const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *err);
+/* Host token ids -> device int32 array (slot CU_SLOT_TOK); reuses the last upload when the same
+ * ids arrive again (embed and router of one chunk). */
+dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out, dsv4_error *err);
+static inline unsigned cu_blocks(uint64_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* ---- weights and tables (cuda_backend_weights.cu) ---- */
+/* Copy every present tensor of the model to the device (deduplicated by host pointer). */
+dsv4_status cu_weights_upload(cuda_ctx *c, const dsv4_model *m,
+                              void (*on_upload)(void *user, uint64_t done, uint64_t total), void *user,
+                              dsv4_error *err);
+void cu_weights_free(cuda_ctx *c);
+/* IQ2_XXS grid and sign tables for the generic kernels. */
+dsv4_status cu_tables_init(cuda_ctx *c, dsv4_error *err);
+
+/* ---- products (cuda_ops_gemm.cu) ---- */
+/* The activation format a weight type takes (ds4 CPU: Q8_0 -> Q8_0, K-quants/IQ2 -> Q8_K, float
+ * weights -> f32) and its bytes for `in` inputs; false when the type has no kernel. */
+bool cu_weight_type_ok(uint32_t type);
+size_t cu_act_bytes(uint32_t type, uint64_t in);
+/* Quantize n rows (x rows `x_stride` floats apart, `in` wide) into act (act_bytes(type, in) per
+ * row). Float types: no-op, *act_out = x. Uses CU_SLOT_PACK (and `slot` for the output). */
+dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x_stride, uint64_t in,
+                          uint32_t n, int slot, const void **act_out, uint64_t *act_stride, dsv4_error *err);
+/* The generic product: y[s*y_stride + o] = W_e[row0 + o] . act[(s / act_div)] for o < n_out,
+ * s < n_slots, with e = ids ? ids[s] : 0 (an id outside [0, n_expert) gives NaN). Weight rows
+ * are combined in the CPU's order (quant/dot_scalar.c), so each value equals the CPU's. */
+dsv4_status cu_gemm_generic(cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in,
+                            uint64_t expert_rows, int64_t n_expert, const int32_t *ids, uint64_t row0,
+                            uint64_t n_out, const void *act, uint64_t act_stride, uint32_t act_div,
+                            uint32_t n_slots, float *y, uint64_t y_stride, dsv4_error *err);
+/* Does the tuned batch-1 matvec (cuda_matvec.h) take this weight (type, 16-byte rows and base)? */
+bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in);
+/* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT, CU_SLOT_PACK, CU_SLOT_MM_Y. */
+dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
+                      uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
+bool cu_supports_weight_type(void *ctx, uint32_t type);
+
+/* Row RMS norm (cuda_ops_dense.cu): y = x * 1/sqrt(mean(x^2) + eps) (* w when w != NULL). */
+dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width, float eps,
+                        float *y, dsv4_error *err);
+
+/* ---- op implementations installed by cuda_backend.cu ---- */
+dsv4_status cu_embed(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n, uint32_t n_hc,
+                     float *out_hc, dsv4_error *err);
+dsv4_status cu_hc_pre(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
+                      const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
+                      float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err);
+dsv4_status cu_hc_post(void *ctx, const float *f, const float *x_hc, const float *split, uint32_t n,
+                       uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+dsv4_status cu_hc_head(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
+                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, float rms_eps,
+                       float hc_eps, float *y, dsv4_error *err);
+dsv4_status cu_rmsnorm(void *ctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width,
+                       float eps, float *y, dsv4_error *err);
+dsv4_status cu_add(void *ctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err);
+dsv4_status cu_swiglu(void *ctx, const float *g, const float *u, size_t n, float clamp, float *out,
+                      dsv4_error *err);
+dsv4_status cu_fill_f32(void *ctx, float *dst, float value, size_t n, dsv4_error *err);
+dsv4_status cu_rope_tail(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                         uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse,
+                         dsv4_error *err);
+dsv4_status cu_fp8_kv(void *ctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope, dsv4_error *err);
+dsv4_status cu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err);
+dsv4_status cu_store_f16(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
+                         dsv4_error *err);
+dsv4_status cu_compressor_step(void *ctx, const float *kv, const float *score, const dsv4_tensor *ape,
+                               uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
+                               float *pooled, dsv4_error *err);
+dsv4_status cu_indexer_topk(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
+                            uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
+                            dsv4_error *err);
+dsv4_status cu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
+                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp, uint32_t n_comp,
+                         const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale,
+                         float *out, dsv4_error *err);
+dsv4_status cu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
+                             const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *host_tokens,
+                             float scale, int32_t *sel, float *weights, dsv4_error *err);
+dsv4_status cu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                   const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k, float clamp,
+                   float *out, dsv4_error *err);
+
+/* ---- device helpers shared by the op kernels (CPU order, no FMA: cuda_ops_* build with
+ * --fmad=false) ---- */
+#ifdef __CUDACC__
+__device__ __forceinline__ float cu_sigmoid_stable(float x) {
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+}
+__device__ __forceinline__ float cu_silu(float x) { return x * cu_sigmoid_stable(x); }
+__device__ __forceinline__ float cu_softplus(float x) {
+    if (x > 20.0f) return x;
+    if (x < -20.0f) return expf(x);
+    return log1pf(expf(x));
+}
+#endif
+
+#endif

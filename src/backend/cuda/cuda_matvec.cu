@@ -1,0 +1,351 @@
+/* Batch-1 quantized matvec: a persistent grid streams the weight rows through a cp.async
+ * pipeline in shared memory and decodes them there.
+ *
+ * Why this shape: the rows are contiguous, so a CTA's share of the output rows is one byte
+ * range; it is copied 16 bytes per thread per instruction (fully coalesced, many loads in flight,
+ * no registers held), S stages deep. Block sizes of 34/66/84 bytes never line up with 16-byte
+ * lanes, so decoding from shared memory (any alignment, word loads) is cheaper than decoding
+ * from registers. Each CTA gets an exact share of rows (no tile quantization at the tail).
+ * Activations are re-laid in shared memory once per CTA in a bank-conflict-free layout:
+ *   Q8_0 / F16: 48 bytes per 32 int8 (or 8 f32) elements, Q8_K: 48 bytes per 32 elements
+ *   (qs, f32 d, the two int16 bsums), 400 bytes per superblock.
+ * Each warp handles RPL rows at once (the activation unit is loaded once for all of them) and
+ * its lanes split the row into units (a Q8_0 block, an IQ2_XXS sub-block, a quarter Q2_K/Q4_K
+ * superblock, 8 F16 values). When a stage holds fewer row groups than warps, rows are split in
+ * segments whose partial sums meet in shared memory (fixed order: deterministic results).
+ * IQ2_XXS keeps its grid and sign-mask tables in shared memory, one copy per half-warp lane so
+ * that random indices never collide on a bank. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_matvec.h"
+#include "backend/cuda/cuda_mv_common.cuh"
+
+#include "backend/cuda/cuda_mv_units.cuh"
+
+/* ---- device-only helpers ---- */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+static __device__ __forceinline__ void cp_async_wait(int pending) {
+    if (pending >= 3)
+        asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+    else if (pending == 2)
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+    else if (pending == 1)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Rows [v, v + n) of the stage starting at virtual row v (slot = v / out), cut at the end of the
+ * CTA's range and at the slot's last row. Returns n; issues nothing for an invalid expert id. */
+static __device__ __forceinline__ int mv_issue(const mv_params &p, uint8_t *dst, int v, int end, int tid) {
+    const int slot = v / p.out, r = v - slot * p.out;
+    int n = p.R;
+    if (end - v < n) n = end - v;
+    if (p.out - r < n) n = p.out - r;
+    const int e = p.ids ? __ldg(p.ids + slot) : 0;
+    if (e >= 0 && e < p.n_expert) {
+        const uint8_t *src = p.w + (long long)e * p.expert_bytes + (long long)r * p.row_bytes;
+        const int bytes = n * p.row_bytes;
+        for (int o = tid * 16; o < bytes; o += MV_THREADS * 16) cp_async16(dst + o, src + o);
+    }
+    return n;
+}
+
+template <int F>
+__global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel(const mv_params p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int RPL = mv_rpl(F);
+    uint8_t *lut = smem;
+    uint8_t *act = smem + mv_lut_bytes(F);
+    float *red = (float *)(act + p.act_bytes);
+    uint8_t *stage0 = (uint8_t *)red + p.red_bytes;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const long long total = (long long)p.k * p.out;
+    const int begin = (int)(total * blockIdx.x / gridDim.x);
+    const int end = (int)(total * (blockIdx.x + 1) / gridDim.x);
+    if (begin >= end) return;
+
+    /* prologue: S-1 stages in flight before anything else */
+    int f = begin, fi = 0;
+    for (int s = 0; s < p.S - 1; s++, fi++) {
+        if (f < end) f += mv_issue(p, stage0 + fi * p.stage_bytes, f, end, tid);
+        cp_async_commit();
+    }
+    if (F == MV_IQ2_XXS) mv_build_iq2_lut(p.grid, lut, tid);
+    const uint2 *G = (const uint2 *)lut + (lane & 15);
+    const uint2 *M = (const uint2 *)(lut + MV_IQ2_GRID_BYTES) + (lane & 15);
+
+    int c = begin, ci = 0, act_slot = -1;
+    const float nanv = __int_as_float(0x7fc00000);
+    while (c < end) {
+        if (f < end) f += mv_issue(p, stage0 + (fi % p.S) * p.stage_bytes, f, end, tid);
+        fi++;
+        cp_async_commit();
+        cp_async_wait(p.S - 1);
+        __syncthreads();
+        const int slot = c / p.out, r0 = c - slot * p.out;
+        int n = p.R;
+        if (end - c < n) n = end - c;
+        if (p.out - r0 < n) n = p.out - r0;
+        if (act_slot < 0 || (p.x_stride != 0 && slot != act_slot)) {
+            mv_load_act<F>(p, act, p.x + (long long)slot * p.x_stride, tid);
+            act_slot = slot;
+            __syncthreads();
+        }
+        const int e = p.ids ? __ldg(p.ids + slot) : 0;
+        const bool valid = e >= 0 && e < p.n_expert;
+        const uint8_t *tile = stage0 + (ci % p.S) * p.stage_bytes;
+        const int groups = (n + RPL - 1) / RPL;
+        const int items = groups * p.nseg;
+        for (int it = warp; it < items; it += MV_WARPS) {
+            const int g = it / p.nseg, sg = it - g * p.nseg;
+            const int r = g * RPL;
+            const int u0 = sg * p.units / p.nseg, u1 = (sg + 1) * p.units / p.nseg;
+            float acc[RPL];
+#pragma unroll
+            for (int j = 0; j < RPL; j++) acc[j] = 0.0f;
+            const uint8_t *wr = tile + r * p.row_bytes;
+            for (int u = u0 + lane; u < u1; u += 32) {
+                if (F == MV_Q8_0) unit_q8_0<RPL>(wr, p.row_bytes, u, act, acc);
+                if (F == MV_IQ2_XXS) unit_iq2_xxs<RPL>(wr, p.row_bytes, u, act, G, M, acc);
+                if (F == MV_Q2_K) unit_q2_k<RPL>(wr, p.row_bytes, u, act, acc);
+                if (F == MV_Q4_K) unit_q4_k<RPL>(wr, p.row_bytes, u, act, acc);
+                if (F == MV_F16) unit_f16<RPL>(wr, p.row_bytes, u, act, acc);
+            }
+#pragma unroll
+            for (int j = 0; j < RPL; j++) {
+                const float v = warp_sum(acc[j]);
+                if (lane == j && r + j < n) {
+                    if (p.nseg == 1)
+                        p.y[c + r + j] = valid ? v : nanv;
+                    else
+                        red[(r + j) * p.nseg + sg] = v;
+                }
+            }
+        }
+        __syncthreads();
+        if (p.nseg > 1) {
+            for (int t = tid; t < n; t += MV_THREADS) {
+                float v = 0.0f;
+                for (int sg = 0; sg < p.nseg; sg++) v += red[t * p.nseg + sg];
+                p.y[c + t] = valid ? v : nanv;
+            }
+        }
+        c += n;
+        ci++;
+    }
+    cp_async_wait(0);
+}
+
+/* ---- host side ---- */
+
+typedef void (*mv_kernel_fn)(const mv_params);
+static mv_kernel_fn mv_kernel_of(int f) {
+    switch (f) {
+    case MV_Q8_0: return mv_kernel<MV_Q8_0>;
+    case MV_IQ2_XXS: return mv_kernel<MV_IQ2_XXS>;
+    case MV_Q2_K: return mv_kernel<MV_Q2_K>;
+    case MV_Q4_K: return mv_kernel<MV_Q4_K>;
+    case MV_F16: return mv_kernel<MV_F16>;
+    default: return NULL;
+    }
+}
+
+static const char *mv_format_name(int f) {
+    static const char *names[] = {"Q8_0", "IQ2_XXS", "Q2_K", "Q4_K", "F16"};
+    return f >= 0 && f <= MV_F16 ? names[f] : "?";
+}
+
+extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4_error *err) {
+    if (!ctx) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_init: ctx is NULL");
+    memset(ctx, 0, sizeof *ctx);
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, device);
+    if (e == cudaSuccess) e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: device %d: %s", device, cudaGetErrorString(e));
+    ctx->device = device;
+    ctx->sm_count = prop.multiProcessorCount;
+    ctx->smem_per_sm = (int)prop.sharedMemPerMultiprocessor;
+    ctx->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
+    for (int f = MV_Q8_0; f <= MV_F16; f++) {
+        e = cudaFuncSetAttribute((const void *)mv_kernel_of(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 ctx->smem_per_block_optin);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute((const void *)mv_kernel_of(f),
+                                     cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e != cudaSuccess)
+            return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
+                             mv_format_name(f), cudaGetErrorString(e));
+    }
+    e = cudaMalloc((void **)&ctx->d_iq2_grid, sizeof dsv4_iq2xxs_grid);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(ctx->d_iq2_grid, dsv4_iq2xxs_grid, sizeof dsv4_iq2xxs_grid, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        if (ctx->d_iq2_grid) cudaFree(ctx->d_iq2_grid);
+        ctx->d_iq2_grid = NULL;
+        return dsv4_fail(err, DSV4_ERR_NOMEM, "dsv4_cuda_mv_init: IQ2_XXS grid table: %s",
+                         cudaGetErrorString(e));
+    }
+    return DSV4_OK;
+}
+
+extern "C" void dsv4_cuda_mv_destroy(dsv4_cuda_mv_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->d_iq2_grid) cudaFree(ctx->d_iq2_grid);
+    ctx->d_iq2_grid = NULL;
+}
+
+extern "C" size_t dsv4_cuda_act_bytes(uint32_t weight_type, int64_t n) {
+    const int f = mv_format_of(weight_type);
+    if (f == MV_NONE || n <= 0 || n % mv_block_elems(f) != 0) return 0;
+    if (f != MV_Q8_0 && f != MV_F16 && n % 256 != 0) return 0;
+    return (size_t)mv_act_global(f, n);
+}
+
+static int64_t align16(int64_t v) { return (v + 15) & ~(int64_t)15; }
+
+/* Stage geometry, shared-memory budget and grid size for one launch. */
+static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, mv_params *p,
+                           int *grid, int *smem, dsv4_error *err) {
+    const int rpl = mv_rpl(f);
+    const int64_t rb = mv_row_bytes(f, in);
+    const int tile = ctx->tune.tile_bytes > 0 ? ctx->tune.tile_bytes : (f == MV_IQ2_XXS ? 16384 : 12288);
+    int S = ctx->tune.stages > 0 ? ctx->tune.stages : (f == MV_IQ2_XXS ? 3 : 4);
+    if (S < 2) S = 2;
+    if (S > MV_MAX_STAGES) S = MV_MAX_STAGES;
+    const int lb = f == MV_IQ2_XXS ? 2 : 3; /* __launch_bounds__ minimum blocks */
+    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : lb;
+    int64_t R = 1;
+    while (R * 2 <= out && R * 2 * rb <= tile) R *= 2;
+    if (R < rpl && out >= rpl) R = rpl;
+    const int64_t units = mv_units(f, in);
+    const int64_t groups = (R + rpl - 1) / rpl;
+    int64_t nseg = 1;
+    while (groups * nseg < MV_WARPS && units / (nseg * 2) >= 32) nseg *= 2;
+    const int64_t stage = align16((R > rpl ? R : rpl) * rb + 16);
+    const int64_t actb = align16(mv_act_smem(f, in));
+    const int64_t redb = align16(R * nseg * 4);
+    int64_t need = mv_lut_bytes(f) + actb + redb + S * stage;
+    while (need > ctx->smem_per_block_optin && S > 2) {
+        S--;
+        need -= stage;
+    }
+    if (need > ctx->smem_per_block_optin)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "dsv4_cuda_matvec(%s, in=%lld): needs %lld bytes of shared memory, device allows %d",
+                         mv_format_name(f), (long long)in, (long long)need, ctx->smem_per_block_optin);
+    const int fit = ctx->smem_per_sm / (int)(need + 1024); /* 1 KB reserved per block */
+    if (ctas > fit) ctas = fit;
+    if (ctas > lb) ctas = lb; /* registers are only guaranteed for `lb` blocks */
+    if (ctas < 1) ctas = 1;
+    const int64_t total = (int64_t)k * out;
+    int64_t g = (int64_t)ctas * ctx->sm_count;
+    if (g > total) g = total;
+    p->row_bytes = (int)rb;
+    p->in = (int)in;
+    p->out = (int)out;
+    p->k = k;
+    p->R = (int)R;
+    p->nseg = (int)nseg;
+    p->S = S;
+    p->stage_bytes = (int)stage;
+    p->act_bytes = (int)actb;
+    p->red_bytes = (int)redb;
+    p->units = (int)units;
+    p->expert_bytes = (long long)(rb * out);
+    *grid = (int)g;
+    *smem = (int)need;
+    return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w,
+                                                int64_t in, int64_t out, int64_t n_expert, const int32_t *ids,
+                                                int k, const void *x, int64_t x_stride_bytes, float *y,
+                                                struct CUstream_st *stream, dsv4_error *err) {
+    const int f = mv_format_of(type);
+    if (!ctx || f == MV_NONE)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec: weight type %u has no CUDA matvec",
+                         type);
+    if (!w || !x || !y || in <= 0 || out <= 0 || k <= 0 || n_expert <= 0 || (k > 1 && !ids))
+        return dsv4_fail(
+            err, DSV4_ERR_INVALID,
+            "dsv4_cuda_matvec(%s): bad arguments (w, x, y, ids must be set; in=%lld out=%lld k=%d "
+            "n_expert=%lld)",
+            mv_format_name(f), (long long)in, (long long)out, k, (long long)n_expert);
+    const int64_t rb = mv_row_bytes(f, in);
+    if (in % (f == MV_Q8_0 || f == MV_F16 ? mv_block_elems(f) : 256) != 0 || rb % 16 != 0 ||
+        ((uintptr_t)w & 15) != 0)
+        return dsv4_fail(
+            err, DSV4_ERR_UNSUPPORTED,
+            "dsv4_cuda_matvec(%s): in=%lld gives %lld-byte rows; rows and the weight base must be "
+            "16-byte aligned",
+            mv_format_name(f), (long long)in, (long long)rb);
+    if (((uintptr_t)x & 3) != 0 || (x_stride_bytes & 3) != 0 || x_stride_bytes < 0)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "dsv4_cuda_matvec(%s): x and its slot stride must be 4-byte aligned",
+                         mv_format_name(f));
+    if ((int64_t)k * out > INT_MAX || in > INT_MAX / 4)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_matvec(%s): k*out=%lld rows or in=%lld too large",
+                         mv_format_name(f), (long long)k * out, (long long)in);
+    if (f == MV_IQ2_XXS && !ctx->d_iq2_grid)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec(IQ2_XXS): context not initialized");
+    mv_params p;
+    memset(&p, 0, sizeof p);
+    int grid = 0, smem = 0;
+    dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, err);
+    if (st != DSV4_OK) return st;
+    p.w = (const uint8_t *)w;
+    p.ids = ids;
+    p.x = (const uint8_t *)x;
+    p.y = y;
+    p.grid = ctx->d_iq2_grid;
+    p.x_stride = x_stride_bytes;
+    p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
+    mv_kernel_of(f)<<<grid, MV_THREADS, smem, stream>>>(p);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",
+                         mv_format_name(f), (long long)in, (long long)out, k, cudaGetErrorString(e));
+    return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in,
+                                             int64_t out, int k, char *buf, size_t len, dsv4_error *err) {
+    const int f = mv_format_of(type);
+    if (!ctx || f == MV_NONE || in <= 0 || out <= 0 || k <= 0 || !buf)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
+    mv_params p;
+    memset(&p, 0, sizeof p);
+    int grid = 0, smem = 0;
+    const dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, err);
+    if (st != DSV4_OK) return st;
+    snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d smem=%dB", p.R, p.nseg, p.S, p.stage_bytes, grid,
+             smem);
+    return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_matvec(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, int64_t in,
+                                        int64_t out, const void *x, float *y, struct CUstream_st *stream,
+                                        dsv4_error *err) {
+    return dsv4_cuda_matvec_experts(ctx, type, w, in, out, 1, NULL, 1, x, 0, y, stream, err);
+}

@@ -1,0 +1,88 @@
+/* Batch-1 quantized matrix-vector products on CUDA (decode path), and the activation
+ * quantizers they consume. Plain C API: device pointers in, one stream, shapes.
+ *
+ * Numerics (shared/spec/model-moe-gguf-tokenizer.md §2.8):
+ *   Q8_0 weights       x Q8_0 activations (f32 scale per 32, dsv4_q8_0_act layout)
+ *   IQ2_XXS/Q2_K/Q4_K  x Q8_K activations (dsv4_q8_k layout, 292 B per 256)
+ *   F16 weights        x f32 activations, f32 accumulation
+ * Integer block sums are exact (dp4a); only the float combination order differs from the CPU
+ * (quant_dot_*), so results match it to a few ulps of S = sum_i |w_i x_i| (bench/NOTES.md).
+ * The device activation quantizers reproduce quant_act_q8_0 / quant_act_q8_k bit for bit.
+ *
+ * Weight layout: ggml row-major [in, out] (rows of `in` elements are contiguous); an expert
+ * tensor [in, out, n_expert] stores expert e at e * out * row_bytes. The weight base and the
+ * row size must be 16-byte aligned (true for every DeepSeek V4 shape: in a multiple of 256 for
+ * Q8_0, 2048 for IQ2_XXS, 1024 for Q2_K, 256 for Q4_K, 8 for F16). */
+#ifndef DSV4_CUDA_MATVEC_H
+#define DSV4_CUDA_MATVEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "common/status.h" /* a C header without its own extern "C" */
+
+struct CUstream_st; /* = cudaStream_t, so C callers need no CUDA headers */
+
+/* Launch configuration knobs (0 = the built-in default for the weight type). */
+typedef struct dsv4_cuda_mv_tuning {
+    int tile_bytes;  /* target weight bytes per pipeline stage (rows per stage = power of 2) */
+    int stages;      /* cp.async pipeline depth, 2..4 */
+    int ctas_per_sm; /* upper bound on resident CTAs per SM used to size the persistent grid */
+} dsv4_cuda_mv_tuning;
+
+/* Per-device state: properties read once, the IQ2_XXS grid table on the device. */
+typedef struct dsv4_cuda_mv_ctx {
+    int device;
+    int sm_count;
+    int smem_per_sm;          /* bytes of shared memory per multiprocessor */
+    int smem_per_block_optin; /* largest dynamic shared memory a block may opt into */
+    uint64_t *d_iq2_grid;     /* 256 entries, copied from dsv4_iq2xxs_grid */
+    dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
+} dsv4_cuda_mv_ctx;
+
+/* Read the device's properties, raise the kernels' shared-memory limits, upload the tables. */
+dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4_error *err);
+void dsv4_cuda_mv_destroy(dsv4_cuda_mv_ctx *ctx);
+
+/* Bytes of the quantized activation buffer a weight type consumes for n inputs
+ * (Q8_0: n/32 * 36; K-quants: n/256 * 292; F16: n * 4 (plain f32)); 0 if unsupported. */
+size_t dsv4_cuda_act_bytes(uint32_t weight_type, int64_t n);
+
+/* x (f32, n elements) -> dsv4_q8_0_act[n/32], exactly quant_act_q8_0 (n a multiple of 32). */
+dsv4_status dsv4_cuda_quant_act_q8_0(const float *x, void *out, int64_t n, struct CUstream_st *stream,
+                                     dsv4_error *err);
+/* x (f32, n elements) -> dsv4_q8_k[n/256], exactly quant_act_q8_k (n a multiple of 256). */
+dsv4_status dsv4_cuda_quant_act_q8_k(const float *x, void *out, int64_t n, struct CUstream_st *stream,
+                                     dsv4_error *err);
+/* `rows` independent vectors of n elements (row stride n floats -> row stride act_bytes(n)). */
+dsv4_status dsv4_cuda_quant_act_rows(uint32_t weight_type, const float *x, void *out, int64_t n, int rows,
+                                     struct CUstream_st *stream, dsv4_error *err);
+
+/* y[out] = W[out, in] . x. x is the activation buffer for the weight type (see above), y f32.
+ * Types: Q8_0, IQ2_XXS, Q2_K, Q4_K, F16. */
+dsv4_status dsv4_cuda_matvec(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, int64_t in,
+                             int64_t out, const void *x, float *y, struct CUstream_st *stream,
+                             dsv4_error *err);
+
+/* k matvecs in one launch over the expert tensor w [in, out, n_expert]:
+ *   y[s*out + r] = W[ids[s]][r, :] . x_s,  x_s = x + s * x_stride_bytes (0: one x for all slots).
+ * ids is a device array of k int32; a slot whose id is outside [0, n_expert) yields NaN rows.
+ * Types: IQ2_XXS, Q2_K, Q4_K (and Q8_0, F16). */
+dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, int64_t in,
+                                     int64_t out, int64_t n_expert, const int32_t *ids, int k, const void *x,
+                                     int64_t x_stride_bytes, float *y, struct CUstream_st *stream,
+                                     dsv4_error *err);
+
+/* The launch geometry a matvec of this shape gets under ctx's tuning ("R=.. nseg=.. S=.. grid=..
+ * smem=.."), for benchmarks and logs. */
+dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in, int64_t out, int k,
+                                  char *buf, size_t len, dsv4_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,331 @@
+/* Block decoders of the matvec kernel (cuda_matvec.cu), host-callable too so that
+ * bench/kernels/cuda_matvec_emu.cu can check them on a machine without a GPU. */
+#ifndef DSV4_CUDA_MV_UNITS_CUH
+#define DSV4_CUDA_MV_UNITS_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda_mv_common.cuh"
+
+/* #pragma unroll for the device pass only (the host compiler does not know it) */
+#ifdef __CUDA_ARCH__
+#define MV_UNROLL _Pragma("unroll")
+#else
+#define MV_UNROLL
+#endif
+
+#define MV_WARPS 8
+#define MV_THREADS (MV_WARPS * 32)
+#define MV_IQ2_GRID_BYTES (256 * 16 * 8)
+#define MV_IQ2_MASK_BYTES (128 * 16 * 8)
+#define MV_MAX_STAGES 4
+
+struct mv_params {
+    const uint8_t *w;     /* tensor base */
+    const int32_t *ids;   /* expert ids (device) or NULL: expert 0 */
+    const uint8_t *x;     /* activation buffer of slot 0 */
+    float *y;             /* [k * out] */
+    const uint64_t *grid; /* IQ2_XXS grid (device) */
+    long long expert_bytes, x_stride;
+    int row_bytes, in, out, n_expert, k;
+    int R;    /* rows per stage */
+    int nseg; /* segments per row group */
+    int S;    /* stages */
+    int stage_bytes, act_bytes, red_bytes, units;
+};
+
+/* ---- format traits ---- */
+__host__ __device__ constexpr int mv_rpl(int f) { return f == MV_IQ2_XXS ? 4 : 2; }
+__host__ __device__ constexpr int mv_lut_bytes(int f) {
+    return f == MV_IQ2_XXS ? MV_IQ2_GRID_BYTES + MV_IQ2_MASK_BYTES : 0;
+}
+static inline int64_t mv_row_bytes(int f, int64_t in) {
+    switch (f) {
+    case MV_Q8_0: return in / 32 * 34;
+    case MV_IQ2_XXS: return in / 256 * 66;
+    case MV_Q2_K: return in / 256 * 84;
+    case MV_Q4_K: return in / 256 * 144;
+    case MV_F16: return in * 2;
+    default: return 0;
+    }
+}
+static inline int64_t mv_block_elems(int f) { return f == MV_Q8_0 ? 32 : f == MV_F16 ? 8 : 256; }
+static inline int64_t mv_units(int f, int64_t in) {
+    switch (f) {
+    case MV_Q8_0: return in / 32;
+    case MV_IQ2_XXS: return in / 32;
+    case MV_Q2_K:
+    case MV_Q4_K: return in / 64;
+    case MV_F16: return in / 8;
+    default: return 0;
+    }
+}
+static inline int64_t mv_act_smem(int f, int64_t in) {
+    return f == MV_Q8_0 || f == MV_F16 ? (f == MV_Q8_0 ? in / 32 : in / 8) * 48 : in / 256 * 400;
+}
+static inline int64_t mv_act_global(int f, int64_t in) {
+    return f == MV_Q8_0 ? in / 32 * 36 : f == MV_F16 ? in * 4 : in / 256 * 292;
+}
+
+/* ---- small helpers ---- */
+/* Portable spellings of the intrinsics, so the decoders also run on the host (cuda_matvec_emu). */
+static __host__ __device__ __forceinline__ int mv_dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+#endif
+}
+/* (hi:lo) >> min(sh, 32), low word */
+static __host__ __device__ __forceinline__ uint32_t mv_fshr(uint32_t lo, uint32_t hi, unsigned sh) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_rc(lo, hi, sh);
+#else
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh > 32 ? 32 : sh));
+#endif
+}
+static __host__ __device__ __forceinline__ int mv_popc(uint32_t v) {
+#ifdef __CUDA_ARCH__
+    return __popc(v);
+#else
+    return __builtin_popcount(v);
+#endif
+}
+static __host__ __device__ __forceinline__ float h2f(uint32_t h) {
+    return __half2float(__ushort_as_half((unsigned short)h));
+}
+static __host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *(const uint32_t *)p; }
+static __host__ __device__ __forceinline__ int4 ld128(const uint8_t *p) { return *(const int4 *)p; }
+/* ---- unit dot products (shared-memory weights of RPL rows, one activation unit) ---- */
+
+/* Q8_0 block u: 34 bytes at 34u (2-byte aligned). Nine aligned words cover it; the qs words are
+ * re-aligned with a funnel shift (16 bits when the block starts on a word, 32 otherwise). */
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_q8_0(const uint8_t *wr, int rb, int u,
+                                                          const uint8_t *act, float *acc) {
+    const uint8_t *ab = act + u * 48;
+    const int4 xa = ld128(ab), xb = ld128(ab + 16);
+    const float ad = *(const float *)(ab + 32);
+    const int a[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    const int off = u * 34;
+    const bool odd = (off & 2) != 0;
+    const unsigned sh = odd ? 32u : 16u;
+    const uint8_t *wb = wr + (off & ~3);
+    MV_UNROLL
+    for (int j = 0; j < RPL; j++) {
+        const uint32_t *wp = (const uint32_t *)(wb + j * rb);
+        uint32_t w[9];
+        MV_UNROLL
+        for (int k = 0; k < 9; k++) w[k] = wp[k];
+        const uint32_t d16 = odd ? (w[0] >> 16) : (w[0] & 0xffffu);
+        int s = 0;
+        MV_UNROLL
+        for (int k = 0; k < 8; k++) s = mv_dp4a((int)mv_fshr(w[k], w[k + 1], sh), a[k], s);
+        acc[j] = fmaf(h2f(d16) * ad, (float)s, acc[j]);
+    }
+}
+
+/* IQ2_XXS sub-block u (32 elements): a0 = 4 grid indices, a1 = 4 x 7 sign bits | scale << 28.
+ * Signs: with m = 0x00/0xff per byte, sum g*s*q = dp4a(g, q ^ m) - dp4a(g, m) (exact). */
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_iq2_xxs(const uint8_t *wr, int rb, int u,
+                                                             const uint8_t *act, const uint2 *G,
+                                                             const uint2 *M, float *acc) {
+    const int b = u >> 3, sb = u & 7;
+    const uint8_t *ab = act + b * 400 + sb * 48;
+    const int4 xa = ld128(ab), xb = ld128(ab + 16);
+    const float ad = *(const float *)(ab + 32) * 0.125f;
+    const int q[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    const int off = b * 66 + 2 + sb * 8;
+    const unsigned sh = (off & 2) ? 16u : 0u;
+    const uint8_t *wb = wr + (off & ~3);
+    const uint8_t *db = wr + b * 66;
+    MV_UNROLL
+    for (int j = 0; j < RPL; j++) {
+        const uint32_t *wp = (const uint32_t *)(wb + j * rb);
+        const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
+        const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
+        const uint32_t d16 = *(const uint16_t *)(db + j * rb);
+        int sp = 0, sn = 0;
+        MV_UNROLL
+        for (int l = 0; l < 4; l++) {
+            const uint2 g = G[((a0 >> (8 * l)) & 255u) * 16];
+            const uint2 m = M[((a1 >> (7 * l)) & 127u) * 16];
+            sp = mv_dp4a((int)g.x, q[2 * l] ^ (int)m.x, sp);
+            sp = mv_dp4a((int)g.y, q[2 * l + 1] ^ (int)m.y, sp);
+            sn = mv_dp4a((int)g.x, (int)m.x, sn);
+            sn = mv_dp4a((int)g.y, (int)m.y, sn);
+        }
+        const int ls = 2 * (int)(a1 >> 28) + 1;
+        acc[j] = fmaf(h2f(d16) * ad, (float)((sp - sn) * ls), acc[j]);
+    }
+}
+
+/* Q2_K quarter u = 4b + 2h + s: 16 qs bytes (qs[32h+16s..]) x 4 bit planes j, scales[8h+2j+s]. */
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int rb, int u,
+                                                          const uint8_t *act, float *acc) {
+    const int b = u >> 2, i = u & 3, h = i >> 1, s = i & 1;
+    const uint8_t *ab = act + b * 400;
+    const float ad = *(const float *)(ab + 32);
+    int4 xq[4];
+    int bs[4];
+    MV_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *cj = ab + (4 * h + j) * 48;
+        xq[j] = ld128(cj + 16 * s);
+        bs[j] = *(const int16_t *)(cj + 36 + 2 * s);
+    }
+    MV_UNROLL
+    for (int r = 0; r < RPL; r++) {
+        const uint8_t *blk = wr + r * rb + b * 84;
+        const uint32_t *qp = (const uint32_t *)(blk + 16 + 16 * i);
+        const uint32_t q0 = qp[0], q1 = qp[1], q2 = qp[2], q3 = qp[3];
+        const uint32_t sw0 = ld32(blk + 8 * h), sw1 = ld32(blk + 8 * h + 4);
+        const uint32_t dm = ld32(blk + 80);
+        int isum = 0, summs = 0;
+        MV_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
+            int sub = mv_dp4a((int)((q0 >> (2 * j)) & 0x03030303u), xq[j].x, 0);
+            sub = mv_dp4a((int)((q1 >> (2 * j)) & 0x03030303u), xq[j].y, sub);
+            sub = mv_dp4a((int)((q2 >> (2 * j)) & 0x03030303u), xq[j].z, sub);
+            sub = mv_dp4a((int)((q3 >> (2 * j)) & 0x03030303u), xq[j].w, sub);
+            isum += (int)(sc & 15u) * sub;
+            summs += (int)(sc >> 4) * bs[j];
+        }
+        acc[r] += (ad * h2f(dm & 0xffffu)) * (float)isum - (ad * h2f(dm >> 16)) * (float)summs;
+    }
+}
+
+/* Q4_K quarter u = 4b + c: qs[32c..32c+31], low nibbles = sub-block 2c, high = 2c+1. */
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_q4_k(const uint8_t *wr, int rb, int u,
+                                                          const uint8_t *act, float *acc) {
+    const int b = u >> 2, c = u & 3;
+    const uint8_t *c0 = act + b * 400 + 2 * c * 48, *c1 = c0 + 48;
+    const int4 x0a = ld128(c0), x0b = ld128(c0 + 16), x1a = ld128(c1), x1b = ld128(c1 + 16);
+    const float ad = *(const float *)(c0 + 32);
+    const uint32_t bw0 = ld32(c0 + 36), bw1 = ld32(c1 + 36);
+    const int bs0 = (int)(int16_t)(bw0 & 0xffffu) + (int)(int16_t)(bw0 >> 16);
+    const int bs1 = (int)(int16_t)(bw1 & 0xffffu) + (int)(int16_t)(bw1 >> 16);
+    const int x0[8] = {x0a.x, x0a.y, x0a.z, x0a.w, x0b.x, x0b.y, x0b.z, x0b.w};
+    const int x1[8] = {x1a.x, x1a.y, x1a.z, x1a.w, x1b.x, x1b.y, x1b.z, x1b.w};
+    const unsigned sh = 16u * (unsigned)(c & 1); /* byte (2c)&3 of a scales word */
+    const bool lo = c < 2;
+    MV_UNROLL
+    for (int r = 0; r < RPL; r++) {
+        const uint8_t *blk = wr + r * rb + b * 144;
+        const int4 hd = ld128(blk);
+        const int4 qa = ld128(blk + 16 + 32 * c), qb = ld128(blk + 32 + 32 * c);
+        const uint32_t S0 = (uint32_t)hd.y >> sh, S1 = (uint32_t)hd.z >> sh, S2 = (uint32_t)hd.w >> sh;
+        uint32_t sc0, m0, sc1, m1;
+        if (lo) {
+            sc0 = S0 & 63u;
+            m0 = S1 & 63u;
+            sc1 = (S0 >> 8) & 63u;
+            m1 = (S1 >> 8) & 63u;
+        } else {
+            sc0 = (S2 & 15u) | (((S0 >> 6) & 3u) << 4);
+            m0 = ((S2 >> 4) & 15u) | (((S1 >> 6) & 3u) << 4);
+            sc1 = ((S2 >> 8) & 15u) | (((S0 >> 14) & 3u) << 4);
+            m1 = ((S2 >> 12) & 15u) | (((S1 >> 14) & 3u) << 4);
+        }
+        const uint32_t q[8] = {(uint32_t)qa.x, (uint32_t)qa.y, (uint32_t)qa.z, (uint32_t)qa.w,
+                               (uint32_t)qb.x, (uint32_t)qb.y, (uint32_t)qb.z, (uint32_t)qb.w};
+        int s0 = 0, s1 = 0;
+        MV_UNROLL
+        for (int k = 0; k < 8; k++) {
+            s0 = mv_dp4a((int)(q[k] & 0x0f0f0f0fu), x0[k], s0);
+            s1 = mv_dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), x1[k], s1);
+        }
+        const int isum = (int)sc0 * s0 + (int)sc1 * s1;
+        const int summs = (int)m0 * bs0 + (int)m1 * bs1;
+        const uint32_t dm = (uint32_t)hd.x;
+        acc[r] += (ad * h2f(dm & 0xffffu)) * (float)isum - (ad * h2f(dm >> 16)) * (float)summs;
+    }
+}
+
+/* F16 unit u: 8 halves (16 bytes) against 8 f32. */
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_f16(const uint8_t *wr, int rb, int u, const uint8_t *act,
+                                                         float *acc) {
+    const float4 xa = *(const float4 *)(act + u * 48), xb = *(const float4 *)(act + u * 48 + 16);
+    MV_UNROLL
+    for (int r = 0; r < RPL; r++) {
+        const uint4 wv = *(const uint4 *)(wr + r * rb + u * 16);
+        const float w0 = h2f(wv.x & 0xffffu), w1 = h2f(wv.x >> 16), w2 = h2f(wv.y & 0xffffu),
+                    w3 = h2f(wv.y >> 16);
+        const float w4 = h2f(wv.z & 0xffffu), w5 = h2f(wv.z >> 16), w6 = h2f(wv.w & 0xffffu),
+                    w7 = h2f(wv.w >> 16);
+        float a = acc[r];
+        a = fmaf(w0, xa.x, a);
+        a = fmaf(w1, xa.y, a);
+        a = fmaf(w2, xa.z, a);
+        a = fmaf(w3, xa.w, a);
+        a = fmaf(w4, xb.x, a);
+        a = fmaf(w5, xb.y, a);
+        a = fmaf(w6, xb.z, a);
+        a = fmaf(w7, xb.w, a);
+        acc[r] = a;
+    }
+}
+
+/* ---- activation re-layout into shared memory ---- */
+template <int F>
+static inline __host__ __device__ void mv_load_act(const mv_params &p, uint8_t *act, const uint8_t *x,
+                                                   int tid) {
+    if (F == MV_Q8_0) {
+        const int n = p.in / 32 * 9; /* words: d, 8 x qs */
+        for (int i = tid; i < n; i += MV_THREADS) {
+            const int b = i / 9, k = i - 9 * b;
+            const uint32_t v = ld32(x + 36 * b + 4 * k);
+            *(uint32_t *)(act + 48 * b + (k == 0 ? 32 : 4 * (k - 1))) = v;
+        }
+    } else if (F == MV_F16) {
+        for (int e = tid; e < p.in; e += MV_THREADS)
+            *(uint32_t *)(act + 48 * (e >> 3) + 4 * (e & 7)) = ld32(x + 4 * e);
+    } else {
+        const int n = p.in / 256 * 73; /* words: d, 64 x qs, 8 x bsums pairs */
+        for (int i = tid; i < n; i += MV_THREADS) {
+            const int b = i / 73, k = i - 73 * b;
+            const uint32_t v = ld32(x + 292 * b + 4 * k);
+            uint8_t *sb = act + 400 * b;
+            if (k == 0) {
+                MV_UNROLL
+                for (int c = 0; c < 8; c++) *(uint32_t *)(sb + 48 * c + 32) = v;
+            } else if (k <= 64) {
+                const int w = k - 1;
+                *(uint32_t *)(sb + 48 * (w >> 3) + 4 * (w & 7)) = v;
+            } else {
+                *(uint32_t *)(sb + 48 * (k - 65) + 36) = v;
+            }
+        }
+    }
+}
+
+/* Grid entries and sign masks, replicated 16 times: entry e of copy l at (16 e + l) * 8, so the
+ * 16 lanes of a half-warp (one 64-bit access phase) always hit distinct bank pairs. */
+static inline __host__ __device__ void mv_build_iq2_lut(const uint64_t *grid, uint8_t *lut, int tid) {
+    uint2 *G = (uint2 *)lut, *M = (uint2 *)(lut + MV_IQ2_GRID_BYTES);
+    for (int i = tid; i < 256 * 16; i += MV_THREADS) {
+        const uint64_t v = grid[i >> 4];
+        G[i] = make_uint2((uint32_t)v, (uint32_t)(v >> 32));
+    }
+    for (int i = tid; i < 128 * 16; i += MV_THREADS) {
+        const uint32_t s = (uint32_t)(i >> 4);
+        const uint32_t kb = s | ((uint32_t)(mv_popc(s) & 1) << 7);
+        uint32_t lo = 0, hi = 0;
+        MV_UNROLL
+        for (int k = 0; k < 4; k++) {
+            lo |= ((kb >> k) & 1u) ? 0xffu << (8 * k) : 0u;
+            hi |= ((kb >> (k + 4)) & 1u) ? 0xffu << (8 * k) : 0u;
+        }
+        M[i] = make_uint2(lo, hi);
+    }
+}
+
+#endif

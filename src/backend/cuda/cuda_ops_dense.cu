@@ -1,0 +1,95 @@
+/* Element-wise and row ops: rmsnorm (Σx² in double), add, SwiGLU, fill. Float expressions are
+ * the CPU's (backend/cpu/cpu_kernels.c, cpu_dense.c), evaluated in the same order without FMA. */
+#include "backend/cuda/cuda_backend.h"
+
+#define RMS_THREADS 256
+
+/* One block per row. The double sum is reduced in a fixed tree, so results do not depend on
+ * the launch; it differs from the CPU's sequential double sum only below float resolution. */
+__global__ void __launch_bounds__(RMS_THREADS) rms_kernel(const float *x, const float *w, uint32_t width, float eps,
+                                                          float *y) {
+    __shared__ double part[RMS_THREADS / 32];
+    const float *xr = x + (uint64_t)blockIdx.x * width;
+    float *yr = y + (uint64_t)blockIdx.x * width;
+    double ss = 0.0;
+    for (uint32_t i = threadIdx.x; i < width; i += RMS_THREADS) ss += (double)xr[i] * xr[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+    for (int i = 0; i < RMS_THREADS / 32; i++) tot += part[i];
+    const float s = 1.0f / sqrtf((float)(tot / (double)width) + eps);
+    if (w) {
+        for (uint32_t i = threadIdx.x; i < width; i += RMS_THREADS) yr[i] = xr[i] * s * w[i];
+    } else {
+        for (uint32_t i = threadIdx.x; i < width; i += RMS_THREADS) yr[i] = xr[i] * s;
+    }
+}
+
+dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width, float eps,
+                       float *y, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    const float *wd = NULL;
+    if (w) {
+        if (w->ne[0] != width)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "rmsnorm: weight %s has %llu values, rows have %u",
+                             w->name ? w->name : "?", (unsigned long long)w->ne[0], width);
+        if (w->type != DSV4_TYPE_F32)
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "rmsnorm: weight %s has type %s (the CUDA backend reads F32)",
+                             w->name ? w->name : "?", dsv4_type_name(w->type));
+        if (!(wd = (const float *)cu_weight_dev(c, w, err))) return DSV4_ERR_INVALID;
+    }
+    return cu_rms_rows(c, x, wd, n_rows, width, eps, y, err);
+}
+
+dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width, float eps,
+                        float *y, dsv4_error *err) {
+    if (n_rows == 0 || width == 0) return DSV4_OK;
+    rms_kernel<<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y);
+    return cu_launched(err, "rmsnorm");
+}
+
+__global__ void add_kernel(const float *a, const float *b, size_t n, float *out) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+dsv4_status cu_add(void *vctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!n) return DSV4_OK;
+    add_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(a, b, n, out);
+    return cu_launched(err, "add");
+}
+
+__global__ void swiglu_kernel(const float *g, const float *u, size_t n, float clamp, float *out) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gv = g[i], uv = u[i];
+    if (clamp > 1.0e-6f) {
+        if (gv > clamp) gv = clamp; /* the gate is clamped from above only */
+        if (uv > clamp) uv = clamp;
+        if (uv < -clamp) uv = -clamp;
+    }
+    out[i] = cu_silu(gv) * uv;
+}
+
+dsv4_status cu_swiglu(void *vctx, const float *g, const float *u, size_t n, float clamp, float *out,
+                      dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!n) return DSV4_OK;
+    swiglu_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(g, u, n, clamp, out);
+    return cu_launched(err, "swiglu");
+}
+
+__global__ void fill_kernel(float *dst, float v, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = v;
+}
+
+dsv4_status cu_fill_f32(void *vctx, float *dst, float value, size_t n, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!n) return DSV4_OK;
+    const size_t blocks = cu_blocks(n, 256);
+    fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, c->stream>>>(dst, value, n);
+    return cu_launched(err, "fill_f32");
+}

@@ -1,0 +1,346 @@
+/* Products: the matmul op and the generic row-by-activation kernel behind it.
+ *
+ * Paths. n == 1 with a shape the tuned matvec accepts (16-byte rows): on-device activation
+ * quantization in the CPU's format, then dsv4_cuda_matvec (a few ulps from the CPU). Otherwise
+ * (prefill chunks, odd shapes such as the tiny test models, F32/BF16 weights, or
+ * DSV4_CUDA_MATVEC=generic) the generic kernel: one warp per (output row, activation row); each
+ * lane computes whole blocks (exact integer sums, then the block's float term exactly as
+ * quant/dot_scalar.c writes it) and the terms are added in block order, so a value equals the
+ * CPU's bit for bit (the file is built with --fmad=false). F16/BF16 use 8 lanes that reproduce
+ * the CPU's 8 running sums and its combination tree; F32 sums in double. Correct first: the
+ * tensor-core prefill replaces the generic kernel for large n later. */
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_backend.h"
+
+#define GM_WARPS 8
+
+enum gm_kind { GM_F32 = 0, GM_F16, GM_BF16, GM_Q8_0, GM_Q2_K, GM_Q4_K, GM_IQ2_XXS, GM_NONE };
+
+static int gm_kind_of(uint32_t type) {
+    switch (type) {
+    case DSV4_TYPE_F32: return GM_F32;
+    case DSV4_TYPE_F16: return GM_F16;
+    case DSV4_TYPE_BF16: return GM_BF16;
+    case DSV4_TYPE_Q8_0: return GM_Q8_0;
+    case DSV4_TYPE_Q2_K: return GM_Q2_K;
+    case DSV4_TYPE_Q4_K: return GM_Q4_K;
+    case DSV4_TYPE_IQ2_XXS: return GM_IQ2_XXS;
+    default: return GM_NONE;
+    }
+}
+
+bool cu_weight_type_ok(uint32_t type) { return gm_kind_of(type) != GM_NONE; }
+bool cu_supports_weight_type(void *ctx, uint32_t type) {
+    (void)ctx;
+    return cu_weight_type_ok(type);
+}
+
+size_t cu_act_bytes(uint32_t type, uint64_t in) {
+    switch (gm_kind_of(type)) {
+    case GM_Q8_0: return (size_t)(in / DSV4_QK8_0) * sizeof(dsv4_q8_0_act);
+    case GM_Q2_K:
+    case GM_Q4_K:
+    case GM_IQ2_XXS: return (size_t)(in / DSV4_QK_K) * sizeof(dsv4_q8_k);
+    case GM_NONE: return 0;
+    default: return (size_t)in * sizeof(float);
+    }
+}
+
+static uint32_t gm_block_elems(int kind) {
+    switch (kind) {
+    case GM_Q8_0: return DSV4_QK8_0;
+    case GM_Q2_K:
+    case GM_Q4_K:
+    case GM_IQ2_XXS: return DSV4_QK_K;
+    default: return 1;
+    }
+}
+
+/* ---- device decoding ---- */
+
+__device__ __forceinline__ float gm_h2f(const uint8_t *p) {
+    const uint16_t u = (uint16_t)(p[0] | (p[1] << 8));
+    return __half2float(__ushort_as_half(u));
+}
+__device__ __forceinline__ float gm_bf2f(uint16_t u) { return __uint_as_float((uint32_t)u << 16); }
+__device__ __forceinline__ uint32_t gm_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+struct gm_params {
+    const uint8_t *w;      /* row 0 of expert 0 */
+    uint64_t row_bytes;    /* bytes of one row */
+    uint64_t expert_bytes; /* bytes of one expert (rows * row_bytes) */
+    const int32_t *ids;    /* per slot expert, or NULL */
+    long long n_expert;
+    uint64_t row0;
+    long long n_out;
+    long long in;
+    const uint8_t *act; /* activation rows */
+    uint64_t act_stride; /* bytes */
+    unsigned act_div;
+    long long n_items; /* n_out * n_slots */
+    float *y;
+    uint64_t y_stride; /* floats between slots */
+    const uint64_t *grid;
+    const uint8_t *signs;
+};
+
+/* Block term of block b (quant/dot_scalar.c's per-block float expression). */
+template <int K>
+__device__ __forceinline__ float gm_block_term(const gm_params &p, const uint8_t *wr, const uint8_t *xa, long long b) {
+    if (K == GM_Q8_0) {
+        const uint8_t *wb = wr + b * 34;
+        const dsv4_q8_0_act *x = (const dsv4_q8_0_act *)xa + b;
+        int32_t isum = 0;
+#pragma unroll 8
+        for (int k = 0; k < 32; k++) isum += (int32_t)(int8_t)wb[2 + k] * (int32_t)x->qs[k];
+        return (gm_h2f(wb) * x->d) * (float)isum;
+    } else if (K == GM_Q2_K) {
+        const uint8_t *wb = wr + b * 84; /* scales[16], qs[64], d, dmin */
+        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
+        const uint8_t *sc = wb;
+        int32_t summs = 0;
+        for (int j = 0; j < 16; j++) summs += (int32_t)x->bsums[j] * (sc[j] >> 4);
+        int32_t isum = 0;
+        const int8_t *q8 = x->qs;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q2 = wb + 16 + 32 * h;
+            for (int j = 0; j < 4; j++) {
+                for (int s = 0; s < 2; s++) {
+                    int32_t sub = 0;
+                    for (int l = 0; l < 16; l++) sub += ((q2[16 * s + l] >> (2 * j)) & 3) * (int32_t)q8[l];
+                    isum += (sc[8 * h + 2 * j + s] & 15) * sub;
+                    q8 += 16;
+                }
+            }
+        }
+        const float dall = x->d * gm_h2f(wb + 80);
+        const float dmin = x->d * gm_h2f(wb + 82);
+        return dall * (float)isum - dmin * (float)summs;
+    } else if (K == GM_Q4_K) {
+        const uint8_t *wb = wr + b * 144; /* d, dmin, scales[12], qs[128] */
+        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
+        const uint8_t *s = wb + 4;
+        int32_t isum = 0, summs = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            if (j < 4) {
+                sc = s[j] & 63;
+                m = s[j + 4] & 63;
+            } else {
+                sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+                m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+            const uint8_t *q4 = wb + 16 + 32 * (j / 2);
+            const int shift = 4 * (j & 1);
+            int32_t sub = 0;
+            for (int l = 0; l < 32; l++) sub += ((q4[l] >> shift) & 15) * (int32_t)x->qs[32 * j + l];
+            isum += sc * sub;
+            summs += m * ((int32_t)x->bsums[2 * j] + x->bsums[2 * j + 1]);
+        }
+        const float dall = x->d * gm_h2f(wb);
+        const float dmin = x->d * gm_h2f(wb + 2);
+        return dall * (float)isum - dmin * (float)summs;
+    } else { /* IQ2_XXS: d, qs as 8 bytes per sub-block */
+        const uint8_t *wb = wr + b * 66;
+        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
+        const int8_t *q8 = x->qs;
+        int32_t bsum = 0;
+        for (int sb = 0; sb < 8; sb++) {
+            const uint32_t a0 = gm_u32(wb + 2 + 8 * sb);
+            const uint32_t a1 = gm_u32(wb + 2 + 8 * sb + 4);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const uint64_t g = __ldg(p.grid + ((a0 >> (8 * l)) & 0xff));
+                const uint8_t signs = __ldg(p.signs + ((a1 >> (7 * l)) & 127));
+                for (int k = 0; k < 8; k++) {
+                    const int32_t v = (int32_t)((g >> (8 * k)) & 0xff) * (int32_t)q8[k];
+                    sumi += (signs >> k) & 1 ? -v : v;
+                }
+            }
+            bsum += sumi * (int32_t)(2 * (a1 >> 28) + 1);
+        }
+        const float d = gm_h2f(wb) * x->d;
+        return d * (float)bsum;
+    }
+}
+
+template <int K>
+__global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(const gm_params p) {
+    const long long item = (long long)blockIdx.x * GM_WARPS + (threadIdx.x >> 5);
+    if (item >= p.n_items) return;
+    const int lane = threadIdx.x & 31;
+    const long long o = item % p.n_out, slot = item / p.n_out;
+    long long e = 0;
+    bool valid = true;
+    if (p.ids) {
+        e = p.ids[slot];
+        valid = e >= 0 && e < p.n_expert;
+        if (!valid) e = 0;
+    }
+    const uint8_t *wr = p.w + (uint64_t)e * p.expert_bytes + (p.row0 + (uint64_t)o) * p.row_bytes;
+    const uint8_t *xa = p.act + (uint64_t)(slot / p.act_div) * p.act_stride;
+    float result;
+    if (K == GM_F32) {
+        const float *wf = (const float *)wr;
+        const float *xf = (const float *)xa;
+        double acc = 0.0;
+        for (long long i = lane; i < p.in; i += 32) acc += (double)wf[i] * (double)xf[i];
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        result = (float)acc;
+    } else if (K == GM_F16 || K == GM_BF16) {
+        /* lanes 0..7 are the CPU's 8 running sums (element i goes to sum i & 7, in order) */
+        const uint16_t *wh = (const uint16_t *)wr;
+        const float *xf = (const float *)xa;
+        float l = 0.0f;
+        if (lane < 8)
+            for (long long i = lane; i < p.in; i += 8) {
+                const float wv = K == GM_F16 ? __half2float(__ushort_as_half(wh[i])) : gm_bf2f(wh[i]);
+                l = l + wv * xf[i];
+            }
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = __shfl_sync(0xffffffffu, l, j);
+        result = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+    } else {
+        const long long nb = p.in / (K == GM_Q8_0 ? 32 : 256);
+        float acc = 0.0f;
+        for (long long b0 = 0; b0 < nb; b0 += 32) {
+            const long long b = b0 + lane;
+            const float term = b < nb ? gm_block_term<K>(p, wr, xa, b) : 0.0f;
+            const int cnt = nb - b0 < 32 ? (int)(nb - b0) : 32;
+            for (int j = 0; j < cnt; j++) acc = acc + __shfl_sync(0xffffffffu, term, j);
+        }
+        result = K == GM_IQ2_XXS ? 0.125f * acc : acc;
+    }
+    if (lane == 0) p.y[(uint64_t)slot * p.y_stride + (uint64_t)o] = valid ? result : __int_as_float(0x7fc00000);
+}
+
+typedef void (*gm_fn)(const gm_params);
+static gm_fn gm_kernel_of(int kind) {
+    switch (kind) {
+    case GM_F32: return gm_kernel<GM_F32>;
+    case GM_F16: return gm_kernel<GM_F16>;
+    case GM_BF16: return gm_kernel<GM_BF16>;
+    case GM_Q8_0: return gm_kernel<GM_Q8_0>;
+    case GM_Q2_K: return gm_kernel<GM_Q2_K>;
+    case GM_Q4_K: return gm_kernel<GM_Q4_K>;
+    case GM_IQ2_XXS: return gm_kernel<GM_IQ2_XXS>;
+    default: return NULL;
+    }
+}
+
+dsv4_status cu_gemm_generic(cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in,
+                            uint64_t expert_rows, int64_t n_expert, const int32_t *ids, uint64_t row0,
+                            uint64_t n_out, const void *act, uint64_t act_stride, uint32_t act_div,
+                            uint32_t n_slots, float *y, uint64_t y_stride, dsv4_error *err) {
+    const int kind = gm_kind_of(type);
+    if (kind == GM_NONE)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda matmul: weight type %s has no kernel",
+                         dsv4_type_name(type));
+    if (n_out == 0 || n_slots == 0) return DSV4_OK;
+    gm_params p;
+    memset(&p, 0, sizeof p);
+    p.w = (const uint8_t *)w;
+    p.row_bytes = row_bytes;
+    p.expert_bytes = expert_rows * row_bytes;
+    p.ids = ids;
+    p.n_expert = n_expert;
+    p.row0 = row0;
+    p.n_out = (long long)n_out;
+    p.in = (long long)in;
+    p.act = (const uint8_t *)act;
+    p.act_stride = act_stride;
+    p.act_div = act_div ? act_div : 1;
+    p.n_items = (long long)n_out * n_slots;
+    p.y = y;
+    p.y_stride = y_stride;
+    p.grid = c->d_iq2_grid;
+    p.signs = c->d_iq2_signs;
+    const uint64_t blocks = ((uint64_t)p.n_items + GM_WARPS - 1) / GM_WARPS;
+    if (blocks > 0x7fffffffull) return dsv4_fail(err, DSV4_ERR_RANGE, "cuda matmul: %llu outputs", (unsigned long long)p.n_items);
+    gm_kernel_of(kind)<<<(unsigned)blocks, GM_WARPS * 32, 0, c->stream>>>(p);
+    return cu_launched(err, "generic matmul");
+}
+
+/* ---- activation quantization ---- */
+
+dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x_stride, uint64_t in, uint32_t n,
+                          int slot, const void **act_out, uint64_t *act_stride, dsv4_error *err) {
+    const int kind = gm_kind_of(type);
+    if (kind == GM_F32 || kind == GM_F16 || kind == GM_BF16) {
+        *act_out = x;
+        *act_stride = x_stride * sizeof(float);
+        return DSV4_OK;
+    }
+    const size_t ab = cu_act_bytes(type, in);
+    if (!ab || in % gm_block_elems(kind) != 0)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "cuda: %llu inputs do not fill %s activation blocks",
+                         (unsigned long long)in, dsv4_type_name(type));
+    void *act = cu_scratch(c, slot, ab * n, err);
+    if (!act) return DSV4_ERR_NOMEM;
+    const float *rows = x;
+    /* pack strided (or, for Q8_K, unaligned) rows first: the quantizer takes dense aligned rows */
+    if ((x_stride != in && n > 1) || ((uintptr_t)x & 15) != 0) {
+        float *pack = (float *)cu_scratch(c, CU_SLOT_PACK, (size_t)in * n * sizeof(float), err);
+        if (!pack) return DSV4_ERR_NOMEM;
+        const cudaError_t e = cudaMemcpy2DAsync(pack, in * sizeof(float), x, x_stride * sizeof(float),
+                                                in * sizeof(float), n, cudaMemcpyDeviceToDevice, c->stream);
+        if (e != cudaSuccess) return cu_fail(err, e, "packing activation rows");
+        rows = pack;
+    }
+    /* the matvec module's quantizers reproduce quant_act_q8_0 / quant_act_q8_k bit for bit */
+    const uint32_t qtype = kind == GM_Q8_0 ? DSV4_TYPE_Q8_0 : DSV4_TYPE_Q2_K;
+    dsv4_status st = dsv4_cuda_quant_act_rows(qtype, rows, act, (int64_t)in, (int)n, c->stream, err);
+    if (st != DSV4_OK) return st;
+    *act_out = act;
+    *act_stride = ab;
+    return DSV4_OK;
+}
+
+/* ---- the op ---- */
+
+/* Can the tuned matvec take this weight slice? */
+bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in) {
+    if (c->generic_only || !c->mv_ready) return false;
+    if (type != DSV4_TYPE_Q8_0 && type != DSV4_TYPE_IQ2_XXS && type != DSV4_TYPE_Q2_K && type != DSV4_TYPE_Q4_K &&
+        type != DSV4_TYPE_F16)
+        return false;
+    return row_bytes % 16 == 0 && ((uintptr_t)w & 15) == 0 && dsv4_cuda_act_bytes(type, (int64_t)in) != 0 &&
+           in <= 0x1fffffff;
+}
+
+dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
+                      uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    const int kind = gm_kind_of(w->type);
+    if (kind == GM_NONE)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "matmul: tensor %s has type %s, which the CUDA backend cannot multiply",
+                         w->name ? w->name : "?", dsv4_type_name(w->type));
+    const uint64_t in = w->ne[0];
+    const uint64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
+    if (in % gm_block_elems(kind) != 0 || row0 + n_out > rows)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "matmul: rows [%llu, %llu) of tensor %s (%llu x %llu) out of range",
+                         (unsigned long long)row0, (unsigned long long)(row0 + n_out), w->name ? w->name : "?",
+                         (unsigned long long)in, (unsigned long long)rows);
+    if (n == 0 || n_out == 0) return DSV4_OK;
+    const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    const void *act;
+    uint64_t act_stride;
+    dsv4_status st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
+    if (st != DSV4_OK) return st;
+    const uint8_t *wslice = wd + row0 * w->row_bytes;
+    if (n == 1 && cu_mv_ok(c, w->type, wslice, w->row_bytes, in))
+        return dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
+    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, act, act_stride, 1, n, y,
+                           y_stride, err);
+}

@@ -1,0 +1,164 @@
+/* Router selection and routed experts on the device (spec model-moe-gguf-tokenizer.md §2), ports
+ * of backend/cpu/cpu_moe.c: selection, weights and the expert products stay on the device (no
+ * host round trip); token ids for hash layers come from the host array the graph passes. */
+#include "backend/cuda/cuda_backend.h"
+
+#define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
+#define ROUTER_THREADS 256
+
+/* One block per token: the scores in parallel, then thread 0 selects exactly as the CPU does
+ * (insertion top-k, ties to the lower index) and normalizes in slot order. An id that is not an
+ * expert (a corrupt hash table) gets a NaN weight, which the products make visible. */
+__global__ void __launch_bounds__(ROUTER_THREADS)
+    router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
+                  const int32_t *tok, float scale, int32_t *sel, float *weights) {
+    extern __shared__ float sh[];
+    float *p = sh, *s = sh + n_expert;
+    const uint32_t t = blockIdx.x;
+    const float *lg = logits + (uint64_t)t * n_expert;
+    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
+        p[e] = sqrtf(cu_softplus(lg[e]));
+        s[e] = bias ? p[e] + bias[e] : p[e];
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int32_t *st = sel + (uint64_t)t * k;
+    float *wt = weights + (uint64_t)t * k;
+    if (hash) {
+        const int32_t *row = hash + (uint64_t)tok[t] * k;
+        for (uint32_t i = 0; i < k; i++) st[i] = row[i];
+    } else {
+        for (uint32_t i = 0; i < k; i++) st[i] = -1;
+        for (uint32_t i = 0; i < n_expert; i++) {
+            for (uint32_t j = 0; j < k; j++) {
+                if (st[j] < 0 || s[i] > s[st[j]]) {
+                    for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
+                    st[j] = (int32_t)i;
+                    break;
+                }
+            }
+        }
+    }
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < k; i++) {
+        const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
+        wt[i] = ok ? p[st[i]] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
+        sum += wt[i];
+    }
+    if (sum < ROUTER_SUM_FLOOR) sum = ROUTER_SUM_FLOOR;
+    for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
+}
+
+dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
+                             const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens, float scale,
+                             int32_t *sel, float *weights, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (k == 0 || k > n_expert) return dsv4_fail(err, DSV4_ERR_INVALID, "router: %u of %u experts", k, n_expert);
+    const float *bv = NULL;
+    if (bias && !tid2eid) { /* the bias never applies to hash-routed layers */
+        if (bias->ne[0] != n_expert || bias->type != DSV4_TYPE_F32)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "router: cannot use bias %s", bias->name ? bias->name : "?");
+        if (!(bv = (const float *)cu_weight_dev(c, bias, err))) return DSV4_ERR_INVALID;
+    }
+    const int32_t *hash = NULL, *dtok = NULL;
+    if (tid2eid) {
+        if (tid2eid->type != DSV4_TYPE_I32 || tid2eid->ne[0] != k)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "router: hash table %s must be I32 [%u, vocab]",
+                             tid2eid->name ? tid2eid->name : "?", k);
+        for (uint32_t t = 0; t < n; t++)
+            if (tokens[t] < 0 || (uint64_t)tokens[t] >= tid2eid->ne[1])
+                return dsv4_fail(err, DSV4_ERR_RANGE, "router: token %d outside hash table %s", tokens[t],
+                                 tid2eid->name ? tid2eid->name : "?");
+        if (!(hash = (const int32_t *)cu_weight_dev(c, tid2eid, err))) return DSV4_ERR_INVALID;
+    }
+    if (n == 0) return DSV4_OK;
+    if (hash) {
+        dsv4_status st = cu_tokens(c, tokens, n, &dtok, err);
+        if (st != DSV4_OK) return st;
+    }
+    const size_t smem = (size_t)2 * n_expert * sizeof(float);
+    if (smem > 48 * 1024)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 6144 on CUDA)", n_expert);
+    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, scale, sel, weights);
+    return cu_launched(err, "router select");
+}
+
+/* ---- routed experts ---- */
+
+/* mid[p][r] = silu(min(g, c)) * clamp(u, +-c) * w[p] (route weight before the down projection). */
+__global__ void moe_mid_kernel(const float *g, const float *u, const float *w, uint64_t total, uint32_t ff,
+                               float clamp, int clamp_on, float *mid) {
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    float gv = g[i], uv = u[i];
+    if (clamp_on) {
+        if (gv > clamp) gv = clamp;
+        if (uv > clamp) uv = clamp;
+        if (uv < -clamp) uv = -clamp;
+    }
+    mid[i] = cu_silu(gv) * uv * w[i / ff];
+}
+
+/* out[t][d] = sum over slots in order. */
+__global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t embd, float *out) {
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (uint64_t)n * embd) return;
+    const uint64_t t = i / embd, d = i % embd;
+    float acc = 0.0f;
+    for (uint32_t s = 0; s < k; s++) acc += y[(t * k + s) * embd + d];
+    out[i] = acc;
+}
+
+/* y[p*out + r] = W[sel[p]][r] . act[p / act_div], p < n_pairs: the tuned matvec for a single
+ * token when the shape allows, else the generic kernel. */
+static dsv4_status expert_products(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wd, const int32_t *sel,
+                                   uint32_t n, uint32_t k, const void *act, uint64_t act_stride, uint32_t act_div,
+                                   float *y, dsv4_error *err) {
+    const uint64_t in = w->ne[0], out = w->ne[1], n_expert = w->ne[2];
+    if (n == 1 && cu_mv_ok(c, w->type, wd, w->row_bytes, in))
+        return dsv4_cuda_matvec_experts(&c->mv, w->type, wd, (int64_t)in, (int64_t)out, (int64_t)n_expert, sel,
+                                        (int)k, act, act_div == 1 ? (int64_t)act_stride : 0, y, c->stream, err);
+    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, out, (int64_t)n_expert, sel, 0, out, act, act_stride,
+                           act_div, n * k, y, out, err);
+}
+
+dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down, const float *x,
+                   uint32_t n, const int32_t *sel, const float *weights, uint32_t k, float clamp, float *out,
+                   dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_weight_type_ok(gate->type) || gate->type != up->type || !cu_weight_type_ok(down->type))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe: expert types %s/%s/%s are not supported (gate and up must match)",
+                         dsv4_type_name(gate->type), dsv4_type_name(up->type), dsv4_type_name(down->type));
+    const uint64_t n_expert = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
+    if (up->ne[0] != in || up->ne[1] != ff || down->ne[0] != ff || up->ne[2] != n_expert || down->ne[2] != n_expert)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "moe: expert tensors %s/%s/%s have mismatched shapes",
+                         gate->name ? gate->name : "?", up->name ? up->name : "?", down->name ? down->name : "?");
+    if (n == 0 || k == 0) return DSV4_OK;
+    const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
+    const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
+    const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
+    if (!dd) return DSV4_ERR_INVALID;
+    const uint64_t pairs = (uint64_t)n * k;
+    float *g = (float *)cu_scratch(c, CU_SLOT_G, pairs * ff * sizeof(float), err);
+    float *u = g ? (float *)cu_scratch(c, CU_SLOT_U, pairs * ff * sizeof(float), err) : NULL;
+    float *mid = u ? (float *)cu_scratch(c, CU_SLOT_MID, pairs * ff * sizeof(float), err) : NULL;
+    float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, pairs * embd * sizeof(float), err) : NULL;
+    if (!y) return DSV4_ERR_NOMEM;
+
+    const void *xq;
+    uint64_t xq_stride;
+    dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
+    if (st == DSV4_OK) st = expert_products(c, gate, gd, sel, n, k, xq, xq_stride, k, g, err);
+    if (st == DSV4_OK) st = expert_products(c, up, ud, sel, n, k, xq, xq_stride, k, u, err);
+    if (st != DSV4_OK) return st;
+    moe_mid_kernel<<<cu_blocks(pairs * ff, 256), 256, 0, c->stream>>>(g, u, weights, pairs * ff, (uint32_t)ff, clamp,
+                                                                     clamp > 1.0e-6f, mid);
+    if ((st = cu_launched(err, "moe mid")) != DSV4_OK) return st;
+    const void *mq;
+    uint64_t mq_stride;
+    st = cu_quant_rows(c, down->type, mid, ff, ff, (uint32_t)pairs, CU_SLOT_MIDQ, &mq, &mq_stride, err);
+    if (st == DSV4_OK) st = expert_products(c, down, dd, sel, n, k, mq, mq_stride, 1, y, err);
+    if (st != DSV4_OK) return st;
+    moe_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, n, k, (uint32_t)embd, out);
+    return cu_launched(err, "moe sum");
+}

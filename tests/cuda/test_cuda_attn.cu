@@ -1,0 +1,524 @@
+/* GPU check of the attention-side CUDA kernels (src/backend/cuda/cuda_attn*.cu) against the CPU
+ * reference backend (its op table, DS4 numerics), on random inputs of the DeepSeek V4 Flash shapes
+ * and of tiny shapes. Standalone (needs a GPU): prints one line per case with the max abs / rel
+ * error and the share of bitwise-equal values, then a summary; exits 1 on any failure.
+ *
+ * Tolerances: fp8_kv, hadamard_fp4, store_f16, the compressor state and indexer_topk's selection
+ * must be bitwise. rope, compressor pooling and attention are bitwise except where glibc's
+ * cosf/sinf/expf miss the correctly rounded value by an ulp (the GPU rounds them from double), so
+ * they pass at |gpu - cpu| <= TOL_NEAR * (|cpu| + max|cpu| of the case), TOL_NEAR = 1e-5. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+extern "C" {
+#include "backend/backend.h"
+#include "common/types.h"
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_attn.h"
+
+namespace {
+
+constexpr double TOL_NEAR = 1e-5;
+
+int g_fail = 0, g_pass = 0;
+dsv4_backend g_cpu;
+cudaStream_t g_stream;
+
+#define CUDA_OK(call)                                                                                         \
+    do {                                                                                                      \
+        const cudaError_t e_ = (call);                                                                        \
+        if (e_ != cudaSuccess) {                                                                              \
+            fprintf(stderr, "FATAL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
+            exit(2);                                                                                          \
+        }                                                                                                     \
+    } while (0)
+
+void cpu_ok(dsv4_status st, const dsv4_error &err, const char *what) {
+    if (st != DSV4_OK) {
+        fprintf(stderr, "FATAL: CPU %s: %s\n", what, err.msg);
+        exit(2);
+    }
+}
+
+void launch_ok(int rc, const char *what) {
+    if (rc != 0) {
+        fprintf(stderr, "FATAL: launcher %s returned %d (%s)\n", what, rc, cudaGetErrorString((cudaError_t)rc));
+        exit(2);
+    }
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+}
+
+/* ---- deterministic random numbers (splitmix64) ---- */
+struct rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    double uni() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); } /* [0, 1) */
+    float normal() {
+        const double u1 = uni() + 1e-300, u2 = uni();
+        return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    uint32_t below(uint32_t n) { return (uint32_t)(next() % n); }
+};
+
+std::vector<float> normals(rng &r, size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = r.normal() * scale;
+    return v;
+}
+
+void round_f16(std::vector<float> &v) {
+    for (auto &x : v) x = dsv4_f16_round(x);
+}
+
+/* ---- device buffers ---- */
+template <typename T> struct dbuf {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit dbuf(size_t count) : n(count) { CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T))); }
+    dbuf(const std::vector<T> &h) : dbuf(h.size()) { put(h); }
+    ~dbuf() { cudaFree(p); }
+    dbuf(const dbuf &) = delete;
+    dbuf &operator=(const dbuf &) = delete;
+    void put(const std::vector<T> &h) { CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+    std::vector<T> get() const {
+        std::vector<T> h(n);
+        CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return h;
+    }
+};
+
+/* ---- comparison ---- */
+bool same_bits(float a, float b) {
+    if (a != a && b != b) return true;
+    uint32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    return x == y;
+}
+
+enum mode { BITWISE, NEAR };
+
+void report(const char *op, const char *shape, const std::vector<float> &cpu, const std::vector<float> &gpu,
+            mode m) {
+    double max_abs = 0, max_rel = 0, worst = 0, ref_max = 0;
+    size_t same = 0;
+    bool ok = cpu.size() == gpu.size();
+    for (size_t i = 0; ok && i < cpu.size(); i++) ref_max = fmax(ref_max, fabs((double)cpu[i]));
+    for (size_t i = 0; ok && i < cpu.size(); i++) {
+        const double c = cpu[i], g = gpu[i];
+        if (same_bits(cpu[i], gpu[i])) {
+            same++;
+            continue;
+        }
+        if (!isfinite(c) || !isfinite(g)) {
+            worst = INFINITY;
+            max_abs = INFINITY;
+            continue;
+        }
+        const double d = fabs(c - g);
+        max_abs = fmax(max_abs, d);
+        if (c != 0) max_rel = fmax(max_rel, d / fabs(c));
+        worst = fmax(worst, d / (fabs(c) + ref_max));
+    }
+    if (m == BITWISE) ok = ok && same == cpu.size();
+    else ok = ok && worst <= TOL_NEAR;
+    printf("%-4s %-16s %-44s max_abs %.3e max_rel %.3e bitwise %zu/%zu (%s)\n", ok ? "PASS" : "FAIL", op, shape,
+           max_abs, max_rel, same, cpu.size(), m == BITWISE ? "must be bitwise" : "tol 1e-5 of |cpu|+max|cpu|");
+    (ok ? g_pass : g_fail)++;
+}
+
+void report_sel(const char *shape, const std::vector<int32_t> &cpu, const std::vector<int32_t> &gpu) {
+    size_t same = 0, first_bad = cpu.size();
+    for (size_t i = 0; i < cpu.size(); i++) {
+        if (cpu[i] == gpu[i]) same++;
+        else if (first_bad == cpu.size()) first_bad = i;
+    }
+    const bool ok = same == cpu.size();
+    printf("%-4s %-16s %-44s equal %zu/%zu (must be identical)", ok ? "PASS" : "FAIL", "indexer_topk", shape, same,
+           cpu.size());
+    if (!ok) printf(" first diff at %zu: cpu %d gpu %d", first_bad, cpu[first_bad], gpu[first_bad]);
+    printf("\n");
+    (ok ? g_pass : g_fail)++;
+}
+
+/* ---- rope ---- */
+dsv4_rope rope_yarn(uint32_t n_rot) {
+    dsv4_rope r;
+    r.n_rot = n_rot;
+    r.freq_base = 160000.0f;
+    r.freq_scale = 1.0f / 16.0f;
+    r.ext_factor = 1.0f;
+    r.attn_factor = 1.0f / (1.0f + 0.1f * logf(16.0f));
+    r.corr_lo = 15.0f;
+    r.corr_hi = 25.0f;
+    return r;
+}
+
+dsv4_rope rope_plain(uint32_t n_rot) {
+    dsv4_rope r;
+    r.n_rot = n_rot;
+    r.freq_base = 10000.0f;
+    r.freq_scale = 1.0f;
+    r.ext_factor = 0.0f;
+    r.attn_factor = 1.0f;
+    r.corr_lo = 0.0f;
+    r.corr_hi = 0.0f;
+    return r;
+}
+
+void test_rope(rng &r, const char *name, uint32_t n_rows, uint32_t n_head, uint32_t head_dim, uint32_t pos0,
+               uint32_t pos_step, const dsv4_rope &rope, bool inverse) {
+    std::vector<float> x = normals(r, (size_t)n_rows * n_head * head_dim);
+    dbuf<float> dx(x);
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->rope_tail(g_cpu.ctx, x.data(), n_rows, n_head, head_dim, pos0, pos_step, &rope, inverse, &err),
+           err, "rope_tail");
+    launch_ok(dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, dx.p, n_rows, n_head, head_dim, pos0, pos_step, &rope,
+                                  inverse),
+              "rope_tail");
+    char shape[128];
+    snprintf(shape, sizeof shape, "%s %ux%ux%u pos %u+%u*r%s", name, n_rows, n_head, head_dim, pos0, pos_step,
+             inverse ? " inv" : "");
+    report("rope_tail", shape, x, dx.get(), NEAR);
+}
+
+/* ---- kv numerics ---- */
+/* Rows of random values with a per-row magnitude 10^U(lo, hi); some blocks zero or on grid ties. */
+std::vector<float> wide_rows(rng &r, uint32_t n_rows, uint32_t width, double lo, double hi) {
+    std::vector<float> x((size_t)n_rows * width);
+    for (uint32_t i = 0; i < n_rows; i++) {
+        const double mag = pow(10.0, lo + (hi - lo) * r.uni());
+        for (uint32_t j = 0; j < width; j++) x[(size_t)i * width + j] = (float)(r.normal() * mag);
+    }
+    if (n_rows > 1) /* a zero block and exact midpoints of the E4M3 / E2M1 grids (ties to even) */
+        for (uint32_t j = 0; j < width && j < 64; j++) x[(size_t)1 * width + j] = 0.0f;
+    if (n_rows > 2)
+        for (uint32_t j = 0; j < width; j++)
+            x[(size_t)2 * width + j] = (float)((j % 16) * 0.0625 + 1.03125) * ((j & 1) ? -1.0f : 1.0f) * 8.0f;
+    return x;
+}
+
+void test_fp8(rng &r, uint32_t n_rows, uint32_t width, uint32_t n_nope) {
+    std::vector<float> x = wide_rows(r, n_rows, width, -7, 5);
+    dbuf<float> dx(x);
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->fp8_kv(g_cpu.ctx, x.data(), n_rows, width, n_nope, &err), err, "fp8_kv");
+    launch_ok(dsv4_cuda_fp8_kv((dsv4_cuda_stream)g_stream, dx.p, n_rows, width, n_nope), "fp8_kv");
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u rows x %u, nope %u", n_rows, width, n_nope);
+    report("fp8_kv", shape, x, dx.get(), BITWISE);
+}
+
+void test_hadamard(rng &r, uint32_t n_rows, uint32_t width) {
+    std::vector<float> x = wide_rows(r, n_rows, width, -30, 20);
+    dbuf<float> dx(x);
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->hadamard_fp4(g_cpu.ctx, x.data(), n_rows, width, &err), err, "hadamard_fp4");
+    launch_ok(dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)g_stream, dx.p, n_rows, width), "hadamard_fp4");
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u rows x %u", n_rows, width);
+    report("hadamard_fp4", shape, x, dx.get(), BITWISE);
+}
+
+void test_f16(rng &r, uint32_t n_rows, uint32_t width) {
+    std::vector<float> x((size_t)n_rows * width);
+    for (size_t i = 0; i < x.size(); i++) {
+        switch (i % 4) {
+        case 0: x[i] = (float)(r.normal() * pow(2.0, -30.0 + 52.0 * r.uni())); break; /* subnormal..overflow */
+        case 1: { /* exact f16 midpoints */
+            const float h = dsv4_f16_round(r.normal() * 4.0f);
+            x[i] = h + ldexpf(1.0f, ilogbf(h == 0 ? 1.0f : h) - 11);
+            break;
+        }
+        default: x[i] = r.normal(); break;
+        }
+    }
+    dbuf<float> dsrc(x), ddst(x.size());
+    std::vector<float> y(x.size());
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->store_f16(g_cpu.ctx, y.data(), x.data(), n_rows, width, &err), err, "store_f16");
+    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, ddst.p, dsrc.p, n_rows, width), "store_f16");
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u rows x %u", n_rows, width);
+    report("store_f16", shape, y, ddst.get(), BITWISE);
+    /* in place, as the graph may call it */
+    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, dsrc.p, dsrc.p, n_rows, width), "store_f16");
+    snprintf(shape, sizeof shape, "%u rows x %u in place", n_rows, width);
+    report("store_f16", shape, y, dsrc.get(), BITWISE);
+}
+
+/* ---- compressor: a run of steps from an empty frontier, starting at pos0 ---- */
+void test_compressor(rng &r, uint32_t ratio, uint32_t d_c, uint32_t pos0, uint32_t n_steps) {
+    const uint32_t coff = ratio == 4 ? 2 : 1;
+    const size_t width = (size_t)coff * d_c, n_state = coff * ratio * width;
+    std::vector<uint16_t> ape(width * ratio);
+    for (auto &a : ape) a = dsv4_f32_to_f16(r.normal());
+    dsv4_tensor t = {};
+    t.name = "ape";
+    t.type = DSV4_TYPE_F16;
+    t.n_dims = 2;
+    t.ne[0] = width;
+    t.ne[1] = ratio;
+    t.ne[2] = t.ne[3] = 1;
+    t.row_bytes = width * 2;
+    t.nbytes = ape.size() * 2;
+    t.data = ape.data();
+    std::vector<float> skv(n_state, 0.0f), ssc(n_state, -1e30f), pooled(d_c, 0.0f);
+    dbuf<uint16_t> dape(ape);
+    dbuf<float> dskv(skv), dssc(ssc), dpooled(pooled), dkv(width), dsc(width);
+    std::vector<float> all_cpu, all_gpu;
+    for (uint32_t i = 0; i < n_steps; i++) {
+        const uint32_t pos = pos0 + i;
+        std::vector<float> kv = normals(r, width), sc = normals(r, width, 2.0f);
+        dkv.put(kv);
+        dsc.put(sc);
+        dsv4_error err = {};
+        cpu_ok(g_cpu.ops->compressor_step(g_cpu.ctx, kv.data(), sc.data(), &t, pos, ratio, d_c, skv.data(),
+                                          ssc.data(), pooled.data(), &err),
+               err, "compressor_step");
+        launch_ok(dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, dkv.p, dsc.p, dape.p, pos, ratio, d_c,
+                                            dskv.p, dssc.p, dpooled.p),
+                  "compressor_step");
+        if ((pos + 1) % ratio == 0) {
+            const std::vector<float> g = dpooled.get();
+            all_cpu.insert(all_cpu.end(), pooled.begin(), pooled.end());
+            all_gpu.insert(all_gpu.end(), g.begin(), g.end());
+        }
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "ratio %u d_c %u pos %u..%u (%zu rows)", ratio, d_c, pos0, pos0 + n_steps - 1,
+             all_cpu.size() / d_c);
+    report("compressor pool", shape, all_cpu, all_gpu, NEAR);
+    std::vector<float> st_cpu = skv, st_gpu = dskv.get();
+    st_cpu.insert(st_cpu.end(), ssc.begin(), ssc.end());
+    const std::vector<float> g2 = dssc.get();
+    st_gpu.insert(st_gpu.end(), g2.begin(), g2.end());
+    report("compressor state", shape, st_cpu, st_gpu, BITWISE);
+}
+
+/* ---- indexer ---- */
+enum idx_kind { IDX_RANDOM, IDX_TIES, IDX_ZERO_W };
+
+void test_indexer(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, uint32_t k, idx_kind kind) {
+    std::vector<float> q = normals(r, (size_t)n_head * head_dim), w = normals(r, n_head);
+    std::vector<float> rows((size_t)n_rows * head_dim);
+    if (kind == IDX_TIES) { /* 7 distinct rows repeated: long runs of exactly equal scores */
+        std::vector<float> base = normals(r, 7 * (size_t)head_dim);
+        for (uint32_t i = 0; i < n_rows; i++)
+            memcpy(&rows[(size_t)i * head_dim], &base[(size_t)r.below(7) * head_dim], head_dim * sizeof(float));
+    } else {
+        for (auto &x : rows) x = r.normal();
+    }
+    if (kind == IDX_ZERO_W)
+        for (auto &x : w) x = 0.0f;
+    round_f16(q);
+    round_f16(rows);
+    const float w_scale = 1.0f / sqrtf((float)(head_dim * n_head));
+    std::vector<int32_t> sel(k);
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->indexer_topk(g_cpu.ctx, q.data(), w.data(), w_scale, n_head, head_dim, rows.data(), n_rows, k,
+                                   sel.data(), &err),
+           err, "indexer_topk");
+    dbuf<float> dq(q), dw(w), drows(rows);
+    dbuf<int32_t> dsel(k);
+    dbuf<uint8_t> scratch(dsv4_cuda_indexer_scratch_bytes(n_rows));
+    launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim, drows.p,
+                                     n_rows, k, dsel.p, scratch.p),
+              "indexer_topk");
+    char shape[128];
+    snprintf(shape, sizeof shape, "%ux%u heads, top-%u of %u%s", n_head, head_dim, k, n_rows,
+             kind == IDX_TIES ? " (ties)" : kind == IDX_ZERO_W ? " (all zero)" : "");
+    report_sel(shape, sel, dsel.get());
+}
+
+/* ---- attention ---- */
+void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                    uint32_t n_comp, uint32_t n_sel, bool use_sel) {
+    std::vector<float> q = normals(r, (size_t)n_head * head_dim, 2.0f);
+    std::vector<float> raw = normals(r, (size_t)raw_cap * head_dim), comp = normals(r, (size_t)n_comp * head_dim);
+    round_f16(raw);
+    round_f16(comp);
+    std::vector<float> sinks = normals(r, n_head, 2.0f);
+    std::vector<int32_t> sel;
+    if (use_sel) { /* n_sel distinct rows in ascending order */
+        std::vector<char> taken(n_comp, 0);
+        for (uint32_t i = 0; i < n_sel;) {
+            const uint32_t c = r.below(n_comp);
+            if (!taken[c]) taken[c] = 1, i++;
+        }
+        for (uint32_t c = 0; c < n_comp; c++)
+            if (taken[c]) sel.push_back((int32_t)c);
+    }
+    const float kq = 1.0f / sqrtf((float)head_dim);
+    dsv4_tensor ts = {};
+    ts.name = "sinks";
+    ts.type = DSV4_TYPE_F32;
+    ts.n_dims = 1;
+    ts.ne[0] = n_head;
+    ts.ne[1] = ts.ne[2] = ts.ne[3] = 1;
+    ts.row_bytes = ts.nbytes = n_head * 4;
+    ts.data = sinks.data();
+    std::vector<float> out((size_t)n_head * head_dim);
+    dsv4_error err = {};
+    cpu_ok(g_cpu.ops->attention(g_cpu.ctx, q.data(), n_head, head_dim, raw.data(), raw_cap, raw_start, n_raw,
+                                comp.data(), n_comp, use_sel ? sel.data() : nullptr, n_sel, &ts, kq, out.data(), &err),
+           err, "attention");
+    dbuf<float> dq(q), draw(raw), dcomp(comp), dsinks(sinks), dout(out.size());
+    dbuf<int32_t> dsel(sel.size());
+    if (!sel.empty()) dsel.put(sel);
+    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, head_dim, draw.p, raw_cap, raw_start,
+                                  n_raw, dcomp.p, n_comp, use_sel ? dsel.p : nullptr, n_sel, dsinks.p, kq, dout.p),
+              "attention");
+    char shape[128];
+    snprintf(shape, sizeof shape, "%ux%u raw %u@%u/%u comp %u%s", n_head, head_dim, n_raw, raw_start, raw_cap, n_comp,
+             use_sel ? " sel" : "");
+    if (use_sel) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " %u", n_sel);
+    report("attention", shape, out, dout.get(), NEAR);
+}
+
+/* ---- argument checks: invalid shapes are refused without a launch ---- */
+void test_invalid(void) {
+    const dsv4_rope bad = rope_plain(63);
+    dbuf<float> x(64);
+    const bool ok = dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, x.p, 1, 1, 64, 0, 1, &bad, false) != 0 &&
+                    dsv4_cuda_fp8_kv((dsv4_cuda_stream)g_stream, x.p, 1, 64, 32) != 0 &&
+                    dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)g_stream, x.p, 1, 48) != 0 &&
+                    dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, x.p, x.p, nullptr, 0, 1, 8, x.p, x.p, x.p) !=
+                        0 &&
+                    dsv4_cuda_attention((dsv4_cuda_stream)g_stream, x.p, 1, 64, x.p, 4, 4, 2, x.p, 0, nullptr, 0, x.p,
+                                        1.0f, x.p) != 0;
+    printf("%-4s %-16s %-44s\n", ok ? "PASS" : "FAIL", "invalid args", "odd n_rot, nope%64, width 48, ratio 1, ring");
+    (ok ? g_pass : g_fail)++;
+}
+
+/* ---- timings of the Flash decode shapes (informative) ---- */
+template <typename F> float time_ms(F f, int reps) {
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    f();
+    CUDA_OK(cudaEventRecord(a, g_stream));
+    for (int i = 0; i < reps; i++) f();
+    CUDA_OK(cudaEventRecord(b, g_stream));
+    CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / reps;
+}
+
+void timings(rng &r) {
+    const cudaStream_t s = g_stream;
+    dbuf<float> q(normals(r, 64 * 512)), raw(normals(r, 128 * 512)), comp(normals(r, 20000 * 512)), sinks(64),
+        out(64 * 512), iq(normals(r, 64 * 128)), iw(normals(r, 64)), irows(normals(r, 20000 * 128));
+    dbuf<int32_t> sel(512);
+    dbuf<uint8_t> scratch(dsv4_cuda_indexer_scratch_bytes(20000));
+    CUDA_OK(cudaMemset(sinks.p, 0, 64 * 4));
+    const dsv4_rope rope = rope_yarn(64);
+    const float t_idx = time_ms(
+        [&] {
+            dsv4_cuda_indexer_topk((dsv4_cuda_stream)s, iq.p, iw.p, 0.01f, 64, 128, irows.p, 20000, 512, sel.p,
+                                   scratch.p);
+        },
+        20);
+    const float t_att = time_ms(
+        [&] {
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 20000, sel.p, 512,
+                                sinks.p, 0.04f, out.p);
+        },
+        20);
+    const float t_att_all = time_ms(
+        [&] {
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 8192, nullptr, 0,
+                                sinks.p, 0.04f, out.p);
+        },
+        5);
+    const float t_rope = time_ms(
+        [&] { dsv4_cuda_rope_tail((dsv4_cuda_stream)s, q.p, 1, 64, 512, 123456, 1, &rope, false); }, 20);
+    const float t_fp8 = time_ms([&] { dsv4_cuda_fp8_kv((dsv4_cuda_stream)s, comp.p, 1, 512, 448); }, 20);
+    const float t_had = time_ms([&] { dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)s, iq.p, 64, 128); }, 20);
+    CUDA_OK(cudaGetLastError());
+    printf("time (ms, informative): indexer 64x128 top-512 of 20000 %.4f | attention 64x512 128 raw + 512 sel %.4f | "
+           "+ all 8192 comp %.4f | rope q %.4f | fp8 kv %.4f | hadamard_fp4 64x128 %.4f\n",
+           t_idx, t_att, t_att_all, t_rope, t_fp8, t_had);
+}
+
+} // namespace
+
+int main(void) {
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        fprintf(stderr, "test_cuda_attn: no CUDA device\n");
+        return 2;
+    }
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    dsv4_error err = {};
+    cpu_ok(dsv4_backend_cpu_create(0, &g_cpu, &err), err, "backend create");
+    CUDA_OK(cudaStreamCreate(&g_stream));
+    rng r{0x5eed1234abcdull};
+
+    /* rope: Flash q / kv / compressed rows / indexer q, YaRN and plain layers, forward and inverse */
+    test_rope(r, "yarn q", 3, 64, 512, 2051, 1, rope_yarn(64), false);
+    test_rope(r, "yarn out", 3, 64, 512, 2051, 1, rope_yarn(64), true);
+    test_rope(r, "yarn far", 2, 64, 512, 1000000, 7, rope_yarn(64), false);
+    test_rope(r, "yarn comp", 50, 1, 512, 0, 4, rope_yarn(64), false);
+    test_rope(r, "plain q", 17, 64, 512, 0, 1, rope_plain(64), false);
+    test_rope(r, "yarn idx q", 2, 64, 128, 65537, 1, rope_yarn(64), false);
+    test_rope(r, "tiny", 5, 8, 128, 3, 1, rope_plain(64), true);
+    test_rope(r, "n_rot 512", 2, 2, 1024, 99, 1, rope_yarn(512), false);
+
+    test_fp8(r, 7, 512, 448);
+    test_fp8(r, 64, 512, 512);
+    test_fp8(r, 5, 128, 64);
+    test_hadamard(r, 64, 128);
+    test_hadamard(r, 3, 32);
+    test_hadamard(r, 5, 512);
+    test_hadamard(r, 2, 1024);
+    test_hadamard(r, 1, 8192);
+    test_f16(r, 7, 10007);
+
+    test_compressor(r, 4, 512, 0, 23);
+    test_compressor(r, 4, 128, 0, 23);
+    test_compressor(r, 4, 128, 1001, 10);
+    test_compressor(r, 128, 512, 0, 300);
+    test_compressor(r, 128, 8, 5, 250);
+
+    test_indexer(r, 64, 128, 20000, 512, IDX_RANDOM);
+    test_indexer(r, 64, 128, 8193, 512, IDX_RANDOM);
+    test_indexer(r, 64, 128, 262144, 512, IDX_RANDOM);
+    test_indexer(r, 4, 128, 50, 8, IDX_RANDOM);
+    test_indexer(r, 4, 128, 8, 8, IDX_RANDOM);
+    test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
+    test_indexer(r, 64, 128, 3000, 512, IDX_ZERO_W);
+    test_indexer(r, 256, 256, 300, 17, IDX_RANDOM); /* q too large for shared memory */
+
+    test_attention(r, 64, 512, 128, 77, 128, 20000, 512, true);
+    test_attention(r, 64, 512, 128, 0, 128, 8192, 0, false);
+    test_attention(r, 64, 512, 128, 100, 128, 16000, 0, false); /* scores recomputed chunk by chunk */
+    test_attention(r, 64, 512, 128, 3, 128, 300, 0, false);
+    test_attention(r, 64, 512, 128, 0, 5, 0, 0, false);
+    test_attention(r, 8, 128, 16, 13, 9, 3, 2, true);
+    test_attention(r, 8, 128, 16, 0, 0, 0, 0, false);
+    test_attention(r, 4, 1536, 8, 6, 8, 11000, 0, false); /* two dim groups, chunked */
+    test_invalid();
+
+    timings(r);
+    printf("test_cuda_attn: %d passed, %d failed\n", g_pass, g_fail);
+    dsv4_backend_destroy(&g_cpu);
+    cudaStreamDestroy(g_stream);
+    return g_fail ? 1 : 0;
+}
