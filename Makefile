@@ -128,7 +128,16 @@ $(BUILD)/cuda/$(1): $$(call OBJ,$$(wildcard app/$(1)/*.c)) $(BUILD)/libcuda_back
 	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a $$(foreach m,$$(DEPS_app),$$(call lib_path,$$(m))) $$(call ext_for,app) $$(LDLIBS) $$(CUDA_LDLIBS)
 endef
 $(foreach p,$(CUDA_PROGRAMS),$(eval $(call cuda_program_rule,$(p))))
-cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS))
+# Op-by-op CUDA vs CPU check for the GPU machine (not part of `make test`).
+$(BUILD)/cuda/cuda_ops_check: tests/cuda/cuda_ops_check.c $(BUILD)/libcuda_backend.a $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a $(call libs_for,engine) $(call ext_for,engine) $(LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+# Host-only check of the generic product's block decoders against quant_dot_* (runs anywhere).
+$(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,quant) -lm
+cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS)) $(BUILD)/cuda/cuda_ops_check \
+	$(BUILD)/cuda/gemm_units_check
 # Standalone GPU tests (main(), no cmocka; need a GPU to run): the attention kernels against the
 # CPU backend of libengine.a. Linked from the attention objects only, so other CUDA files in progress
 # cannot break it.

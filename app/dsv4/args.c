@@ -139,10 +139,10 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             continue;
         }
         static const char *const with_value[] = {
-            "-m",        "--model", "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
-            "-sys",      "--temp",  "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
-            "--ctx",     "-t",      "--threads", "--backend", "--chunk", "--dump-logits", "--tokens",
-            "--numerics",  "--device"};
+            "-m",         "--model", "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
+            "-sys",       "--temp",  "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
+            "--ctx",      "-t",      "--threads", "--backend", "--chunk", "--dump-logits", "--tokens",
+            "--numerics", "--device"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known |= !strcmp(a, with_value[k]);

@@ -31,11 +31,13 @@ int cli_device_info(dsv4_engine *e, uint32_t ctx) {
     printf("backend: %s\n", di.backend);
     printf("device: %d %s\n", di.device, di.name);
     if (di.cc_major) {
-        printf("compute capability: %d.%d%s\n", di.cc_major, di.cc_minor, di.hopper ? " (Hopper paths enabled)" : "");
+        printf("compute capability: %d.%d%s\n", di.cc_major, di.cc_minor,
+               di.hopper ? " (Hopper paths enabled)" : "");
         printf("multiprocessors: %d\n", di.sm_count);
         printf("device memory: %.1f MiB total, %.1f MiB free\n", di.total_mem / mib, di.free_mem / mib);
     }
-    printf("weights: %llu tensors, %.1f MiB resident\n", (unsigned long long)di.n_weights, di.weight_bytes / mib);
+    printf("weights: %llu tensors, %.1f MiB resident\n", (unsigned long long)di.n_weights,
+           di.weight_bytes / mib);
     printf("kv state: %zu bytes for %u tokens\n", kv, ctx);
     printf("buffers: %.1f MiB (graph workspace)\n", di.buffer_bytes / mib);
     printf("scratch: %.1f MiB\n", di.scratch_bytes / mib);

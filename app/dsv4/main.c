@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
     }
     if (o.device_info) {
         const uint64_t model_ctx = dsv4_engine_config(e)->context_length;
-        rc = cli_device_info(e, o.ctx ? o.ctx : model_ctx && model_ctx < CLI_DEFAULT_CTX ? (uint32_t)model_ctx
-                                                                                           : CLI_DEFAULT_CTX);
+        uint32_t ctx = model_ctx && model_ctx < CLI_DEFAULT_CTX ? (uint32_t)model_ctx : CLI_DEFAULT_CTX;
+        rc = cli_device_info(e, o.ctx ? o.ctx : ctx);
         dsv4_engine_close(e);
         return rc;
     }

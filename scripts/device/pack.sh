@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build here and gather what the GPU machine needs into .carry/ (ignored by git, named in the
 # device tool's `carry`): the programs, test binaries, and the non-system shared libraries they
-# link (the GPU image has none of our Debian -dev packages). On the GPU machine:
+# link (the GPU image has none of our Debian -dev packages). CUDA=1 adds `make cuda` and copies the
+# CUDA-enabled programs ($BUILD/cuda/*: dsv4, dsv4-bench, cuda_ops_check) into .carry/bin/cuda/. On the GPU machine:
 #   export LD_LIBRARY_PATH=$PWD/.carry/lib:$LD_LIBRARY_PATH; .carry/bin/dsv4-gguf ...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,7 +11,12 @@ make -j2 BUILD="$BUILD" programs ${CUDA:+cuda} >/dev/null
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 for p in "$BUILD"/dsv4*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/; done
 for extra in "$@"; do cp "$extra" .carry/bin/; done
-for b in .carry/bin/*; do
+if [ -n "${CUDA:-}" ]; then # CUDA=1: the CUDA-enabled programs too, in .carry/bin/cuda/
+  mkdir -p .carry/bin/cuda
+  for p in "$BUILD"/cuda/*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/cuda/; done
+fi
+for b in .carry/bin/* .carry/bin/cuda/*; do
+  [ -f "$b" ] || continue
   ldd "$b" 2>/dev/null | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*|libcuda.so*) ;;

@@ -15,7 +15,8 @@ dsv4_status dsv4_backend_create(const dsv4_backend_params *p, dsv4_backend *out,
         return st;
     }
     if (strcmp(name, "cuda") == 0) {
-        if (!p->model) return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
+        if (!p->model)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
         if (p->numerics != DSV4_NUMERICS_DS4)
             return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
                              "exact numerics are a CPU-only validation mode (use --backend cpu)");

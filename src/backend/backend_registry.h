@@ -35,13 +35,13 @@ typedef struct dsv4_device_info {
     int device;
     int cc_major, cc_minor; /* compute capability (0 on the CPU) */
     int sm_count;
-    bool hopper;                /* sm_90-class paths selectable */
-    uint64_t total_mem;         /* device memory (0 on the CPU) */
-    uint64_t free_mem;          /* free now */
-    uint64_t weight_bytes;      /* resident weight copies */
-    uint64_t n_weights;         /* tensors uploaded */
-    uint64_t buffer_bytes;      /* live buf_alloc memory (workspace, KV state) */
-    uint64_t scratch_bytes;     /* backend-internal scratch */
+    bool hopper;            /* sm_90-class paths selectable */
+    uint64_t total_mem;     /* device memory (0 on the CPU) */
+    uint64_t free_mem;      /* free now */
+    uint64_t weight_bytes;  /* resident weight copies */
+    uint64_t n_weights;     /* tensors uploaded */
+    uint64_t buffer_bytes;  /* live buf_alloc memory (workspace, KV state) */
+    uint64_t scratch_bytes; /* backend-internal scratch */
 } dsv4_device_info;
 
 dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);

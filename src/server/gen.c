@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/dsml_out.h"
 #include "server/out.h"
 #include "server/srv.h"
 #include "server/stop.h"
@@ -17,110 +18,13 @@ typedef struct gen {
     srv_job *j;
     srv_out out;
     dsv4_detok detok;
-    dsv4_strbuf text, piece, lit;
+    dsv4_strbuf text, piece;
     srv_stop stop;
     dsv4_dsml_parser *dsml;
     bool reasoning;
     int32_t think_start, think_end, eos;
-    /* tool-call argument JSON builder */
-    bool arg_first, arg_string, in_block;
-    size_t block_first_call;
+    srv_dsml_sink sink;
 } gen;
-
-static void json_escape(dsv4_strbuf *b, const char *s, size_t n) {
-    dsv4_error err;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        char e[8];
-        if (c == '"' || c == '\\') {
-            e[0] = '\\', e[1] = (char)c;
-            dsv4_strbuf_append(b, e, 2, &err);
-        } else if (c < 0x20) {
-            const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-            if (named)
-                dsv4_strbuf_puts(b, named, &err);
-            else {
-                snprintf(e, sizeof e, "\\u%04x", c);
-                dsv4_strbuf_puts(b, e, &err);
-            }
-        } else {
-            dsv4_strbuf_append(b, s + i, 1, &err);
-        }
-    }
-}
-
-static void args_piece(gen *g, const char *s, size_t n) { srv_out_tool_args(&g->out, s, n); }
-
-static void on_dsml(void *user, const dsv4_dsml_event *ev) {
-    gen *g = user;
-    dsv4_strbuf b = {0};
-    dsv4_error err;
-    switch (ev->type) {
-    case DSV4_DSML_TEXT:
-        if (g->in_block) { /* the block turned out malformed: its calls are void */
-            srv_out_drop_calls(&g->out, g->block_first_call);
-            g->in_block = false;
-        }
-        srv_out_text(&g->out, ev->data, ev->len);
-        break;
-    case DSV4_DSML_CALL_BEGIN:
-        if (!g->in_block) {
-            g->in_block = true;
-            g->block_first_call = g->out.n_calls;
-        }
-        srv_out_tool_begin(&g->out, ev->name);
-        g->arg_first = true;
-        break;
-    case DSV4_DSML_ARG_BEGIN:
-        dsv4_strbuf_puts(&b, g->arg_first ? "{\"" : ",\"", &err);
-        json_escape(&b, ev->name ? ev->name : "", ev->name ? strlen(ev->name) : 0);
-        dsv4_strbuf_puts(&b, ev->is_string ? "\":\"" : "\":", &err);
-        args_piece(g, b.data, b.len);
-        g->arg_first = false;
-        g->arg_string = ev->is_string;
-        g->lit.len = 0;
-        break;
-    case DSV4_DSML_ARG_DELTA:
-        if (g->arg_string) {
-            json_escape(&b, ev->data, ev->len);
-            if (b.len) args_piece(g, b.data, b.len);
-        } else {
-            dsv4_strbuf_append(&g->lit, ev->data, ev->len, &err);
-        }
-        break;
-    case DSV4_DSML_ARG_END:
-        if (g->arg_string) {
-            args_piece(g, "\"", 1);
-        } else {
-            /* a JSON literal is passed through when valid, else as a string */
-            const char *p = g->lit.data ? g->lit.data : "";
-            size_t n = g->lit.len;
-            while (n && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++, n--;
-            while (n && (p[n - 1] == ' ' || p[n - 1] == '\n' || p[n - 1] == '\t' || p[n - 1] == '\r')) n--;
-            json_t *v = n ? json_loadb(p, n, JSON_DECODE_ANY, NULL) : NULL;
-            if (v) {
-                args_piece(g, p, n);
-                json_decref(v);
-            } else {
-                dsv4_strbuf_puts(&b, "\"", &err);
-                json_escape(&b, p, n);
-                dsv4_strbuf_puts(&b, "\"", &err);
-                args_piece(g, b.data, b.len);
-            }
-        }
-        break;
-    case DSV4_DSML_CALL_END:
-        args_piece(g, g->arg_first ? "{}" : "}", g->arg_first ? 2 : 1);
-        srv_out_tool_end(&g->out);
-        break;
-    case DSV4_DSML_CALLS_END:
-        for (size_t i = g->block_first_call; i < g->out.n_calls; i++)
-            srv_toolmem_put(&g->s->toolmem, g->out.calls[i].id, ev->raw, ev->raw_len);
-        g->in_block = false;
-        break;
-    }
-    dsv4_strbuf_free(&b);
-}
 
 /* Moves pending SSE bytes to the job for the HTTP thread. */
 static void publish(gen *g) {
@@ -187,6 +91,35 @@ static void finish_text(gen *g) {
     if (g->dsml) dsv4_dsml_parser_finish(g->dsml, &err);
 }
 
+/* Follow-up turns: when the rendered text starts with the exact text of the live tokens (the
+ * model's own sampled tokens, which a fresh tokenization may split differently), keep those
+ * tokens and tokenize only the rest, so the request extends the live session. */
+static void splice_live(dsv4_server *s, srv_job *j) {
+    const dsv4_prefix_cache *c = &s->cache;
+    if (!c->n_live || c->damaged || !j->text) return;
+    if (c->n_live <= j->n_tokens && memcmp(c->live, j->tokens, (size_t)c->n_live * sizeof *c->live) == 0)
+        return;
+    size_t at = 0;
+    for (uint32_t i = 0; i < c->n_live; i++) {
+        size_t n;
+        const char *b = dsv4_token_bytes(s->tok, c->live[i], &n);
+        if (at + n > j->text_len || memcmp(j->text + at, b, n) != 0) return;
+        at += n;
+    }
+    dsv4_tokens t = {0};
+    dsv4_error err;
+    bool ok = true;
+    for (uint32_t i = 0; i < c->n_live && ok; i++) ok = dsv4_tokens_push(&t, c->live[i], &err) == DSV4_OK;
+    ok = ok && dsv4_tokenize_rendered(s->tok, j->text + at, j->text_len - at, &t, &err) == DSV4_OK;
+    if (ok && t.n >= 1 && t.n < dsv4_session_ctx(s->session)) {
+        free(j->tokens);
+        j->tokens = t.ids;
+        j->n_tokens = (uint32_t)t.n;
+        return;
+    }
+    dsv4_tokens_free(&t);
+}
+
 typedef struct {
     srv_job *j;
     double deadline;
@@ -206,7 +139,8 @@ static void update_metrics(dsv4_server *s, const srv_job *j, const dsv4_prefix_r
     m->cached_tokens += pr->reused;
     m->generated_tokens += g->out.completion_tokens;
     if (pr->evaluated && prefill_s > 0) m->prefill_tps = pr->evaluated / prefill_s;
-    if (g->out.completion_tokens > 1 && decode_s > 0) m->decode_tps = (g->out.completion_tokens - 1) / decode_s;
+    if (g->out.completion_tokens > 1 && decode_s > 0)
+        m->decode_tps = (g->out.completion_tokens - 1) / decode_s;
     m->prefix_extend = s->cache.n_extend;
     m->prefix_rewind = s->cache.n_rewind;
     m->prefix_rebuild = s->cache.n_rebuild;
@@ -228,12 +162,14 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
     g.reasoning = r->api != SRV_API_COMPLETIONS && dsv4_think_enabled(r->think);
     dsv4_detok_init(&g.detok);
     srv_stop_init(&g.stop, r->stop, r->n_stop);
-    const uint64_t seed = r->seed ? r->seed
-                                  : ((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&s->seq, 1) << 32) ^
-                                     (uint64_t)clock());
+    const uint64_t seed =
+        r->seed ? r->seed
+                : ((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&s->seq, 1) << 32) ^ (uint64_t)clock());
     srv_out_init(&g.out, r, r->model, seed);
     if (r->n_tools && r->tool_choice != SRV_TOOLS_NONE && r->api != SRV_API_COMPLETIONS) {
-        g.dsml = dsv4_dsml_parser_new(on_dsml, &g);
+        g.sink.out = &g.out;
+        g.sink.mem = &s->toolmem;
+        g.dsml = dsv4_dsml_parser_new(srv_dsml_event, &g.sink);
         if (!g.dsml) {
             srv_err_set(&e, 500, "server_error", NULL, NULL, "out of memory");
             srv_job_fail(s, j, &e);
@@ -250,6 +186,7 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
     dsv4_prefix_result pr = {0};
     dsv4_error err = {0};
     const double t0 = srv_now();
+    splice_live(s, j);
     dsv4_status st = dsv4_prefix_sync(&s->cache, j->tokens, j->n_tokens, &eo, &pr, &err);
     const double prefill_s = srv_now() - t0;
     if (st != DSV4_OK) {
@@ -348,17 +285,19 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
         pthread_mutex_unlock(&j->mu);
     }
     if (!s->cfg.quiet)
-        fprintf(stderr, "dsv4-server: %s: %u prompt tokens (%u reused, %s), %u generated, %.2fs prefill, %.2fs decode\n",
-                srv_endpoint_name(j->endpoint), j->n_tokens, pr.reused,
-                pr.kind == DSV4_PREFIX_EXTEND   ? "extend"
-                : pr.kind == DSV4_PREFIX_REWIND ? "rewind"
-                                                : "rebuild",
-                g.out.completion_tokens, prefill_s, decode_s);
+        fprintf(
+            stderr,
+            "dsv4-server: %s: %u prompt tokens (%u reused, %s), %u generated, %.2fs prefill, %.2fs decode\n",
+            srv_endpoint_name(j->endpoint), j->n_tokens, pr.reused,
+            pr.kind == DSV4_PREFIX_EXTEND   ? "extend"
+            : pr.kind == DSV4_PREFIX_REWIND ? "rewind"
+                                            : "rebuild",
+            g.out.completion_tokens, prefill_s, decode_s);
 out:
     srv_stop_free(&g.stop);
     dsv4_dsml_parser_free(g.dsml);
     dsv4_strbuf_free(&g.text);
     dsv4_strbuf_free(&g.piece);
-    dsv4_strbuf_free(&g.lit);
+    srv_dsml_sink_free(&g.sink);
     srv_out_free(&g.out);
 }

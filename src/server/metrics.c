@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const double TTFT_BOUNDS[SRV_TTFT_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+static const double TTFT_BOUNDS[SRV_TTFT_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1,    2.5,   5,    10,  30,   60};
 
 void srv_metrics_init(srv_metrics *m) {
     memset(m, 0, sizeof *m);
@@ -14,9 +15,9 @@ void srv_metrics_init(srv_metrics *m) {
 void srv_metrics_free(srv_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
 const char *srv_endpoint_name(int ep) {
-    static const char *const names[SRV_EP_COUNT] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                                                    "/v1/messages",         "/v1/models",      "/health",
-                                                    "/metrics",             "other"};
+    static const char *const names[SRV_EP_COUNT] = {
+        "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+        "/v1/models",           "/health",         "/metrics",      "other"};
     return ep >= 0 && ep < SRV_EP_COUNT ? names[ep] : "other";
 }
 
@@ -77,7 +78,8 @@ void srv_metrics_render(srv_metrics *m, dsv4_strbuf *o) {
     counter(o, "dsv4_prefix_rewind_total",
             "Prompts served by rewinding the live session to a checkpoint and replaying.", m->prefix_rewind);
     counter(o, "dsv4_prefix_rebuild_total", "Prompts prefilled from scratch.", m->prefix_rebuild);
-    counter(o, "dsv4_requests_cancelled_total", "Generations cancelled by a client disconnect.", m->cancelled);
+    counter(o, "dsv4_requests_cancelled_total", "Generations cancelled by a client disconnect.",
+            m->cancelled);
     counter(o, "dsv4_requests_rejected_total", "Requests rejected with 429 because the queue was full.",
             m->rejected_queue_full);
     gauge(o, "dsv4_prefill_tokens_per_second", "Prefill speed of the last request.", m->prefill_tps);

@@ -42,7 +42,7 @@ typedef struct srv_out {
     uint64_t seq;
     char item_id[48];
     bool begun;
-    dsv4_strbuf sse; /* pending SSE bytes for the client */
+    dsv4_strbuf sse;      /* pending SSE bytes for the client */
     json_t *request_echo; /* Responses: fields echoed in the response object (borrowed) */
 } srv_out;
 
@@ -76,7 +76,14 @@ char *srv_resp_body(srv_out *o);
 void srv_msg_event(srv_out *o, int what, const char *s, size_t n);
 char *srv_msg_body(srv_out *o);
 
-enum { SRV_EV_BEGIN = 0, SRV_EV_REASONING, SRV_EV_TEXT, SRV_EV_TOOL_BEGIN, SRV_EV_TOOL_ARGS, SRV_EV_TOOL_END,
-       SRV_EV_FINISH };
+enum {
+    SRV_EV_BEGIN = 0,
+    SRV_EV_REASONING,
+    SRV_EV_TEXT,
+    SRV_EV_TOOL_BEGIN,
+    SRV_EV_TOOL_ARGS,
+    SRV_EV_TOOL_END,
+    SRV_EV_FINISH
+};
 
 #endif

@@ -14,8 +14,8 @@ static const char *stop_reason(const srv_out *o) {
 /* input_tokens excludes the prompt tokens read from the cache (Anthropic's accounting). */
 static json_t *usage(const srv_out *o, bool with_output) {
     json_t *u = json_pack("{s:I,s:I,s:I}", "input_tokens", (json_int_t)(o->prompt_tokens - o->cached_tokens),
-                          "cache_read_input_tokens", (json_int_t)o->cached_tokens, "cache_creation_input_tokens",
-                          (json_int_t)0);
+                          "cache_read_input_tokens", (json_int_t)o->cached_tokens,
+                          "cache_creation_input_tokens", (json_int_t)0);
     json_object_set_new(u, "output_tokens", json_integer(with_output ? (json_int_t)o->completion_tokens : 0));
     return u;
 }
@@ -48,20 +48,22 @@ static void open_block(srv_out *o, srv_phase ph) {
     else
         cb = json_pack("{s:s,s:s,s:s,s:{}}", "type", "tool_use", "id", o->calls[o->n_calls - 1].id, "name",
                        o->calls[o->n_calls - 1].name, "input");
-    srv_sse(o, "content_block_start",
-            json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", o->block, "content_block", cb));
+    srv_sse(
+        o, "content_block_start",
+        json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", o->block, "content_block", cb));
 }
 
 static void delta(srv_out *o, json_t *d) {
-    srv_sse(o, "content_block_delta", json_pack("{s:s,s:i,s:o}", "type", "content_block_delta", "index", o->block, "delta", d));
+    srv_sse(o, "content_block_delta",
+            json_pack("{s:s,s:i,s:o}", "type", "content_block_delta", "index", o->block, "delta", d));
 }
 
 void srv_msg_event(srv_out *o, int what, const char *s, size_t n) {
     switch (what) {
     case SRV_EV_BEGIN: {
         json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}", "id", o->id, "type", "message", "role",
-                              "assistant", "model", o->model, "content", "stop_reason", "stop_sequence", "usage",
-                              usage(o, false));
+                              "assistant", "model", o->model, "content", "stop_reason", "stop_sequence",
+                              "usage", usage(o, false));
         srv_sse(o, "message_start", json_pack("{s:s,s:o}", "type", "message_start", "message", m));
         srv_sse(o, "ping", json_pack("{s:s}", "type", "ping"));
         break;
@@ -82,9 +84,9 @@ void srv_msg_event(srv_out *o, int what, const char *s, size_t n) {
     case SRV_EV_FINISH:
         close_block(o);
         srv_sse(o, "message_delta",
-                json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(o),
-                          "stop_sequence", o->stop_seq ? json_string(o->stop_seq) : json_null(), "usage",
-                          usage(o, true)));
+                json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason",
+                          stop_reason(o), "stop_sequence",
+                          o->stop_seq ? json_string(o->stop_seq) : json_null(), "usage", usage(o, true)));
         srv_sse(o, "message_stop", json_pack("{s:s}", "type", "message_stop"));
         break;
     }
@@ -93,17 +95,20 @@ void srv_msg_event(srv_out *o, int what, const char *s, size_t n) {
 char *srv_msg_body(srv_out *o) {
     json_t *content = json_array();
     if (o->reasoning.len)
-        json_array_append_new(content, json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
-                                                 srv_jstrn(o->reasoning.data, o->reasoning.len), "signature", ""));
-    if (o->content.len || !o->n_calls)
         json_array_append_new(content,
-                              json_pack("{s:s,s:o}", "type", "text", "text", srv_jstrn(o->content.data, o->content.len)));
+                              json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
+                                        srv_jstrn(o->reasoning.data, o->reasoning.len), "signature", ""));
+    if (o->content.len || !o->n_calls)
+        json_array_append_new(content, json_pack("{s:s,s:o}", "type", "text", "text",
+                                                 srv_jstrn(o->content.data, o->content.len)));
     for (size_t i = 0; i < o->n_calls; i++)
-        json_array_append_new(content, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", o->calls[i].id,
-                                                 "name", o->calls[i].name, "input", tool_input(&o->calls[i])));
-    json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", o->id, "type", "message", "role", "assistant",
-                          "model", o->model, "content", content, "stop_reason", stop_reason(o), "stop_sequence",
-                          o->stop_seq ? json_string(o->stop_seq) : json_null(), "usage", usage(o, true));
+        json_array_append_new(content,
+                              json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", o->calls[i].id, "name",
+                                        o->calls[i].name, "input", tool_input(&o->calls[i])));
+    json_t *m =
+        json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", o->id, "type", "message", "role", "assistant",
+                  "model", o->model, "content", content, "stop_reason", stop_reason(o), "stop_sequence",
+                  o->stop_seq ? json_string(o->stop_seq) : json_null(), "usage", usage(o, true));
     char *s = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     return s;

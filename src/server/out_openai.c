@@ -17,8 +17,8 @@ static json_t *usage(const srv_out *o) {
 }
 
 static json_t *base(const srv_out *o, const char *object) {
-    return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", o->id, "object", object, "created", (json_int_t)o->created,
-                     "model", o->model, "system_fingerprint", "dsv4");
+    return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", o->id, "object", object, "created",
+                     (json_int_t)o->created, "model", o->model, "system_fingerprint", "dsv4");
 }
 
 static void chunk(srv_out *o, json_t *delta, const char *finish) {
@@ -30,7 +30,7 @@ static void chunk(srv_out *o, json_t *delta, const char *finish) {
         json_object_set_new(choice, "delta", delta);
     } else {
         json_t *t = json_object_get(delta, "content");
-        json_object_set(choice, "text", t ? t : json_string(""));
+        json_object_set_new(choice, "text", t ? json_incref(t) : json_string(""));
         json_decref(delta);
     }
     json_object_set_new(c, "choices", json_pack("[o]", choice));
@@ -42,7 +42,8 @@ void srv_chat_event(srv_out *o, int what, const char *s, size_t n) {
     dsv4_error err;
     switch (what) {
     case SRV_EV_BEGIN:
-        if (o->api == SRV_API_CHAT) chunk(o, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL);
+        if (o->api == SRV_API_CHAT)
+            chunk(o, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL);
         break;
     case SRV_EV_REASONING:
         if (o->api == SRV_API_CHAT) chunk(o, json_pack("{s:o}", "reasoning_content", srv_jstrn(s, n)), NULL);
@@ -50,14 +51,14 @@ void srv_chat_event(srv_out *o, int what, const char *s, size_t n) {
     case SRV_EV_TEXT: chunk(o, json_pack("{s:o}", "content", srv_jstrn(s, n)), NULL); break;
     case SRV_EV_TOOL_BEGIN: {
         const srv_call *c = &o->calls[o->n_calls - 1];
-        json_t *tc = json_pack("{s:I,s:s,s:s,s:{s:s,s:s}}", "index", (json_int_t)(o->n_calls - 1), "id", c->id,
-                               "type", "function", "function", "name", c->name, "arguments", "");
+        json_t *tc = json_pack("{s:I,s:s,s:s,s:{s:s,s:s}}", "index", (json_int_t)(o->n_calls - 1), "id",
+                               c->id, "type", "function", "function", "name", c->name, "arguments", "");
         chunk(o, json_pack("{s:[o]}", "tool_calls", tc), NULL);
         break;
     }
     case SRV_EV_TOOL_ARGS: {
-        json_t *tc = json_pack("{s:I,s:{s:o}}", "index", (json_int_t)(o->n_calls - 1), "function", "arguments",
-                               srv_jstrn(s, n));
+        json_t *tc = json_pack("{s:I,s:{s:o}}", "index", (json_int_t)(o->n_calls - 1), "function",
+                               "arguments", srv_jstrn(s, n));
         chunk(o, json_pack("{s:[o]}", "tool_calls", tc), NULL);
         break;
     }
@@ -82,14 +83,16 @@ char *srv_chat_body(srv_out *o) {
     if (chat) {
         json_t *msg = json_pack("{s:s}", "role", "assistant");
         json_object_set_new(msg, "content",
-                            o->content.len || !o->n_calls ? srv_jstrn(o->content.data, o->content.len) : json_null());
-        if (o->reasoning.len) json_object_set_new(msg, "reasoning_content", srv_jstrn(o->reasoning.data, o->reasoning.len));
+                            o->content.len || !o->n_calls ? srv_jstrn(o->content.data, o->content.len)
+                                                          : json_null());
+        if (o->reasoning.len)
+            json_object_set_new(msg, "reasoning_content", srv_jstrn(o->reasoning.data, o->reasoning.len));
         if (o->n_calls) {
             json_t *calls = json_array();
             for (size_t i = 0; i < o->n_calls; i++) {
                 const srv_call *c = &o->calls[i];
-                json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:o}}", "id", c->id, "type", "function",
-                                                       "function", "name", c->name, "arguments",
+                json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:o}}", "id", c->id, "type",
+                                                       "function", "function", "name", c->name, "arguments",
                                                        srv_jstrn(c->args.data, c->args.len)));
             }
             json_object_set_new(msg, "tool_calls", calls);

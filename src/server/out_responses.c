@@ -25,8 +25,9 @@ static json_t *reasoning_item(const srv_out *o, bool done) {
     item_id(o, "rs_", id, sizeof id);
     json_t *it = json_pack("{s:s,s:s,s:[]}", "id", id, "type", "reasoning", "summary");
     if (done)
-        json_object_set_new(it, "content", json_pack("[{s:s,s:o}]", "type", "reasoning_text", "text",
-                                                     srv_jstrn(o->reasoning.data, o->reasoning.len)));
+        json_object_set_new(it, "content",
+                            json_pack("[{s:s,s:o}]", "type", "reasoning_text", "text",
+                                      srv_jstrn(o->reasoning.data, o->reasoning.len)));
     return it;
 }
 
@@ -50,14 +51,15 @@ static json_t *call_item(const srv_call *c, bool done) {
 }
 
 static json_t *response_obj(const srv_out *o, const char *status, bool final) {
-    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:s,s:n,s:n,s:b,s:s,s:[],s:{s:{s:s}},s:{}}", "id", o->id, "object",
-                          "response", "created_at", (json_int_t)o->created, "status", status, "model", o->model,
-                          "error", "incomplete_details", "parallel_tool_calls", 1, "tool_choice", "auto",
-                          "tools", "text", "format", "type", "text", "metadata");
+    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:s,s:n,s:n,s:b,s:s,s:[],s:{s:{s:s}},s:{}}", "id", o->id,
+                          "object", "response", "created_at", (json_int_t)o->created, "status", status,
+                          "model", o->model, "error", "incomplete_details", "parallel_tool_calls", 1,
+                          "tool_choice", "auto", "tools", "text", "format", "type", "text", "metadata");
     json_t *out = json_array();
     if (final) {
         if (o->reasoning.len) json_array_append_new(out, reasoning_item(o, true));
-        if (o->content.len || !o->n_calls) json_array_append_new(out, message_item(o, true));
+        if (o->content.len || (!o->n_calls && !o->reasoning.len))
+            json_array_append_new(out, message_item(o, true));
         for (size_t i = 0; i < o->n_calls; i++) json_array_append_new(out, call_item(&o->calls[i], true));
         json_object_set_new(r, "usage", usage(o));
         if (o->finish == SRV_FINISH_LENGTH)
@@ -84,7 +86,8 @@ static void close_item(srv_out *o) {
         ev(o, "response.reasoning_text.done",
            json_pack("{s:s,s:I,s:i,s:o}", "item_id", id, "output_index", idx, "content_index", 0, "text",
                      srv_jstrn(o->reasoning.data, o->reasoning.len)));
-        ev(o, "response.output_item.done", json_pack("{s:I,s:o}", "output_index", idx, "item", reasoning_item(o, true)));
+        ev(o, "response.output_item.done",
+           json_pack("{s:I,s:o}", "output_index", idx, "item", reasoning_item(o, true)));
         break;
     case SRV_PH_TEXT:
         item_id(o, "msg_", id, sizeof id);
@@ -94,14 +97,16 @@ static void close_item(srv_out *o) {
         ev(o, "response.content_part.done",
            json_pack("{s:s,s:I,s:i,s:o}", "item_id", id, "output_index", idx, "content_index", 0, "part",
                      text_part(o, true)));
-        ev(o, "response.output_item.done", json_pack("{s:I,s:o}", "output_index", idx, "item", message_item(o, true)));
+        ev(o, "response.output_item.done",
+           json_pack("{s:I,s:o}", "output_index", idx, "item", message_item(o, true)));
         break;
     case SRV_PH_TOOL: {
         const srv_call *c = &o->calls[o->n_calls - 1];
         ev(o, "response.function_call_arguments.done",
-           json_pack("{s:s,s:I,s:s,s:o}", "item_id", c->item_id, "output_index", idx, "name", c->name, "arguments",
-                     srv_jstrn(c->args.data, c->args.len)));
-        ev(o, "response.output_item.done", json_pack("{s:I,s:o}", "output_index", idx, "item", call_item(c, true)));
+           json_pack("{s:s,s:I,s:s,s:o}", "item_id", c->item_id, "output_index", idx, "name", c->name,
+                     "arguments", srv_jstrn(c->args.data, c->args.len)));
+        ev(o, "response.output_item.done",
+           json_pack("{s:I,s:o}", "output_index", idx, "item", call_item(c, true)));
         break;
     }
     case SRV_PH_NONE: break;
@@ -117,10 +122,12 @@ static void open_item(srv_out *o, srv_phase ph) {
     const json_int_t idx = o->block;
     char id[64];
     if (ph == SRV_PH_REASONING) {
-        ev(o, "response.output_item.added", json_pack("{s:I,s:o}", "output_index", idx, "item", reasoning_item(o, false)));
+        ev(o, "response.output_item.added",
+           json_pack("{s:I,s:o}", "output_index", idx, "item", reasoning_item(o, false)));
     } else if (ph == SRV_PH_TEXT) {
         item_id(o, "msg_", id, sizeof id);
-        ev(o, "response.output_item.added", json_pack("{s:I,s:o}", "output_index", idx, "item", message_item(o, false)));
+        ev(o, "response.output_item.added",
+           json_pack("{s:I,s:o}", "output_index", idx, "item", message_item(o, false)));
         ev(o, "response.content_part.added",
            json_pack("{s:s,s:I,s:i,s:o}", "item_id", id, "output_index", idx, "content_index", 0, "part",
                      text_part(o, false)));
@@ -140,16 +147,16 @@ void srv_resp_event(srv_out *o, int what, const char *s, size_t n) {
     case SRV_EV_REASONING:
         open_item(o, SRV_PH_REASONING);
         item_id(o, "rs_", id, sizeof id);
-        ev(o, "response.reasoning_text.delta", json_pack("{s:s,s:I,s:i,s:o}", "item_id", id, "output_index",
-                                                         (json_int_t)o->block, "content_index", 0, "delta",
-                                                         srv_jstrn(s, n)));
+        ev(o, "response.reasoning_text.delta",
+           json_pack("{s:s,s:I,s:i,s:o}", "item_id", id, "output_index", (json_int_t)o->block,
+                     "content_index", 0, "delta", srv_jstrn(s, n)));
         break;
     case SRV_EV_TEXT:
         open_item(o, SRV_PH_TEXT);
         item_id(o, "msg_", id, sizeof id);
         ev(o, "response.output_text.delta",
-           json_pack("{s:s,s:I,s:i,s:o,s:[]}", "item_id", id, "output_index", (json_int_t)o->block, "content_index",
-                     0, "delta", srv_jstrn(s, n), "logprobs"));
+           json_pack("{s:s,s:I,s:i,s:o,s:[]}", "item_id", id, "output_index", (json_int_t)o->block,
+                     "content_index", 0, "delta", srv_jstrn(s, n), "logprobs"));
         break;
     case SRV_EV_TOOL_BEGIN:
         close_item(o);

@@ -24,8 +24,10 @@ static bool user_blocks(srv_request *r, json_t *content, const char *path, srv_e
         rq_path(p, sizeof p, "%s[%zu]", path, i);
         const char *type = NULL;
         if (!json_is_object(b) || !rq_string(b, p, "type", &type, e) || !type) {
-            if (!json_is_object(b) || !type) ok = need(e, p, "must be an object with a type");
-            else ok = false;
+            if (!json_is_object(b) || !type)
+                ok = need(e, p, "must be an object with a type");
+            else
+                ok = false;
             break;
         }
         if (!strcmp(type, "text")) {
@@ -37,13 +39,20 @@ static bool user_blocks(srv_request *r, json_t *content, const char *path, srv_e
                 break;
             }
         } else if (!strcmp(type, "tool_result")) {
+            const char *use_id = NULL;
+            if (!(ok = rq_string(b, p, "tool_use_id", &use_id, e))) break;
+            if (!use_id) {
+                ok = need(e, p, "needs a tool_use_id");
+                break;
+            }
             dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_TOOL);
             if (!m) {
                 ok = rq_oom(e);
                 break;
             }
             rq_path(cp, sizeof cp, "%s.content", p);
-            if (!(ok = rq_text_content(r, json_object_get(b, "content"), cp, TEXT_TYPES, &m->content, e))) break;
+            if (!(ok = rq_text_content(r, json_object_get(b, "content"), cp, TEXT_TYPES, &m->content, e)))
+                break;
         } else {
             rq_path(cp, sizeof cp, "%s.type", p);
             srv_err_set(e, 400, "invalid_request_error", "unsupported_content", cp,
@@ -90,8 +99,8 @@ static bool assistant_blocks(srv_request *r, const srv_parse_ctx *ctx, json_t *c
         } else if (!strcmp(type, "tool_use")) {
             const char *name = NULL;
             if (!rq_string(b, p, "name", &name, e) || !rq_string(b, p, "id", &ids[n_ids], e)) goto fail;
-            if (!name || !*name) {
-                need(e, p, "needs a name");
+            if (!name || !*name || !ids[n_ids]) {
+                need(e, p, "needs a name and an id");
                 goto fail;
             }
             n_ids++;
@@ -144,7 +153,8 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
     json_t *msgs = json_object_get(root, "messages");
     if (!msgs || json_is_null(msgs)) return need(e, "messages", "is required");
     if (!json_is_array(msgs)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages", "'messages' must be an array");
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages",
+                    "'messages' must be an array");
         return false;
     }
     if (json_array_size(msgs) == 0) return need(e, "messages", "must not be empty");
@@ -157,16 +167,18 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
         const char *role = NULL;
         if (!rq_string(mj, p, "role", &role, e)) return false;
         rq_path(cp, sizeof cp, "%s.role", p);
-        if (!role || (strcmp(role, "user") && strcmp(role, "assistant"))) return need(e, cp, "must be user or assistant");
+        if (!role || (strcmp(role, "user") && strcmp(role, "assistant")))
+            return need(e, cp, "must be user or assistant");
         json_t *content = json_object_get(mj, "content");
         rq_path(cp, sizeof cp, "%s.content", p);
         const bool user = role[0] == 'u';
         if (json_is_string(content)) {
             dsv4_chat_message *m = rq_add_msg(r, user ? DSV4_ROLE_USER : DSV4_ROLE_ASSISTANT);
             if (!m) return rq_oom(e);
-            m->content = json_string_value(content);
+            if (!(m->content = rq_strdup(r, json_string_value(content)))) return rq_oom(e);
         } else if (json_is_array(content)) {
-            if (!(user ? user_blocks(r, content, cp, e) : assistant_blocks(r, ctx, content, cp, e))) return false;
+            if (!(user ? user_blocks(r, content, cp, e) : assistant_blocks(r, ctx, content, cp, e)))
+                return false;
         } else {
             srv_err_set(e, 400, "invalid_request_error", "invalid_type", cp,
                         "'%s' must be a string or an array of content blocks", cp);
@@ -185,7 +197,8 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
             json_t *schema = json_object_get(t, "input_schema");
             char sp[80];
             rq_path(sp, sizeof sp, "%s.input_schema", p);
-            if (schema && !json_is_null(schema) && !json_is_object(schema)) return need(e, sp, "must be an object");
+            if (schema && !json_is_null(schema) && !json_is_object(schema))
+                return need(e, sp, "must be an object");
             if (!rq_add_tool(r, json_object_get(t, "name"), json_object_get(t, "description"), schema, p, e))
                 return false;
         }
@@ -197,14 +210,16 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
         if (type && !strcmp(type, "none")) r->tool_choice = SRV_TOOLS_NONE;
         if (type && (!strcmp(type, "any") || !strcmp(type, "tool"))) r->tool_choice = SRV_TOOLS_REQUIRED;
     } else if (tc && !json_is_null(tc)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice", "'tool_choice' must be an object");
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
+                    "'tool_choice' must be an object");
         return false;
     }
     int enabled = -1;
     json_t *th = json_object_get(root, "thinking");
     if (th && !json_is_null(th)) {
         if (!json_is_object(th)) {
-            srv_err_set(e, 400, "invalid_request_error", "invalid_type", "thinking", "'thinking' must be an object");
+            srv_err_set(e, 400, "invalid_request_error", "invalid_type", "thinking",
+                        "'thinking' must be an object");
             return false;
         }
         const char *type = NULL;

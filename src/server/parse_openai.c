@@ -31,7 +31,8 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
             if (!json_is_object(t)) return need(e, p, "must be an object");
             const char *type = NULL;
             if (!rq_string(t, p, "type", &type, e)) return false;
-            if (type && strcmp(type, "function") != 0) return need(e, p, "has an unsupported type (only function)");
+            if (type && strcmp(type, "function") != 0)
+                return need(e, p, "has an unsupported type (only function)");
             json_t *fn = json_object_get(t, "function");
             char fp[80];
             rq_path(fp, sizeof fp, "%s.function", p);
@@ -95,7 +96,8 @@ bool rq_parse_chat(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_e
     json_t *msgs = json_object_get(root, "messages");
     if (!msgs || json_is_null(msgs)) return need(e, "messages", "is required");
     if (!json_is_array(msgs)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages", "'messages' must be an array");
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages",
+                    "'messages' must be an array");
         return false;
     }
     if (json_array_size(msgs) == 0) return need(e, "messages", "must not be empty");
@@ -118,12 +120,13 @@ bool rq_parse_chat(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_e
         dsv4_chat_message *m = rq_add_msg(r, role);
         if (!m) return rq_oom(e);
         rq_path(cp, sizeof cp, "%s.content", p);
-        if (!rq_text_content(r, json_object_get(mj, "content"), cp, CHAT_TEXT_TYPES, &m->content, e)) return false;
+        if (!rq_text_content(r, json_object_get(mj, "content"), cp, CHAT_TEXT_TYPES, &m->content, e))
+            return false;
         if (role == DSV4_ROLE_ASSISTANT) {
             const char *reasoning = NULL;
             if (!rq_string(mj, p, "reasoning_content", &reasoning, e)) return false;
             if (!reasoning && !rq_string(mj, p, "reasoning", &reasoning, e)) return false;
-            m->reasoning = reasoning;
+            if (reasoning && !(m->reasoning = rq_strdup(r, reasoning))) return rq_oom(e);
             rq_path(cp, sizeof cp, "%s.tool_calls", p);
             if (!parse_assistant_calls(r, ctx, json_object_get(mj, "tool_calls"), cp, m, e)) return false;
         }

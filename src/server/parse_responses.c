@@ -6,8 +6,8 @@
 
 #include "server/req_internal.h"
 
-static const char *const RESP_TEXT_TYPES[] = {"input_text", "output_text", "text", "summary_text",
-                                              "reasoning_text", NULL};
+static const char *const RESP_TEXT_TYPES[] = {"input_text",   "output_text",    "text",
+                                              "summary_text", "reasoning_text", NULL};
 
 static bool need(srv_err *e, const char *path, const char *what) {
     srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' %s", path, what);
@@ -37,7 +37,7 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
     if (json_is_string(input)) {
         dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_USER);
         if (!m) return rq_oom(e);
-        m->content = json_string_value(input);
+        if (!(m->content = rq_strdup(r, json_string_value(input)))) return rq_oom(e);
         return true;
     }
     if (!json_is_array(input)) {
@@ -77,8 +77,10 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
             }
         } else if (!strcmp(type, "function_call")) {
             const char *name = NULL, *call_id = NULL;
-            if (!rq_string(it, p, "name", &name, e) || !rq_string(it, p, "call_id", &call_id, e)) return false;
+            if (!rq_string(it, p, "name", &name, e) || !rq_string(it, p, "call_id", &call_id, e))
+                return false;
             if (!name || !*name) return need(e, p, "needs a name");
+            if (!call_id) return need(e, p, "needs a call_id");
             dsv4_chat_message *m = assistant_tail(r);
             if (!m) return rq_oom(e);
             if (pending_reasoning && !m->reasoning) m->reasoning = pending_reasoning;
@@ -98,6 +100,11 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
             }
             ids.ids[ids.n++] = call_id;
         } else if (!strcmp(type, "function_call_output")) {
+            const char *call_id = NULL;
+            if (!rq_string(it, p, "call_id", &call_id, e)) return false;
+            if (!call_id) return need(e, p, "needs a call_id");
+            json_t *output = json_object_get(it, "output");
+            if (!output || json_is_null(output)) return need(e, p, "needs an output");
             flush_ids(r, ctx, &ids);
             dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_TOOL);
             if (!m) return rq_oom(e);
@@ -118,8 +125,8 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
             pending_reasoning = text;
         } else {
             rq_path(cp, sizeof cp, "%s.type", p);
-            srv_err_set(e, 400, "invalid_request_error", "invalid_value", cp, "'%s' '%s' is not supported", cp,
-                        type);
+            srv_err_set(e, 400, "invalid_request_error", "invalid_value", cp, "'%s' '%s' is not supported",
+                        cp, type);
             return false;
         }
     }
@@ -133,7 +140,7 @@ bool rq_parse_responses(json_t *root, const srv_parse_ctx *ctx, srv_request *r, 
     if (instr && *instr) {
         dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_SYSTEM);
         if (!m) return rq_oom(e);
-        m->content = instr;
+        if (!(m->content = rq_strdup(r, instr))) return rq_oom(e);
     }
     json_t *input = json_object_get(root, "input");
     if (!input || json_is_null(input)) return need(e, "input", "is required");
@@ -158,7 +165,8 @@ bool rq_parse_responses(json_t *root, const srv_parse_ctx *ctx, srv_request *r, 
         }
     }
     json_t *tc = json_object_get(root, "tool_choice");
-    if (json_is_string(tc) && !strcmp(json_string_value(tc), "none")) r->tool_choice = SRV_TOOLS_NONE;
+    if (json_is_string(tc) && !strcmp(json_string_value(tc), "none"))
+        r->tool_choice = SRV_TOOLS_NONE;
     else if (tc && !json_is_null(tc) && !json_is_string(tc) && !json_is_object(tc)) {
         srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
                     "'tool_choice' must be a string or an object");

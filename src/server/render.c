@@ -10,7 +10,8 @@ dsv4_status srv_request_render(const srv_request *r, dsv4_strbuf *out, dsv4_erro
     if (r->api == SRV_API_COMPLETIONS) {
         const char *p = r->raw_prompt ? r->raw_prompt : "";
         dsv4_status st = DSV4_OK;
-        if (strncmp(p, DSV4_BOS_STR, strlen(DSV4_BOS_STR)) != 0) st = dsv4_strbuf_puts(out, DSV4_BOS_STR, err);
+        if (strncmp(p, DSV4_BOS_STR, strlen(DSV4_BOS_STR)) != 0)
+            st = dsv4_strbuf_puts(out, DSV4_BOS_STR, err);
         return st == DSV4_OK ? dsv4_strbuf_puts(out, p, err) : st;
     }
     dsv4_strbuf tools = {0};

@@ -7,8 +7,8 @@
 
 #include "server/req_internal.h"
 
-void srv_err_set(srv_err *e, int status, const char *type, const char *code, const char *param, const char *fmt,
-                 ...) {
+void srv_err_set(srv_err *e, int status, const char *type, const char *code, const char *param,
+                 const char *fmt, ...) {
     e->status = status;
     e->type = type;
     e->code = code;
@@ -203,12 +203,12 @@ bool rq_text_content(srv_request *r, json_t *v, const char *path, const char *co
     *out = "";
     if (!v || json_is_null(v)) return true;
     if (json_is_string(v)) {
-        *out = json_string_value(v);
+        if (!(*out = rq_strdup(r, json_string_value(v)))) return rq_oom(e);
         return true;
     }
     if (!json_is_array(v)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", path, "'%s' must be a string or an array",
-                    path);
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", path,
+                    "'%s' must be a string or an array", path);
         return false;
     }
     dsv4_strbuf b = {0};
@@ -282,7 +282,8 @@ bool rq_stop(json_t *root, const char *key, srv_request *r, srv_err *e) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return true;
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
-    if (!json_is_string(v) && !json_is_array(v)) return bad_type(e, "", key, "a string or an array of strings");
+    if (!json_is_string(v) && !json_is_array(v))
+        return bad_type(e, "", key, "a string or an array of strings");
     if (n > RQ_MAX_STOP) {
         srv_err_set(e, 400, "invalid_request_error", "invalid_value", key, "'%s' has %zu entries, at most %d",
                     key, n, RQ_MAX_STOP);
@@ -326,14 +327,16 @@ bool rq_call_args(srv_request *r, json_t *args, const char *path, dsv4_tool_call
         size_t n = json_string_length(args);
         /* an empty arguments string means no arguments */
         bool blank = true;
-        for (size_t i = 0; i < n && blank; i++) blank = s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r';
+        for (size_t i = 0; i < n && blank; i++)
+            blank = s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r';
         if (blank) {
             call->args = NULL;
             call->n_args = 0;
             return true;
         }
         if (srv_json_depth(s, n, SRV_JSON_MAX_DEPTH) < 0 || !(parsed = json_loadb(s, n, 0, NULL))) {
-            srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' is not valid JSON", path);
+            srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' is not valid JSON",
+                        path);
             return false;
         }
         obj = parsed;
@@ -344,7 +347,8 @@ bool rq_call_args(srv_request *r, json_t *args, const char *path, dsv4_tool_call
     }
     if (!json_is_object(obj)) {
         json_decref(parsed);
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", path, "'%s' must be a JSON object", path);
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", path, "'%s' must be a JSON object",
+                    path);
         return false;
     }
     const size_t n = json_object_size(obj);
@@ -443,10 +447,11 @@ void rq_replay_dsml(srv_request *r, const srv_parse_ctx *ctx, dsv4_chat_message 
     m->raw_dsml = rq_own(r, first);
 }
 
-bool rq_think(srv_request *r, const srv_parse_ctx *ctx, const char *effort, int enabled, const char *effort_path,
-              srv_err *e) {
+bool rq_think(srv_request *r, const srv_parse_ctx *ctx, const char *effort, int enabled,
+              const char *effort_path, srv_err *e) {
     dsv4_think_mode m = DSV4_THINK_HIGH;
-    if (r->model && (strcmp(r->model, "deepseek-chat") == 0 || strstr(r->model, "-nothink"))) m = DSV4_THINK_NONE;
+    if (r->model && (strcmp(r->model, "deepseek-chat") == 0 || strstr(r->model, "-nothink")))
+        m = DSV4_THINK_NONE;
     if (effort && !dsv4_think_mode_from_effort(effort, &m)) {
         srv_err_set(e, 400, "invalid_request_error", "invalid_value", effort_path,
                     "'%s' must be one of none, minimal, low, medium, high, xhigh, max", effort_path);
@@ -482,7 +487,8 @@ bool srv_request_parse(srv_api api, const char *body, size_t len, const srv_pars
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", NULL, "request body must be a JSON object");
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", NULL,
+                    "request body must be a JSON object");
         return false;
     }
     const char *model = NULL;

@@ -18,16 +18,16 @@ typedef enum srv_api { SRV_API_CHAT = 0, SRV_API_COMPLETIONS, SRV_API_RESPONSES,
 
 /* An HTTP error in the API's own shape (srv_error_body). */
 typedef struct srv_err {
-    int status;        /* 400, 401, 404, ... */
-    const char *type;  /* "invalid_request_error", "authentication_error", ... */
-    const char *code;  /* OpenAI "code" (NULL = null) */
-    char param[96];    /* OpenAI "param" ("" = null) */
+    int status;       /* 400, 401, 404, ... */
+    const char *type; /* "invalid_request_error", "authentication_error", ... */
+    const char *code; /* OpenAI "code" (NULL = null) */
+    char param[96];   /* OpenAI "param" ("" = null) */
     char message[384];
     int64_t n_prompt_tokens, n_ctx; /* context_length_exceeded only (else -1) */
 } srv_err;
 
-void srv_err_set(srv_err *e, int status, const char *type, const char *code, const char *param, const char *fmt,
-                 ...) __attribute__((format(printf, 6, 7)));
+void srv_err_set(srv_err *e, int status, const char *type, const char *code, const char *param,
+                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* The JSON error body: OpenAI {"error":{message,type,param,code}}, Anthropic
  * {"type":"error","error":{type,message}}. Returns a malloc'd string (NULL on OOM). */
 char *srv_error_body(srv_api api, const srv_err *e);

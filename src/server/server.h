@@ -22,20 +22,21 @@
 typedef struct dsv4_server dsv4_server;
 
 typedef struct dsv4_server_config {
-    const char *host;          /* "127.0.0.1" */
-    uint16_t port;             /* 8000; 0 = any free port */
-    uint32_t n_ctx;            /* session context (tokens) */
-    uint32_t queue_max;        /* waiting jobs before 429 (8) */
-    const char *api_key;       /* NULL = no authentication */
-    bool cors;                 /* CORS headers on every response */
-    size_t max_body;           /* bytes (8 MiB) */
-    double request_timeout_s;  /* per request deadline, 0 = none (600) */
-    size_t tool_memory_max_ids;/* 100000 */
-    const char *model_id;      /* served model name ("deepseek-v4-flash") */
-    uint32_t ckpt_interval;    /* prefix checkpoints every N positions (64) */
-    uint32_t ckpt_max;         /* at most this many checkpoints (16) */
-    double keepalive_s;        /* SSE keep-alive comment interval (2) */
-    bool quiet;                /* no request log lines on stderr */
+    const char *host;           /* "127.0.0.1" */
+    uint16_t port;              /* 8000; 0 = any free port */
+    uint32_t n_ctx;             /* session context (tokens) */
+    uint32_t queue_max;         /* waiting jobs before 429 (8) */
+    const char *api_key;        /* NULL = no authentication */
+    bool cors;                  /* CORS headers on every response */
+    size_t max_body;            /* bytes (8 MiB) */
+    double request_timeout_s;   /* per request deadline, 0 = none (600) */
+    size_t tool_memory_max_ids; /* 100000 */
+    const char *model_id;       /* served model name ("deepseek-v4-flash") */
+    uint32_t ckpt_interval;     /* prefix checkpoints every N positions (64) */
+    uint32_t ckpt_max;          /* at most this many checkpoints (16) */
+    double keepalive_s;         /* SSE keep-alive comment interval (2) */
+    uint32_t io_timeout_s;      /* drop a connection idle (no bytes) this long (10) */
+    bool quiet;                 /* no request log lines on stderr */
 } dsv4_server_config;
 
 void dsv4_server_config_default(dsv4_server_config *c);

@@ -17,20 +17,22 @@ typedef struct srv_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int refs;
-    atomic_int cancel;   /* engine cancel flag: disconnect, deadline or shutdown */
-    atomic_int gone;     /* the client disconnected */
-    atomic_int wind_up;  /* shutdown: stop generating at the next token */
+    atomic_int cancel;  /* engine cancel flag: disconnect, deadline or shutdown */
+    atomic_int gone;    /* the client disconnected */
+    atomic_int wind_up; /* shutdown: stop generating at the next token */
     srv_request req;
     int32_t *tokens;
     uint32_t n_tokens;
+    char *text; /* the rendered prompt text the tokens came from */
+    size_t text_len;
     double t_arrive, deadline; /* monotonic seconds; deadline 0 = none */
     int endpoint;
     /* results (under mu) */
     dsv4_strbuf sse; /* streaming bytes not yet sent */
     size_t sse_off;
     bool done;
-    int status;  /* non-streaming: HTTP status of body */
-    char *body;  /* non-streaming: JSON body */
+    int status; /* non-streaming: HTTP status of body */
+    char *body; /* non-streaming: JSON body */
 } srv_job;
 
 struct dsv4_server {
@@ -69,7 +71,9 @@ void srv_job_fail(dsv4_server *s, srv_job *j, const srv_err *e);
 
 /* HTTP (http.c) */
 enum MHD_Result srv_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                 const char *version, const char *upload, size_t *upload_size, void **con_cls);
-void srv_http_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc);
+                                 const char *version, const char *upload, size_t *upload_size,
+                                 void **con_cls);
+void srv_http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                        enum MHD_RequestTerminationCode tc);
 
 #endif

@@ -30,10 +30,14 @@ int srv_toolmem_init(srv_toolmem *m, size_t max_ids) {
 }
 
 static void unlink_lru(srv_toolmem *m, srv_toolmem_entry *e) {
-    if (e->prev) e->prev->next = e->next;
-    else m->head = e->next;
-    if (e->next) e->next->prev = e->prev;
-    else m->tail = e->prev;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        m->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        m->tail = e->prev;
     e->prev = e->next = NULL;
 }
 

@@ -40,6 +40,7 @@ void srv_job_unref(srv_job *j) {
     if (left) return;
     srv_request_free(&j->req);
     free(j->tokens);
+    free(j->text);
     dsv4_strbuf_free(&j->sse);
     free(j->body);
     pthread_cond_destroy(&j->cv);
@@ -119,8 +120,8 @@ void *srv_worker_main(void *arg) {
 
         if (stopping) {
             srv_err e;
-            srv_err_set(&e, 503, j->req.api == SRV_API_MESSAGES ? "overloaded_error" : "server_error", NULL, NULL,
-                        "the server is shutting down");
+            srv_err_set(&e, 503, j->req.api == SRV_API_MESSAGES ? "overloaded_error" : "server_error", NULL,
+                        NULL, "the server is shutting down");
             srv_job_fail(s, j, &e);
         } else if (atomic_load(&j->gone)) {
             finish_job(j);

@@ -146,14 +146,15 @@ static dsv4_status full_rebuild(dsv4_prefix_cache *c, const int32_t *tokens, uin
     return eval_from(c, tokens, 0, n, opts, &r->evaluated, err);
 }
 
-dsv4_status dsv4_prefix_sync(dsv4_prefix_cache *c, const int32_t *tokens, uint32_t n, const dsv4_eval_opts *opts,
-                             dsv4_prefix_result *res, dsv4_error *err) {
+dsv4_status dsv4_prefix_sync(dsv4_prefix_cache *c, const int32_t *tokens, uint32_t n,
+                             const dsv4_eval_opts *opts, dsv4_prefix_result *res, dsv4_error *err) {
     dsv4_prefix_result tmp;
     dsv4_prefix_result *r = res ? res : &tmp;
     memset(r, 0, sizeof *r);
     const uint32_t ctx = dsv4_session_ctx(c->s);
     if (n == 0 || n > ctx)
-        return dsv4_fail(err, DSV4_ERR_RANGE, "prompt of %u tokens does not fit the context of %u tokens", n, ctx);
+        return dsv4_fail(err, DSV4_ERR_RANGE, "prompt of %u tokens does not fit the context of %u tokens", n,
+                         ctx);
     uint32_t lcp = 0;
     const uint32_t m = n < c->n_live ? n : c->n_live;
     while (lcp < m && c->live[lcp] == tokens[lcp]) lcp++;

@@ -20,7 +20,11 @@
 
 #include "engine/engine.h"
 
-typedef enum dsv4_prefix_kind { DSV4_PREFIX_EXTEND = 0, DSV4_PREFIX_REWIND, DSV4_PREFIX_REBUILD } dsv4_prefix_kind;
+typedef enum dsv4_prefix_kind {
+    DSV4_PREFIX_EXTEND = 0,
+    DSV4_PREFIX_REWIND,
+    DSV4_PREFIX_REBUILD
+} dsv4_prefix_kind;
 
 #define DSV4_PREFIX_DEFAULT_INTERVAL 64u
 #define DSV4_PREFIX_DEFAULT_MAX_CKPT 16u
@@ -60,8 +64,8 @@ void dsv4_prefix_free(dsv4_prefix_cache *c);
  * carry a progress callback (done/total count only the positions this call evaluates) and a
  * cancel flag; on cancellation or failure the cache stays consistent with whatever the session
  * kept (the next sync repairs it). res may be NULL. */
-dsv4_status dsv4_prefix_sync(dsv4_prefix_cache *c, const int32_t *tokens, uint32_t n, const dsv4_eval_opts *opts,
-                             dsv4_prefix_result *res, dsv4_error *err);
+dsv4_status dsv4_prefix_sync(dsv4_prefix_cache *c, const int32_t *tokens, uint32_t n,
+                             const dsv4_eval_opts *opts, dsv4_prefix_result *res, dsv4_error *err);
 /* One decode step on top of the live tokens (checkpointing on the interval). */
 dsv4_status dsv4_prefix_decode(dsv4_prefix_cache *c, int32_t token, dsv4_error *err);
 /* Forget everything (next sync rebuilds). */

@@ -30,13 +30,13 @@ int g_fail = 0, g_pass = 0;
 dsv4_backend g_cpu;
 cudaStream_t g_stream;
 
-#define CUDA_OK(call)                                                                                         \
-    do {                                                                                                      \
-        const cudaError_t e_ = (call);                                                                        \
-        if (e_ != cudaSuccess) {                                                                              \
-            fprintf(stderr, "FATAL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(2);                                                                                          \
-        }                                                                                                     \
+#define CUDA_OK(call)                                                                                        \
+    do {                                                                                                     \
+        const cudaError_t e_ = (call);                                                                       \
+        if (e_ != cudaSuccess) {                                                                             \
+            fprintf(stderr, "FATAL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
+            exit(2);                                                                                         \
+        }                                                                                                    \
     } while (0)
 
 void cpu_ok(dsv4_status st, const dsv4_error &err, const char *what) {
@@ -48,7 +48,8 @@ void cpu_ok(dsv4_status st, const dsv4_error &err, const char *what) {
 
 void launch_ok(int rc, const char *what) {
     if (rc != 0) {
-        fprintf(stderr, "FATAL: launcher %s returned %d (%s)\n", what, rc, cudaGetErrorString((cudaError_t)rc));
+        fprintf(stderr, "FATAL: launcher %s returned %d (%s)\n", what, rc,
+                cudaGetErrorString((cudaError_t)rc));
         exit(2);
     }
     CUDA_OK(cudaStreamSynchronize(g_stream));
@@ -85,12 +86,16 @@ void round_f16(std::vector<float> &v) {
 template <typename T> struct dbuf {
     T *p = nullptr;
     size_t n = 0;
-    explicit dbuf(size_t count) : n(count) { CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T))); }
+    explicit dbuf(size_t count) : n(count) {
+        CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T)));
+    }
     dbuf(const std::vector<T> &h) : dbuf(h.size()) { put(h); }
     ~dbuf() { cudaFree(p); }
     dbuf(const dbuf &) = delete;
     dbuf &operator=(const dbuf &) = delete;
-    void put(const std::vector<T> &h) { CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+    void put(const std::vector<T> &h) {
+        CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
     std::vector<T> get() const {
         std::vector<T> h(n);
         CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -131,22 +136,27 @@ void report(const char *op, const char *shape, const std::vector<float> &cpu, co
         if (c != 0) max_rel = fmax(max_rel, d / fabs(c));
         worst = fmax(worst, d / (fabs(c) + ref_max));
     }
-    if (m == BITWISE) ok = ok && same == cpu.size();
-    else ok = ok && worst <= TOL_NEAR;
-    printf("%-4s %-16s %-44s max_abs %.3e max_rel %.3e bitwise %zu/%zu (%s)\n", ok ? "PASS" : "FAIL", op, shape,
-           max_abs, max_rel, same, cpu.size(), m == BITWISE ? "must be bitwise" : "tol 1e-5 of |cpu|+max|cpu|");
+    if (m == BITWISE)
+        ok = ok && same == cpu.size();
+    else
+        ok = ok && worst <= TOL_NEAR;
+    printf("%-4s %-16s %-44s max_abs %.3e max_rel %.3e bitwise %zu/%zu (%s)\n", ok ? "PASS" : "FAIL", op,
+           shape, max_abs, max_rel, same, cpu.size(),
+           m == BITWISE ? "must be bitwise" : "tol 1e-5 of |cpu|+max|cpu|");
     (ok ? g_pass : g_fail)++;
 }
 
 void report_sel(const char *shape, const std::vector<int32_t> &cpu, const std::vector<int32_t> &gpu) {
     size_t same = 0, first_bad = cpu.size();
     for (size_t i = 0; i < cpu.size(); i++) {
-        if (cpu[i] == gpu[i]) same++;
-        else if (first_bad == cpu.size()) first_bad = i;
+        if (cpu[i] == gpu[i])
+            same++;
+        else if (first_bad == cpu.size())
+            first_bad = i;
     }
     const bool ok = same == cpu.size();
-    printf("%-4s %-16s %-44s equal %zu/%zu (must be identical)", ok ? "PASS" : "FAIL", "indexer_topk", shape, same,
-           cpu.size());
+    printf("%-4s %-16s %-44s equal %zu/%zu (must be identical)", ok ? "PASS" : "FAIL", "indexer_topk", shape,
+           same, cpu.size());
     if (!ok) printf(" first diff at %zu: cpu %d gpu %d", first_bad, cpu[first_bad], gpu[first_bad]);
     printf("\n");
     (ok ? g_pass : g_fail)++;
@@ -182,10 +192,11 @@ void test_rope(rng &r, const char *name, uint32_t n_rows, uint32_t n_head, uint3
     std::vector<float> x = normals(r, (size_t)n_rows * n_head * head_dim);
     dbuf<float> dx(x);
     dsv4_error err = {};
-    cpu_ok(g_cpu.ops->rope_tail(g_cpu.ctx, x.data(), n_rows, n_head, head_dim, pos0, pos_step, &rope, inverse, &err),
+    cpu_ok(g_cpu.ops->rope_tail(g_cpu.ctx, x.data(), n_rows, n_head, head_dim, pos0, pos_step, &rope, inverse,
+                                &err),
            err, "rope_tail");
-    launch_ok(dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, dx.p, n_rows, n_head, head_dim, pos0, pos_step, &rope,
-                                  inverse),
+    launch_ok(dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, dx.p, n_rows, n_head, head_dim, pos0, pos_step,
+                                  &rope, inverse),
               "rope_tail");
     char shape[128];
     snprintf(shape, sizeof shape, "%s %ux%ux%u pos %u+%u*r%s", name, n_rows, n_head, head_dim, pos0, pos_step,
@@ -235,8 +246,10 @@ void test_f16(rng &r, uint32_t n_rows, uint32_t width) {
     std::vector<float> x((size_t)n_rows * width);
     for (size_t i = 0; i < x.size(); i++) {
         switch (i % 4) {
-        case 0: x[i] = (float)(r.normal() * pow(2.0, -30.0 + 52.0 * r.uni())); break; /* subnormal..overflow */
-        case 1: { /* exact f16 midpoints */
+        case 0:
+            x[i] = (float)(r.normal() * pow(2.0, -30.0 + 52.0 * r.uni()));
+            break; /* subnormal..overflow */
+        case 1: {  /* exact f16 midpoints */
             const float h = dsv4_f16_round(r.normal() * 4.0f);
             x[i] = h + ldexpf(1.0f, ilogbf(h == 0 ? 1.0f : h) - 11);
             break;
@@ -297,8 +310,8 @@ void test_compressor(rng &r, uint32_t ratio, uint32_t d_c, uint32_t pos0, uint32
         }
     }
     char shape[96];
-    snprintf(shape, sizeof shape, "ratio %u d_c %u pos %u..%u (%zu rows)", ratio, d_c, pos0, pos0 + n_steps - 1,
-             all_cpu.size() / d_c);
+    snprintf(shape, sizeof shape, "ratio %u d_c %u pos %u..%u (%zu rows)", ratio, d_c, pos0,
+             pos0 + n_steps - 1, all_cpu.size() / d_c);
     report("compressor pool", shape, all_cpu, all_gpu, NEAR);
     std::vector<float> st_cpu = skv, st_gpu = dskv.get();
     st_cpu.insert(st_cpu.end(), ssc.begin(), ssc.end());
@@ -316,7 +329,8 @@ void test_indexer(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, u
     if (kind == IDX_TIES) { /* 7 distinct rows repeated: long runs of exactly equal scores */
         std::vector<float> base = normals(r, 7 * (size_t)head_dim);
         for (uint32_t i = 0; i < n_rows; i++)
-            memcpy(&rows[(size_t)i * head_dim], &base[(size_t)r.below(7) * head_dim], head_dim * sizeof(float));
+            memcpy(&rows[(size_t)i * head_dim], &base[(size_t)r.below(7) * head_dim],
+                   head_dim * sizeof(float));
     } else {
         for (auto &x : rows) x = r.normal();
     }
@@ -327,26 +341,29 @@ void test_indexer(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, u
     const float w_scale = 1.0f / sqrtf((float)(head_dim * n_head));
     std::vector<int32_t> sel(k);
     dsv4_error err = {};
-    cpu_ok(g_cpu.ops->indexer_topk(g_cpu.ctx, q.data(), w.data(), w_scale, n_head, head_dim, rows.data(), n_rows, k,
-                                   sel.data(), &err),
+    cpu_ok(g_cpu.ops->indexer_topk(g_cpu.ctx, q.data(), w.data(), w_scale, n_head, head_dim, rows.data(),
+                                   n_rows, k, sel.data(), &err),
            err, "indexer_topk");
     dbuf<float> dq(q), dw(w), drows(rows);
     dbuf<int32_t> dsel(k);
     dbuf<uint8_t> scratch(dsv4_cuda_indexer_scratch_bytes(n_rows));
-    launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim, drows.p,
-                                     n_rows, k, dsel.p, scratch.p),
+    launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim,
+                                     drows.p, n_rows, k, dsel.p, scratch.p),
               "indexer_topk");
     char shape[128];
     snprintf(shape, sizeof shape, "%ux%u heads, top-%u of %u%s", n_head, head_dim, k, n_rows,
-             kind == IDX_TIES ? " (ties)" : kind == IDX_ZERO_W ? " (all zero)" : "");
+             kind == IDX_TIES     ? " (ties)"
+             : kind == IDX_ZERO_W ? " (all zero)"
+                                  : "");
     report_sel(shape, sel, dsel.get());
 }
 
 /* ---- attention ---- */
-void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                    uint32_t n_comp, uint32_t n_sel, bool use_sel) {
+void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap, uint32_t raw_start,
+                    uint32_t n_raw, uint32_t n_comp, uint32_t n_sel, bool use_sel) {
     std::vector<float> q = normals(r, (size_t)n_head * head_dim, 2.0f);
-    std::vector<float> raw = normals(r, (size_t)raw_cap * head_dim), comp = normals(r, (size_t)n_comp * head_dim);
+    std::vector<float> raw = normals(r, (size_t)raw_cap * head_dim),
+                       comp = normals(r, (size_t)n_comp * head_dim);
     round_f16(raw);
     round_f16(comp);
     std::vector<float> sinks = normals(r, n_head, 2.0f);
@@ -372,17 +389,19 @@ void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap
     std::vector<float> out((size_t)n_head * head_dim);
     dsv4_error err = {};
     cpu_ok(g_cpu.ops->attention(g_cpu.ctx, q.data(), n_head, head_dim, raw.data(), raw_cap, raw_start, n_raw,
-                                comp.data(), n_comp, use_sel ? sel.data() : nullptr, n_sel, &ts, kq, out.data(), &err),
+                                comp.data(), n_comp, use_sel ? sel.data() : nullptr, n_sel, &ts, kq,
+                                out.data(), &err),
            err, "attention");
     dbuf<float> dq(q), draw(raw), dcomp(comp), dsinks(sinks), dout(out.size());
     dbuf<int32_t> dsel(sel.size());
     if (!sel.empty()) dsel.put(sel);
-    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, head_dim, draw.p, raw_cap, raw_start,
-                                  n_raw, dcomp.p, n_comp, use_sel ? dsel.p : nullptr, n_sel, dsinks.p, kq, dout.p),
+    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, head_dim, draw.p, raw_cap,
+                                  raw_start, n_raw, dcomp.p, n_comp, use_sel ? dsel.p : nullptr, n_sel,
+                                  dsinks.p, kq, dout.p),
               "attention");
     char shape[128];
-    snprintf(shape, sizeof shape, "%ux%u raw %u@%u/%u comp %u%s", n_head, head_dim, n_raw, raw_start, raw_cap, n_comp,
-             use_sel ? " sel" : "");
+    snprintf(shape, sizeof shape, "%ux%u raw %u@%u/%u comp %u%s", n_head, head_dim, n_raw, raw_start, raw_cap,
+             n_comp, use_sel ? " sel" : "");
     if (use_sel) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " %u", n_sel);
     report("attention", shape, out, dout.get(), NEAR);
 }
@@ -394,11 +413,12 @@ void test_invalid(void) {
     const bool ok = dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, x.p, 1, 1, 64, 0, 1, &bad, false) != 0 &&
                     dsv4_cuda_fp8_kv((dsv4_cuda_stream)g_stream, x.p, 1, 64, 32) != 0 &&
                     dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)g_stream, x.p, 1, 48) != 0 &&
-                    dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, x.p, x.p, nullptr, 0, 1, 8, x.p, x.p, x.p) !=
-                        0 &&
-                    dsv4_cuda_attention((dsv4_cuda_stream)g_stream, x.p, 1, 64, x.p, 4, 4, 2, x.p, 0, nullptr, 0, x.p,
-                                        1.0f, x.p) != 0;
-    printf("%-4s %-16s %-44s\n", ok ? "PASS" : "FAIL", "invalid args", "odd n_rot, nope%64, width 48, ratio 1, ring");
+                    dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, x.p, x.p, nullptr, 0, 1, 8, x.p,
+                                              x.p, x.p) != 0 &&
+                    dsv4_cuda_attention((dsv4_cuda_stream)g_stream, x.p, 1, 64, x.p, 4, 4, 2, x.p, 0, nullptr,
+                                        0, x.p, 1.0f, x.p) != 0;
+    printf("%-4s %-16s %-44s\n", ok ? "PASS" : "FAIL", "invalid args",
+           "odd n_rot, nope%64, width 48, ratio 1, ring");
     (ok ? g_pass : g_fail)++;
 }
 
@@ -429,20 +449,20 @@ void timings(rng &r) {
     const dsv4_rope rope = rope_yarn(64);
     const float t_idx = time_ms(
         [&] {
-            dsv4_cuda_indexer_topk((dsv4_cuda_stream)s, iq.p, iw.p, 0.01f, 64, 128, irows.p, 20000, 512, sel.p,
-                                   scratch.p);
+            dsv4_cuda_indexer_topk((dsv4_cuda_stream)s, iq.p, iw.p, 0.01f, 64, 128, irows.p, 20000, 512,
+                                   sel.p, scratch.p);
         },
         20);
     const float t_att = time_ms(
         [&] {
-            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 20000, sel.p, 512,
-                                sinks.p, 0.04f, out.p);
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 20000, sel.p,
+                                512, sinks.p, 0.04f, out.p);
         },
         20);
     const float t_att_all = time_ms(
         [&] {
-            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 8192, nullptr, 0,
-                                sinks.p, 0.04f, out.p);
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 8192, nullptr,
+                                0, sinks.p, 0.04f, out.p);
         },
         5);
     const float t_rope = time_ms(
@@ -450,7 +470,8 @@ void timings(rng &r) {
     const float t_fp8 = time_ms([&] { dsv4_cuda_fp8_kv((dsv4_cuda_stream)s, comp.p, 1, 512, 448); }, 20);
     const float t_had = time_ms([&] { dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)s, iq.p, 64, 128); }, 20);
     CUDA_OK(cudaGetLastError());
-    printf("time (ms, informative): indexer 64x128 top-512 of 20000 %.4f | attention 64x512 128 raw + 512 sel %.4f | "
+    printf("time (ms, informative): indexer 64x128 top-512 of 20000 %.4f | attention 64x512 128 raw + 512 "
+           "sel %.4f | "
            "+ all 8192 comp %.4f | rope q %.4f | fp8 kv %.4f | hadamard_fp4 64x128 %.4f\n",
            t_idx, t_att, t_att_all, t_rope, t_fp8, t_had);
 }
@@ -508,12 +529,14 @@ int main(void) {
 
     test_attention(r, 64, 512, 128, 77, 128, 20000, 512, true);
     test_attention(r, 64, 512, 128, 0, 128, 8192, 0, false);
-    test_attention(r, 64, 512, 128, 100, 128, 16000, 0, false); /* scores recomputed chunk by chunk */
+    test_attention(r, 64, 512, 128, 100, 128, 16000, 0, false);
+    test_attention(r, 16, 512, 128, 100, 128, 45000, 0, false); /* scores recomputed chunk by chunk */
     test_attention(r, 64, 512, 128, 3, 128, 300, 0, false);
     test_attention(r, 64, 512, 128, 0, 5, 0, 0, false);
     test_attention(r, 8, 128, 16, 13, 9, 3, 2, true);
     test_attention(r, 8, 128, 16, 0, 0, 0, 0, false);
-    test_attention(r, 4, 1536, 8, 6, 8, 11000, 0, false); /* two dim groups, chunked */
+    test_attention(r, 4, 1536, 8, 6, 8, 11000, 0, false); /* two dim groups */
+    test_attention(r, 4, 1536, 8, 6, 8, 25000, 0, false); /* two dim groups, chunked */
     test_invalid();
 
     timings(r);

@@ -1,11 +1,6 @@
 /* DSML tool calls: the tools block text, the streaming parser (round trips through the chat
  * renderer, split invariance, malformed input, in_structure) and arguments -> JSON (checked by
  * parsing with jansson, an independent JSON implementation). */
-/* cmocka.h needs these first */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-
 #include "common/testutil.h"
 
 #include <jansson.h>

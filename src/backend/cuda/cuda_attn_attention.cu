@@ -1,22 +1,25 @@
 /* Sink attention of one query on the device (spec model-attention-hc.md §4.6; CPU:
  * cpu_attention + cpu_attention_head). One block per head.
  *
- * Pass 1: one thread per row computes the score q.k sequentially over d (the CPU's
- * dot_f32_seq order), times kq_scale, and the block takes the max with the sink as the CPU does.
- * Pass 2: the weights expf(s - M) are formed per row; then one thread per output dim walks the
- * rows in the CPU order (raw oldest -> newest, then compressed rows) accumulating w*v and the
- * denominator (which starts with the sink term), and scales by 1/den. Scores are kept in shared
- * memory when they fit, otherwise recomputed (identically) chunk by chunk in pass 2.
+ * Pass 1: scores of a tile of rows (one row per thread): the block stages 32 dims of every row
+ * of the tile in shared memory (coalesced loads), then each thread continues its row's dot
+ * q.k over those dims in ascending d, so each dot is the CPU's sequential dot_f32_seq; times
+ * kq_scale; the block max joins the sink as the CPU's mx does.
+ * Pass 2: weights expf(s - M) per row; then one thread per output dim walks the rows in the
+ * CPU order (raw oldest -> newest, then the compressed rows) accumulating w*v and the
+ * denominator (started at the sink term), and scales by 1/den. The scores stay in shared memory
+ * when they fit (about 38K rows of 512 dims on an H200), else they are recomputed, identically,
+ * chunk by chunk in pass 2.
  *
  * Parity: every float operation is the CPU's, in its order and without contraction; expf is
  * rounded from double, so outputs are bitwise equal to the CPU's unless glibc's expf is off by an
- * ulp on one of the weights (then a relative difference of ~1e-7).
+ * ulp on a weight (then ~1e-7 relative).
  * Selected rows out of range (sel[i] >= n_comp, which the CPU rejects) get weight 0. */
 #include "backend/cuda/cuda_attn_common.cuh"
 
 namespace {
 
-constexpr size_t SMEM_LIMIT = 48 * 1024;
+constexpr uint32_t DCH = 32; /* dims of a row tile staged at once */
 
 struct attn_args {
     const float *q, *raw, *comp;
@@ -25,7 +28,7 @@ struct attn_args {
     float *out;
     uint32_t head_dim, raw_cap, raw_start, n_raw, n_comp, n_rows, chunk;
     float kq_scale;
-    bool vec4; /* every row and q start 16-byte aligned and head_dim % 4 == 0 */
+    bool vec4; /* head_dim % 4 == 0 and raw, comp 16-byte aligned */
 };
 
 __device__ __forceinline__ const float *row_ptr(const attn_args &a, uint32_t r) {
@@ -36,77 +39,134 @@ __device__ __forceinline__ const float *row_ptr(const attn_args &a, uint32_t r) 
     return a.comp + (uint64_t)i * a.head_dim;
 }
 
-__device__ __forceinline__ float row_score(const attn_args &a, const float *qs, uint32_t r) {
-    const float *k = row_ptr(a, r);
-    if (!k) return -INFINITY;
+struct attn_smem {
+    const float **rowp; /* blockDim.x row pointers of the tile */
+    float *qs;          /* head_dim */
+    float *tile;        /* blockDim.x x (DCH + 1) */
+    float *ws;          /* chunk scores / weights */
+};
+
+/* Score of row t0 + threadIdx.x for threads below nr (-inf for a row out of range); every
+ * thread of the block must call it. */
+__device__ float tile_score(const attn_args &a, const attn_smem &s, uint32_t t0, uint32_t nr) {
+    const uint32_t tid = threadIdx.x, T = blockDim.x;
+    __syncthreads(); /* the previous tile is consumed */
+    for (uint32_t rr = tid; rr < nr; rr += T) s.rowp[rr] = row_ptr(a, t0 + rr);
+    __syncthreads();
     float acc = 0.0f;
-    if (a.vec4) {
-        const float4 *k4 = (const float4 *)k;
-        for (uint32_t d = 0; d < a.head_dim / 4; d++) {
-            const float4 v = k4[d];
-            acc = __fadd_rn(acc, __fmul_rn(qs[4 * d], v.x));
-            acc = __fadd_rn(acc, __fmul_rn(qs[4 * d + 1], v.y));
-            acc = __fadd_rn(acc, __fmul_rn(qs[4 * d + 2], v.z));
-            acc = __fadd_rn(acc, __fmul_rn(qs[4 * d + 3], v.w));
+    for (uint32_t d0 = 0; d0 < a.head_dim; d0 += DCH) {
+        const uint32_t dn = a.head_dim - d0 < DCH ? a.head_dim - d0 : DCH;
+        if (a.vec4) { /* 16-byte loads; head_dim % 4 == 0 so dn is too */
+#pragma unroll 4
+            for (uint32_t e = tid; e < nr * (DCH / 4); e += T) {
+                const uint32_t rr = e / (DCH / 4), dd = e % (DCH / 4) * 4;
+                const float *p = s.rowp[rr];
+                const float4 v = p && dd < dn ? *(const float4 *)(p + d0 + dd) : make_float4(0, 0, 0, 0);
+                float *t = s.tile + rr * (DCH + 1) + dd;
+                t[0] = v.x;
+                t[1] = v.y;
+                t[2] = v.z;
+                t[3] = v.w;
+            }
+        } else {
+#pragma unroll 8
+            for (uint32_t e = tid; e < nr * DCH; e += T) {
+                const uint32_t rr = e / DCH, dd = e % DCH;
+                const float *p = s.rowp[rr];
+                s.tile[rr * (DCH + 1) + dd] = p && dd < dn ? p[d0 + dd] : 0.0f;
+            }
         }
-    } else {
-        for (uint32_t d = 0; d < a.head_dim; d++) acc = __fadd_rn(acc, __fmul_rn(qs[d], k[d]));
+        __syncthreads();
+        if (tid < nr) {
+            const float *t = s.tile + tid * (DCH + 1);
+            for (uint32_t dd = 0; dd < dn; dd++) acc = __fadd_rn(acc, __fmul_rn(s.qs[d0 + dd], t[dd]));
+        }
+        __syncthreads();
     }
-    return __fmul_rn(acc, a.kq_scale);
+    return tid < nr && s.rowp[tid] ? __fmul_rn(acc, a.kq_scale) : -INFINITY;
 }
 
 __global__ void attention_kernel(attn_args a) {
-    extern __shared__ float sh[];
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
-    const uint32_t h = blockIdx.x;
-    float *qs = sh, *ws = sh + a.head_dim;
+    const uint32_t h = blockIdx.x, tid = threadIdx.x, T = blockDim.x;
+    attn_smem s;
+    s.rowp = (const float **)smem_raw;
+    s.qs = (float *)(smem_raw + (size_t)T * sizeof(float *));
+    s.tile = s.qs + a.head_dim;
+    s.ws = s.tile + (size_t)T * (DCH + 1);
     const float *qh = a.q + (uint64_t)h * a.head_dim;
-    for (uint32_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) qs[i] = qh[i];
-    __syncthreads();
+    for (uint32_t i = tid; i < a.head_dim; i += T) s.qs[i] = qh[i];
     const bool cached = a.n_rows <= a.chunk;
     const float sink = a.sinks[h];
 
     /* pass 1: scores and their max (a max is exact in any order) */
     float mx_local = -INFINITY;
-    for (uint32_t r = threadIdx.x; r < a.n_rows; r += blockDim.x) {
-        const float sv = row_score(a, qs, r);
-        if (cached) ws[r] = sv;
-        mx_local = fmaxf(mx_local, sv);
+    for (uint32_t t0 = 0; t0 < a.n_rows; t0 += T) {
+        const uint32_t nr = a.n_rows - t0 < T ? a.n_rows - t0 : T;
+        const float sv = tile_score(a, s, t0, nr);
+        if (tid < nr) {
+            if (cached) s.ws[t0 + tid] = sv;
+            mx_local = fmaxf(mx_local, sv);
+        }
     }
     mx_local = warp_max(mx_local);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx_local;
+    if (tid % 32 == 0) red[tid / 32] = mx_local;
     __syncthreads();
     float mx_rows = -INFINITY;
-    for (uint32_t w = 0; w < (blockDim.x + 31) / 32; w++) mx_rows = fmaxf(mx_rows, red[w]);
+    for (uint32_t w = 0; w < (T + 31) / 32; w++) mx_rows = fmaxf(mx_rows, red[w]);
     const float mx = mx_rows > sink ? mx_rows : sink;
 
     /* pass 2: weights, then one thread per dim in row order */
     const float den0 = attn_expf(__fsub_rn(sink, mx));
-    const uint32_t n_dim_groups = (a.head_dim + blockDim.x - 1) / blockDim.x;
-    if (cached) {
-        __syncthreads(); /* every thread has read red[] */
-        for (uint32_t r = threadIdx.x; r < a.n_rows; r += blockDim.x) ws[r] = attn_expf(__fsub_rn(ws[r], mx));
+    if (cached) { /* each thread rewrites the scores it wrote */
+        for (uint32_t r = tid; r < a.n_rows; r += T) s.ws[r] = attn_expf(__fsub_rn(s.ws[r], mx));
         __syncthreads();
     }
-    for (uint32_t g = 0; g < n_dim_groups; g++) {
-        const uint32_t i = g * blockDim.x + threadIdx.x;
+    for (uint32_t i0 = 0; i0 < a.head_dim; i0 += T) {
+        const uint32_t i = i0 + tid;
+        const bool mine = i < a.head_dim;
         float acc = 0.0f, den = den0;
         for (uint32_t c0 = 0; c0 < a.n_rows; c0 += a.chunk) {
             const uint32_t cn = a.n_rows - c0 < a.chunk ? a.n_rows - c0 : a.chunk;
             if (!cached) {
-                __syncthreads(); /* the previous chunk's weights are consumed */
-                for (uint32_t r = threadIdx.x; r < cn; r += blockDim.x)
-                    ws[r] = attn_expf(__fsub_rn(row_score(a, qs, c0 + r), mx));
+                for (uint32_t t0 = 0; t0 < cn; t0 += T) {
+                    const uint32_t nr = cn - t0 < T ? cn - t0 : T;
+                    const float sv = tile_score(a, s, c0 + t0, nr);
+                    if (tid < nr) s.ws[t0 + tid] = attn_expf(__fsub_rn(sv, mx));
+                }
                 __syncthreads();
             }
-            for (uint32_t r = 0; r < cn; r++) {
-                const float w = ws[r];
-                den = __fadd_rn(den, w);
-                const float *v = row_ptr(a, c0 + r);
-                if (i < a.head_dim && v) acc = __fadd_rn(acc, __fmul_rn(w, v[i]));
+            for (uint32_t t0 = 0; t0 < cn; t0 += T) { /* row pointers of a tile, then the sums in row order */
+                const uint32_t nr = cn - t0 < T ? cn - t0 : T;
+                __syncthreads(); /* the previous tile's pointers are consumed */
+                if (tid < nr) s.rowp[tid] = row_ptr(a, c0 + t0 + tid);
+                __syncthreads();
+                uint32_t r = 0;
+                for (; r + 8 <= nr; r += 8) { /* eight loads in flight */
+                    float v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++) {
+                        const float *p = s.rowp[r + u];
+                        v[u] = p && mine ? p[i] : 0.0f;
+                    }
+#pragma unroll
+                    for (int u = 0; u < 8; u++) {
+                        const float w = s.ws[t0 + r + u];
+                        den = __fadd_rn(den, w);
+                        if (s.rowp[r + u]) acc = __fadd_rn(acc, __fmul_rn(w, v[u]));
+                    }
+                }
+                for (; r < nr; r++) {
+                    const float w = s.ws[t0 + r];
+                    den = __fadd_rn(den, w);
+                    const float *p = s.rowp[r];
+                    if (p) acc = __fadd_rn(acc, __fmul_rn(w, mine ? p[i] : 0.0f));
+                }
             }
+            if (!cached) __syncthreads(); /* the next chunk overwrites the weights */
         }
-        if (i < a.head_dim) a.out[(uint64_t)h * a.head_dim + i] = __fmul_rn(acc, __fdiv_rn(1.0f, den));
+        if (mine) a.out[(uint64_t)h * a.head_dim + i] = __fmul_rn(acc, __fdiv_rn(1.0f, den));
     }
 }
 
@@ -116,8 +176,7 @@ extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t 
                                    const float *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                                    const float *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
                                    const float *sinks_dev, float kq_scale, float *out) {
-    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
-    if (head_dim == 0 || (size_t)head_dim * sizeof(float) + 1024 * sizeof(float) > SMEM_LIMIT)
+    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap) || head_dim == 0)
         return (int)cudaErrorInvalidValue;
     if (n_head == 0) return 0;
     attn_args a;
@@ -134,12 +193,27 @@ extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t 
     a.n_comp = n_comp;
     a.n_rows = n_raw + (sel ? n_sel : n_comp);
     a.kq_scale = kq_scale;
-    a.chunk = (uint32_t)((SMEM_LIMIT - 512) / sizeof(float) - head_dim); /* 512 B for static shared */
-    a.vec4 = head_dim % 4 == 0 && ((uintptr_t)raw % 16) == 0 && ((uintptr_t)comp % 16) == 0;
+    a.vec4 = head_dim % 4 == 0 && (uintptr_t)raw % 16 == 0 && (uintptr_t)comp % 16 == 0;
     uint32_t threads = (head_dim + 31) / 32 * 32;
     if (threads < 128) threads = 128;
     if (threads > 1024) threads = 1024;
-    const size_t smem = (size_t)(head_dim + a.chunk) * sizeof(float);
+    /* shared memory: the fixed part, then as many cached scores as the device allows */
+    int dev = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess) return (int)e;
+    const size_t fixed =
+        threads * sizeof(float *) + ((size_t)head_dim + (size_t)threads * (DCH + 1)) * sizeof(float);
+    const size_t limit = (size_t)optin - 1024; /* room for the static red[] */
+    if (fixed + threads * sizeof(float) > limit) return (int)cudaErrorInvalidValue;
+    size_t chunk = (limit - fixed) / sizeof(float);
+    if (chunk > a.n_rows) chunk = a.n_rows > threads ? a.n_rows : threads;
+    a.chunk = (uint32_t)chunk;
+    const size_t smem = fixed + chunk * sizeof(float);
+    if (smem > 48 * 1024) {
+        e = cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return (int)e;
+    }
     attention_kernel<<<n_head, threads, smem, (cudaStream_t)s>>>(a);
     return attn_launch_status();
 }

@@ -17,8 +17,9 @@ constexpr size_t SMEM_LIMIT = 48 * 1024;
 
 /* q_glob: read q from global memory (it does not fit in shared memory with one row). */
 template <bool q_glob>
-__global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head, uint32_t head_dim,
-                              const float *rows, uint32_t n_rows, uint32_t tile, float *scores) {
+__global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
+                              uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t tile,
+                              float *scores) {
     extern __shared__ float sh[];
     const uint32_t qs_stride = q_glob ? head_dim : head_dim + 1, ks_stride = head_dim + 1;
     float *ws = sh;
@@ -85,8 +86,8 @@ __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_s
     return before;
 }
 
-__global__ void __launch_bounds__(SELECT_THREADS) select_kernel(const float *scores, uint32_t n, uint32_t k,
-                                                                int32_t *sel) {
+__global__ void __launch_bounds__(SELECT_THREADS)
+    select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel) {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t warp_sums[32];
     __shared__ uint32_t s_prefix, s_remaining;
@@ -159,11 +160,11 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
     if (need(tile, q_in) > SMEM_LIMIT) return (int)cudaErrorInvalidValue;
     const uint32_t grid = (n_rows + tile - 1) / tile;
     if (q_in)
-        iscore_kernel<false><<<grid, 256, need(tile, true), st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows,
-                                                                  tile, scores);
+        iscore_kernel<false><<<grid, 256, need(tile, true), st>>>(q, w, w_scale, n_head, head_dim, rows,
+                                                                  n_rows, tile, scores);
     else
-        iscore_kernel<true><<<grid, 256, need(tile, false), st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows,
-                                                                  tile, scores);
+        iscore_kernel<true><<<grid, 256, need(tile, false), st>>>(q, w, w_scale, n_head, head_dim, rows,
+                                                                  n_rows, tile, scores);
     const int e = attn_launch_status();
     if (e) return e;
     select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel);

@@ -72,13 +72,15 @@ __global__ void hadamard_fp4_kernel(float *x, uint32_t width, float norm) {
 }
 
 __global__ void f16_kernel(float *dst, const float *src, uint64_t n) {
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
         dst[i] = __half2float(__float2half_rn(src[i]));
 }
 
 } // namespace
 
-extern "C" int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope) {
+extern "C" int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width,
+                                uint32_t n_nope) {
     if (n_nope % 64 || n_nope > width) return (int)cudaErrorInvalidValue;
     const uint32_t bpr = n_nope / 64;
     const uint64_t nb = (uint64_t)n_rows * bpr;

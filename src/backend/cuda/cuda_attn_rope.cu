@@ -27,7 +27,8 @@ __global__ void rope_kernel(float *x, rope_args a) {
         const float theta_interp = __fmul_rn(a.freq_scale, theta_extrap);
         float theta = theta_interp;
         if (a.ext_factor != 0.0f) {
-            const float y = __fdiv_rn(__fsub_rn((float)k, a.corr_lo), fmaxf(0.001f, __fsub_rn(a.corr_hi, a.corr_lo)));
+            const float y =
+                __fdiv_rn(__fsub_rn((float)k, a.corr_lo), fmaxf(0.001f, __fsub_rn(a.corr_hi, a.corr_lo)));
             const float ramp = __fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y)));
             const float mix = __fmul_rn(ramp, a.ext_factor);
             theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, mix)), __fmul_rn(theta_extrap, mix));
@@ -52,7 +53,8 @@ __global__ void rope_kernel(float *x, rope_args a) {
 extern "C" int dsv4_cuda_rope_tail(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t n_head,
                                    uint32_t head_dim, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
                                    bool inverse) {
-    if (!rope || rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512) return (int)cudaErrorInvalidValue;
+    if (!rope || rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512)
+        return (int)cudaErrorInvalidValue;
     if (n_rows == 0 || n_head == 0 || rope->n_rot == 0) return 0;
     rope_args a;
     /* host libm, as cpu_rope_thetas: the factor of the running product and the magnitude */

@@ -7,8 +7,8 @@
 #include "backend/cuda/cuda_backend.h"
 
 dsv4_status cu_fail(dsv4_error *err, cudaError_t e, const char *what) {
-    return dsv4_fail(err, e == cudaErrorMemoryAllocation ? DSV4_ERR_NOMEM : DSV4_ERR_IO, "cuda %s: %s (%s)", what,
-                     cudaGetErrorString(e), cudaGetErrorName(e));
+    return dsv4_fail(err, e == cudaErrorMemoryAllocation ? DSV4_ERR_NOMEM : DSV4_ERR_IO, "cuda %s: %s (%s)",
+                     what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 dsv4_status cu_launched(dsv4_error *err, const char *what) {
@@ -32,8 +32,9 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
         cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        dsv4_fail(err, DSV4_ERR_NOMEM, "cuda: cannot allocate %zu bytes of scratch (%zu bytes free of %zu): %s",
-                  sz, fr, tot, cudaGetErrorString(e));
+        dsv4_fail(err, DSV4_ERR_NOMEM,
+                  "cuda: cannot allocate %zu bytes of scratch (%zu bytes free of %zu): %s", sz, fr, tot,
+                  cudaGetErrorString(e));
         return NULL;
     }
     c->scratch[slot] = p;
@@ -41,7 +42,8 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     return p;
 }
 
-dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out, dsv4_error *err) {
+dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out,
+                      dsv4_error *err) {
     const size_t bytes = (size_t)n * sizeof(int32_t);
     if (c->tok_dev && c->tok_n == n && memcmp(c->tok_host_copy, host_tokens, bytes) == 0) {
         *out = c->tok_dev;
@@ -103,8 +105,8 @@ static dsv4_status cu_buf_alloc(void *vctx, size_t bytes, void **out, dsv4_error
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
         return dsv4_fail(err, DSV4_ERR_NOMEM,
-                         "cannot allocate %zu bytes of device memory on %s (%zu bytes free of %zu): %s", bytes,
-                         c->caps.name, fr, tot, cudaGetErrorString(e));
+                         "cannot allocate %zu bytes of device memory on %s (%zu bytes free of %zu): %s",
+                         bytes, c->caps.name, fr, tot, cudaGetErrorString(e));
     }
     c->bufs[c->n_bufs].p = p;
     c->bufs[c->n_bufs].bytes = sz;
@@ -227,12 +229,14 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
                                                 dsv4_error *err) {
     out->ops = NULL;
     out->ctx = NULL;
-    if (!p || !p->model) return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
+    if (!p || !p->model)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
     const int n_dev = dsv4_cuda_device_count();
     if (n_dev <= 0)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "no CUDA device is visible (driver missing or no GPU)");
     if (p->device < 0 || p->device >= n_dev)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "CUDA device %d does not exist (%d visible)", p->device, n_dev);
+        return dsv4_fail(err, DSV4_ERR_INVALID, "CUDA device %d does not exist (%d visible)", p->device,
+                         n_dev);
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof(*c));
     if (!c) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the CUDA backend");
     c->device = p->device;

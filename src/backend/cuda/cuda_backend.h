@@ -21,20 +21,19 @@ extern "C" {
 /* Device scratch slots: an op may use its own slots and those of the helpers it calls (noted
  * per helper), never a caller's. */
 enum {
-    CU_SLOT_ACT = 0,   /* matmul: quantized activations */
-    CU_SLOT_PACK = 1,  /* matmul: packed strided rows before quantization */
-    CU_SLOT_FLAT = 2,  /* hc: normalized rows */
-    CU_SLOT_MIX = 3,   /* hc: mix vectors */
-    CU_SLOT_TOK = 4,   /* token ids */
-    CU_SLOT_G = 5,     /* moe gate / generic */
-    CU_SLOT_U = 6,     /* moe up */
-    CU_SLOT_MID = 7,   /* moe mid */
-    CU_SLOT_MIDQ = 8,  /* moe quantized mid */
-    CU_SLOT_Y = 9,     /* moe per-slot down outputs */
-    CU_SLOT_XQ = 10,   /* moe quantized input rows */
-    CU_SLOT_IDX = 11,  /* indexer scratch */
-    CU_SLOT_MM_Y = 12, /* matmul: contiguous output before a strided copy */
-    CU_SLOTS = 13
+    CU_SLOT_ACT = 0,  /* matmul: quantized activations */
+    CU_SLOT_PACK = 1, /* matmul: packed strided rows before quantization */
+    CU_SLOT_FLAT = 2, /* hc: normalized rows */
+    CU_SLOT_MIX = 3,  /* hc: mix vectors */
+    CU_SLOT_TOK = 4,  /* token ids */
+    CU_SLOT_G = 5,    /* moe gate / generic */
+    CU_SLOT_U = 6,    /* moe up */
+    CU_SLOT_MID = 7,  /* moe mid */
+    CU_SLOT_MIDQ = 8, /* moe quantized mid */
+    CU_SLOT_Y = 9,    /* moe per-slot down outputs */
+    CU_SLOT_XQ = 10,  /* moe quantized input rows */
+    CU_SLOT_IDX = 11, /* indexer scratch */
+    CU_SLOTS = 12
 };
 
 typedef struct cu_weight {
@@ -60,7 +59,7 @@ typedef struct cuda_ctx {
     size_t map_cap, map_n;
     uint64_t weight_bytes;
     /* tables of the generic quantized kernels */
-    uint64_t *d_iq2_grid;  /* 256 */
+    uint64_t *d_iq2_grid; /* 256 */
     uint8_t *d_iq2_signs; /* 128 */
     /* scratch */
     void *scratch[CU_SLOTS];
@@ -91,8 +90,11 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err);
 const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *err);
 /* Host token ids -> device int32 array (slot CU_SLOT_TOK); reuses the last upload when the same
  * ids arrive again (embed and router of one chunk). */
-dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out, dsv4_error *err);
-static inline unsigned cu_blocks(uint64_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out,
+                      dsv4_error *err);
+static inline unsigned cu_blocks(uint64_t n, unsigned threads) {
+    return (unsigned)((n + threads - 1) / threads);
+}
 
 /* ---- weights and tables (cuda_backend_weights.cu) ---- */
 /* Copy every present tensor of the model to the device (deduplicated by host pointer). */
@@ -121,14 +123,14 @@ dsv4_status cu_gemm_generic(cuda_ctx *c, uint32_t type, const void *w, uint64_t 
                             uint32_t n_slots, float *y, uint64_t y_stride, dsv4_error *err);
 /* Does the tuned batch-1 matvec (cuda_matvec.h) take this weight (type, 16-byte rows and base)? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in);
-/* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT, CU_SLOT_PACK, CU_SLOT_MM_Y. */
+/* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT and CU_SLOT_PACK. */
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
 bool cu_supports_weight_type(void *ctx, uint32_t type);
 
 /* Row RMS norm (cuda_ops_dense.cu): y = x * 1/sqrt(mean(x^2) + eps) (* w when w != NULL). */
-dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width, float eps,
-                        float *y, dsv4_error *err);
+dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
+                        float eps, float *y, dsv4_error *err);
 
 /* ---- op implementations installed by cuda_backend.cu ---- */
 dsv4_status cu_embed(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n, uint32_t n_hc,
@@ -155,21 +157,21 @@ dsv4_status cu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t width
 dsv4_status cu_store_f16(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
                          dsv4_error *err);
 dsv4_status cu_compressor_step(void *ctx, const float *kv, const float *score, const dsv4_tensor *ape,
-                               uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
-                               float *pooled, dsv4_error *err);
+                               uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv,
+                               float *state_score, float *pooled, dsv4_error *err);
 dsv4_status cu_indexer_topk(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
                             uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
                             dsv4_error *err);
 dsv4_status cu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp, uint32_t n_comp,
-                         const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale,
-                         float *out, dsv4_error *err);
+                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
+                         uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
+                         float kq_scale, float *out, dsv4_error *err);
 dsv4_status cu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                              const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *host_tokens,
                              float scale, int32_t *sel, float *weights, dsv4_error *err);
 dsv4_status cu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                   const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k, float clamp,
-                   float *out, dsv4_error *err);
+                   const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                   float clamp, float *out, dsv4_error *err);
 
 /* ---- device helpers shared by the op kernels (CPU order, no FMA: cuda_ops_* build with
  * --fmad=false) ---- */

@@ -38,7 +38,8 @@ const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *e
     }
     const cu_weight *w = map_find(c, t->data);
     if (!w) {
-        dsv4_fail(err, DSV4_ERR_INVALID, "cuda: tensor %s has no device copy (not part of the uploaded model)",
+        dsv4_fail(err, DSV4_ERR_INVALID,
+                  "cuda: tensor %s has no device copy (not part of the uploaded model)",
                   t->name ? t->name : "?");
         return NULL;
     }
@@ -54,7 +55,7 @@ typedef struct {
 
 static dsv4_status list_tensors(const dsv4_model *m, tensor_list *out, dsv4_error *err) {
     const size_t per_layer = sizeof(dsv4_layer_weights) / sizeof(dsv4_tensor);
-    const dsv4_tensor *globals[] = {&m->token_embd,      &m->output_hc_fn, &m->output_hc_scale,
+    const dsv4_tensor *globals[] = {&m->token_embd,     &m->output_hc_fn, &m->output_hc_scale,
                                     &m->output_hc_base, &m->output_norm,  &m->output};
     const size_t n_glob = sizeof globals / sizeof globals[0];
     const size_t cap = n_glob + (size_t)m->cfg.n_layer * per_layer;
@@ -141,7 +142,8 @@ static dsv4_status upload_all(cuda_ctx *c, const tensor_list *tl, uint64_t total
                            "cannot place tensor %s on %s: it needs %llu bytes, %zu bytes are free of %zu "
                            "(%llu bytes of weights uploaded, %llu needed in all): %s",
                            t->name ? t->name : "?", c->caps.name, (unsigned long long)t->nbytes, fr, tot,
-                           (unsigned long long)c->weight_bytes, (unsigned long long)total, cudaGetErrorString(e));
+                           (unsigned long long)c->weight_bytes, (unsigned long long)total,
+                           cudaGetErrorString(e));
             break;
         }
         w->host = t->data;
@@ -185,10 +187,11 @@ dsv4_status cu_weights_upload(cuda_ctx *c, const dsv4_model *m, void (*on_upload
     for (size_t i = 0; i < tl.n; i++) total += tl.v[i]->nbytes; /* duplicates (if any) counted once below */
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && total > fr)
-        st = dsv4_fail(err, DSV4_ERR_NOMEM,
-                       "the model's %zu weight tensors need %llu bytes of device memory; %s has %zu bytes free of "
-                       "%zu",
-                       tl.n, (unsigned long long)total, c->caps.name, fr, tot);
+        st = dsv4_fail(
+            err, DSV4_ERR_NOMEM,
+            "the model's %zu weight tensors need %llu bytes of device memory; %s has %zu bytes free of "
+            "%zu",
+            tl.n, (unsigned long long)total, c->caps.name, fr, tot);
     cudaGetLastError();
     if (st == DSV4_OK) st = upload_all(c, &tl, total, on_upload, user, err);
     free(tl.v);

@@ -35,6 +35,15 @@ static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
 }
+/* 4- and 8-byte copies (activation re-layout, IQ2_XXS grid replication): L1-allocating .ca */
+static __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_async8(void *dst, const void *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
+}
 static __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -70,6 +79,22 @@ static __device__ __forceinline__ int mv_issue(const mv_params &p, uint8_t *dst,
     return n;
 }
 
+/* Activation re-layout as 4-byte cp.async: joins the first weight stage's commit group, so its
+ * latency overlaps the weight stream instead of preceding it. */
+template <int F>
+static __device__ __forceinline__ void mv_act_async(const mv_params &p, uint8_t *act, const uint8_t *x,
+                                                    int tid) {
+    const int n = mv_act_ncopies<F>(p.in);
+    for (int i = tid; i < n; i += MV_THREADS) {
+        int so, d;
+        mv_act_map<F>(i, &so, &d);
+        cp_async4(act + d, x + so);
+    }
+}
+static __device__ __forceinline__ void mv_grid_async(const uint64_t *grid, uint8_t *lut, int tid) {
+    for (int i = tid; i < 256 * 16; i += MV_THREADS) cp_async8(lut + 8 * i, grid + (i >> 4));
+}
+
 template <int F>
 __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -84,21 +109,30 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
     const int end = (int)(total * (blockIdx.x + 1) / gridDim.x);
     if (begin >= end) return;
 
-    /* prologue: S-1 stages in flight before anything else */
-    int f = begin, fi = 0;
-    for (int s = 0; s < p.S - 1; s++, fi++) {
-        if (f < end) f += mv_issue(p, stage0 + fi * p.stage_bytes, f, end, tid);
+    /* prologue: weights of stage 0 first, then (same group) the activations and the IQ2_XXS
+     * grid, then stages 1..S-2; nothing waits before all of them are in flight. */
+    const int slot0 = begin / p.out;
+    int f = begin, fs = 0; /* next row to fetch, its stage buffer */
+    if (f < end) f += mv_issue(p, stage0, f, end, tid);
+    mv_act_async<F>(p, act, p.x + (long long)slot0 * p.x_stride, tid);
+    if (F == MV_IQ2_XXS) mv_grid_async(p.grid, lut, tid);
+    cp_async_commit();
+    fs = 1;
+    for (int s = 1; s < p.S - 1; s++, fs++) {
+        if (f < end) f += mv_issue(p, stage0 + fs * p.stage_bytes, f, end, tid);
         cp_async_commit();
     }
-    if (F == MV_IQ2_XXS) mv_build_iq2_lut(p.grid, lut, tid);
+    if (fs == p.S) fs = 0;
+    if (F == MV_IQ2_XXS) mv_build_iq2_masks(lut, tid);
     const uint2 *G = (const uint2 *)lut + (lane & 15);
     const uint2 *M = (const uint2 *)(lut + MV_IQ2_GRID_BYTES) + (lane & 15);
 
-    int c = begin, ci = 0, act_slot = -1;
+    int c = begin, cs = 0, act_slot = slot0;
     const float nanv = __int_as_float(0x7fc00000);
+    const int segmask = p.nseg - 1;
     while (c < end) {
-        if (f < end) f += mv_issue(p, stage0 + (fi % p.S) * p.stage_bytes, f, end, tid);
-        fi++;
+        if (f < end) f += mv_issue(p, stage0 + fs * p.stage_bytes, f, end, tid);
+        if (++fs == p.S) fs = 0;
         cp_async_commit();
         cp_async_wait(p.S - 1);
         __syncthreads();
@@ -106,20 +140,20 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
         int n = p.R;
         if (end - c < n) n = end - c;
         if (p.out - r0 < n) n = p.out - r0;
-        if (act_slot < 0 || (p.x_stride != 0 && slot != act_slot)) {
+        if (p.x_stride != 0 && slot != act_slot) {
             mv_load_act<F>(p, act, p.x + (long long)slot * p.x_stride, tid);
             act_slot = slot;
             __syncthreads();
         }
         const int e = p.ids ? __ldg(p.ids + slot) : 0;
         const bool valid = e >= 0 && e < p.n_expert;
-        const uint8_t *tile = stage0 + (ci % p.S) * p.stage_bytes;
+        const uint8_t *tile = stage0 + cs * p.stage_bytes;
         const int groups = (n + RPL - 1) / RPL;
-        const int items = groups * p.nseg;
+        const int items = groups << p.lg_nseg;
         for (int it = warp; it < items; it += MV_WARPS) {
-            const int g = it / p.nseg, sg = it - g * p.nseg;
+            const int g = it >> p.lg_nseg, sg = it & segmask;
             const int r = g * RPL;
-            const int u0 = sg * p.units / p.nseg, u1 = (sg + 1) * p.units / p.nseg;
+            const int u0 = (sg * p.units) >> p.lg_nseg, u1 = ((sg + 1) * p.units) >> p.lg_nseg;
             float acc[RPL];
 #pragma unroll
             for (int j = 0; j < RPL; j++) acc[j] = 0.0f;
@@ -151,7 +185,7 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
             }
         }
         c += n;
-        ci++;
+        if (++cs == p.S) cs = 0;
     }
     cp_async_wait(0);
 }
@@ -229,12 +263,16 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
                            int *grid, int *smem, dsv4_error *err) {
     const int rpl = mv_rpl(f);
     const int64_t rb = mv_row_bytes(f, in);
-    const int tile = ctx->tune.tile_bytes > 0 ? ctx->tune.tile_bytes : (f == MV_IQ2_XXS ? 16384 : 12288);
-    int S = ctx->tune.stages > 0 ? ctx->tune.stages : (f == MV_IQ2_XXS ? 3 : 4);
+    /* Defaults from the first H200 sweep (bench/results/2026-11-29-cuda-matvec-h200.txt): time per
+     * pipeline iteration was ~1 us + bytes/BW whatever the depth, so few large stages win: 64 KB x 2
+     * stages x 2 CTAs/SM was best for every Q8_0/F16/Q2_K/Q4_K shape; IQ2_XXS (48 KB of tables per
+     * CTA) was best at 32 KB x 3 stages, 2 CTAs/SM on the steady-state case. */
+    const int tile = ctx->tune.tile_bytes > 0 ? ctx->tune.tile_bytes : (f == MV_IQ2_XXS ? 32768 : 65536);
+    int S = ctx->tune.stages > 0 ? ctx->tune.stages : (f == MV_IQ2_XXS ? 3 : 2);
     if (S < 2) S = 2;
     if (S > MV_MAX_STAGES) S = MV_MAX_STAGES;
     const int lb = f == MV_IQ2_XXS ? 2 : 3; /* __launch_bounds__ minimum blocks */
-    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : lb;
+    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : 2;
     int64_t R = 1;
     while (R * 2 <= out && R * 2 * rb <= tile) R *= 2;
     if (R < rpl && out >= rpl) R = rpl;
@@ -267,6 +305,8 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     p->k = k;
     p->R = (int)R;
     p->nseg = (int)nseg;
+    p->lg_nseg = 0;
+    while ((1 << p->lg_nseg) < nseg) p->lg_nseg++;
     p->S = S;
     p->stage_bytes = (int)stage;
     p->act_bytes = (int)actb;

@@ -31,8 +31,9 @@ struct mv_params {
     long long expert_bytes, x_stride;
     int row_bytes, in, out, n_expert, k;
     int R;    /* rows per stage */
-    int nseg; /* segments per row group */
-    int S;    /* stages */
+    int nseg; /* segments per row group (a power of 2) */
+    int lg_nseg;
+    int S; /* stages */
     int stage_bytes, act_bytes, red_bytes, units;
 };
 
@@ -76,6 +77,17 @@ static __host__ __device__ __forceinline__ int mv_dp4a(int a, int b, int c) {
     return __dp4a(a, b, c);
 #else
     for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+#endif
+}
+/* unsigned bytes of a times signed bytes of b (dp4a.u32.s32) */
+static __host__ __device__ __forceinline__ int mv_dp4a_us(uint32_t a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    for (int k = 0; k < 4; k++) c += (int)(uint8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
     return c;
 #endif
 }
@@ -190,11 +202,13 @@ static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int
         MV_UNROLL
         for (int j = 0; j < 4; j++) {
             const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
-            int sub = mv_dp4a((int)((q0 >> (2 * j)) & 0x03030303u), xq[j].x, 0);
-            sub = mv_dp4a((int)((q1 >> (2 * j)) & 0x03030303u), xq[j].y, sub);
-            sub = mv_dp4a((int)((q2 >> (2 * j)) & 0x03030303u), xq[j].z, sub);
-            sub = mv_dp4a((int)((q3 >> (2 * j)) & 0x03030303u), xq[j].w, sub);
-            isum += (int)(sc & 15u) * sub;
+            /* plane j masked in place (no per-word shift): the sum is 4^j times the true one */
+            const uint32_t m = 0x03030303u << (2 * j);
+            int sub = mv_dp4a_us(q0 & m, xq[j].x, 0);
+            sub = mv_dp4a_us(q1 & m, xq[j].y, sub);
+            sub = mv_dp4a_us(q2 & m, xq[j].z, sub);
+            sub = mv_dp4a_us(q3 & m, xq[j].w, sub);
+            isum += (int)(sc & 15u) * (sub >> (2 * j)); /* exact: sub is a multiple of 4^j */
             summs += (int)(sc >> 4) * bs[j];
         }
         acc[r] += (ad * h2f(dm & 0xffffu)) * (float)isum - (ad * h2f(dm >> 16)) * (float)summs;
@@ -274,47 +288,68 @@ static __host__ __device__ __forceinline__ void unit_f16(const uint8_t *wr, int 
     }
 }
 
-/* ---- activation re-layout into shared memory ---- */
+/* ---- activation re-layout into shared memory ----
+ * Copy i of mv_act_ncopies moves one 4-byte word from x + *src to act + *dst:
+ *   Q8_0: 9 words per 36-byte block (d -> +32, qs -> +0..31 of a 48-byte slot);
+ *   F16:  one f32 each, 8 per 48-byte slot;
+ *   Q8_K: 80 per 292-byte superblock (d replicated into the 8 slots' +32, 64 qs words, 8 bsums
+ *         pairs -> +36). The kernel issues these as 4-byte cp.async (no serial prologue). */
+template <int F> static __host__ __device__ __forceinline__ int mv_act_ncopies(int in) {
+    return F == MV_Q8_0 ? in / 32 * 9 : F == MV_F16 ? in : in / 256 * 80;
+}
+template <int F> static __host__ __device__ __forceinline__ void mv_act_map(int i, int *src, int *dst) {
+    if (F == MV_Q8_0) {
+        const int b = i / 9, k = i - 9 * b;
+        *src = 36 * b + 4 * k;
+        *dst = 48 * b + (k == 0 ? 32 : 4 * (k - 1));
+    } else if (F == MV_F16) {
+        *src = 4 * i;
+        *dst = 48 * (i >> 3) + 4 * (i & 7);
+    } else {
+        const int b = i / 80, k = i - 80 * b;
+        if (k < 8) {
+            *src = 292 * b;
+            *dst = 400 * b + 48 * k + 32;
+        } else if (k < 72) {
+            const int w = k - 8;
+            *src = 292 * b + 4 + 4 * w;
+            *dst = 400 * b + 48 * (w >> 3) + 4 * (w & 7);
+        } else {
+            *src = 292 * b + 260 + 4 * (k - 72);
+            *dst = 400 * b + 48 * (k - 72) + 36;
+        }
+    }
+}
+/* Synchronous re-layout (a slot change with per-slot activations, and the host emulation):
+ * 4 independent loads per thread in flight before the stores. */
 template <int F>
 static inline __host__ __device__ void mv_load_act(const mv_params &p, uint8_t *act, const uint8_t *x,
                                                    int tid) {
-    if (F == MV_Q8_0) {
-        const int n = p.in / 32 * 9; /* words: d, 8 x qs */
-        for (int i = tid; i < n; i += MV_THREADS) {
-            const int b = i / 9, k = i - 9 * b;
-            const uint32_t v = ld32(x + 36 * b + 4 * k);
-            *(uint32_t *)(act + 48 * b + (k == 0 ? 32 : 4 * (k - 1))) = v;
-        }
-    } else if (F == MV_F16) {
-        for (int e = tid; e < p.in; e += MV_THREADS)
-            *(uint32_t *)(act + 48 * (e >> 3) + 4 * (e & 7)) = ld32(x + 4 * e);
-    } else {
-        const int n = p.in / 256 * 73; /* words: d, 64 x qs, 8 x bsums pairs */
-        for (int i = tid; i < n; i += MV_THREADS) {
-            const int b = i / 73, k = i - 73 * b;
-            const uint32_t v = ld32(x + 292 * b + 4 * k);
-            uint8_t *sb = act + 400 * b;
-            if (k == 0) {
-                MV_UNROLL
-                for (int c = 0; c < 8; c++) *(uint32_t *)(sb + 48 * c + 32) = v;
-            } else if (k <= 64) {
-                const int w = k - 1;
-                *(uint32_t *)(sb + 48 * (w >> 3) + 4 * (w & 7)) = v;
-            } else {
-                *(uint32_t *)(sb + 48 * (k - 65) + 36) = v;
+    const int n = mv_act_ncopies<F>(p.in);
+    for (int i0 = tid; i0 < n; i0 += 4 * MV_THREADS) {
+        uint32_t v[4];
+        int d[4];
+        MV_UNROLL
+        for (int k = 0; k < 4; k++) {
+            const int i = i0 + k * MV_THREADS;
+            int sidx = 0;
+            d[k] = -1;
+            if (i < n) {
+                mv_act_map<F>(i, &sidx, &d[k]);
+                v[k] = ld32(x + sidx);
             }
         }
+        MV_UNROLL
+        for (int k = 0; k < 4; k++)
+            if (d[k] >= 0) *(uint32_t *)(act + d[k]) = v[k];
     }
 }
 
 /* Grid entries and sign masks, replicated 16 times: entry e of copy l at (16 e + l) * 8, so the
  * 16 lanes of a half-warp (one 64-bit access phase) always hit distinct bank pairs. */
-static inline __host__ __device__ void mv_build_iq2_lut(const uint64_t *grid, uint8_t *lut, int tid) {
-    uint2 *G = (uint2 *)lut, *M = (uint2 *)(lut + MV_IQ2_GRID_BYTES);
-    for (int i = tid; i < 256 * 16; i += MV_THREADS) {
-        const uint64_t v = grid[i >> 4];
-        G[i] = make_uint2((uint32_t)v, (uint32_t)(v >> 32));
-    }
+/* The sign masks need no loads (pure ALU, overlaps the first weight stage's latency). */
+static inline __host__ __device__ void mv_build_iq2_masks(uint8_t *lut, int tid) {
+    uint2 *M = (uint2 *)(lut + MV_IQ2_GRID_BYTES);
     for (int i = tid; i < 128 * 16; i += MV_THREADS) {
         const uint32_t s = (uint32_t)(i >> 4);
         const uint32_t kb = s | ((uint32_t)(mv_popc(s) & 1) << 7);
@@ -326,6 +361,15 @@ static inline __host__ __device__ void mv_build_iq2_lut(const uint64_t *grid, ui
         }
         M[i] = make_uint2(lo, hi);
     }
+}
+/* Synchronous build (host emulation); the kernel copies the grid part with 8-byte cp.async. */
+static inline __host__ __device__ void mv_build_iq2_lut(const uint64_t *grid, uint8_t *lut, int tid) {
+    uint2 *G = (uint2 *)lut;
+    for (int i = tid; i < 256 * 16; i += MV_THREADS) {
+        const uint64_t v = grid[i >> 4];
+        G[i] = make_uint2((uint32_t)v, (uint32_t)(v >> 32));
+    }
+    mv_build_iq2_masks(lut, tid);
 }
 
 #endif

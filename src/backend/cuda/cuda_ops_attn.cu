@@ -1,7 +1,10 @@
 /* Attention-side ops: argument checks (as the CPU backend makes them), weight resolution and
  * scratch, then the launchers of cuda_attn.h, which enqueue on the backend's stream. */
-#include "backend/cuda/cuda_backend.h" /* first: it includes the C headers with C linkage */
+extern "C" { /* cuda_attn.h includes the C headers without C linkage: include them first */
+#include "backend/backend.h"
+}
 #include "backend/cuda/cuda_attn.h"
+#include "backend/cuda/cuda_backend.h"
 
 static dsv4_status attn_rc(int rc, const char *what, dsv4_error *err) {
     if (rc == 0) return DSV4_OK;
@@ -10,21 +13,24 @@ static dsv4_status attn_rc(int rc, const char *what, dsv4_error *err) {
 
 #define STREAM(c) ((dsv4_cuda_stream)(c)->stream)
 
-dsv4_status cu_rope_tail(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim, uint32_t pos0,
-                         uint32_t pos_step, const dsv4_rope *rope, bool inverse, dsv4_error *err) {
+dsv4_status cu_rope_tail(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                         uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse,
+                         dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "rope: %u rotated dims in heads of %u", rope->n_rot, head_dim);
+        return dsv4_fail(err, DSV4_ERR_INVALID, "rope: %u rotated dims in heads of %u", rope->n_rot,
+                         head_dim);
     if (!n_rows || !n_head) return DSV4_OK;
     return attn_rc(dsv4_cuda_rope_tail(STREAM(c), x, n_rows, n_head, head_dim, pos0, pos_step, rope, inverse),
                    "rope", err);
 }
 
-dsv4_status cu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope, dsv4_error *err) {
+dsv4_status cu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
+                      dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (n_nope > width || n_nope % 64)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "fp8_kv: %u of %u dims is not a whole number of 64-blocks", n_nope,
-                         width);
+        return dsv4_fail(err, DSV4_ERR_INVALID, "fp8_kv: %u of %u dims is not a whole number of 64-blocks",
+                         n_nope, width);
     if (!n_rows || !n_nope) return DSV4_OK;
     return attn_rc(dsv4_cuda_fp8_kv(STREAM(c), x, n_rows, width, n_nope), "fp8_kv", err);
 }
@@ -37,57 +43,61 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
     return attn_rc(dsv4_cuda_hadamard_fp4(STREAM(c), x, n_rows, width), "hadamard_fp4", err);
 }
 
-dsv4_status cu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_rows, uint32_t width, dsv4_error *err) {
+dsv4_status cu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
+                         dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!n_rows || !width) return DSV4_OK;
     return attn_rc(dsv4_cuda_store_f16(STREAM(c), dst, src, n_rows, width), "store_f16", err);
 }
 
-dsv4_status cu_compressor_step(void *vctx, const float *kv, const float *score, const dsv4_tensor *ape, uint32_t pos,
-                               uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score, float *pooled,
-                               dsv4_error *err) {
+dsv4_status cu_compressor_step(void *vctx, const float *kv, const float *score, const dsv4_tensor *ape,
+                               uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv,
+                               float *state_score, float *pooled, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     const uint32_t coff = ratio == 4 ? 2u : 1u;
     if (ratio == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "compressor: ratio 0");
     if (ape->ne[0] != (uint64_t)coff * d_c || ape->ne[1] < ratio)
         return dsv4_fail(err, DSV4_ERR_INVALID, "compressor: ape %s is %llux%llu, expected %ux%u",
-                         ape->name ? ape->name : "?", (unsigned long long)ape->ne[0], (unsigned long long)ape->ne[1],
-                         coff * d_c, ratio);
+                         ape->name ? ape->name : "?", (unsigned long long)ape->ne[0],
+                         (unsigned long long)ape->ne[1], coff * d_c, ratio);
     if (ape->type != DSV4_TYPE_F16)
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "compressor: ape %s has type %s (the CUDA backend reads F16)",
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "compressor: ape %s has type %s (the CUDA backend reads F16)",
                          ape->name ? ape->name : "?", dsv4_type_name(ape->type));
     const uint16_t *ad = (const uint16_t *)cu_weight_dev(c, ape, err);
     if (!ad) return DSV4_ERR_INVALID;
-    return attn_rc(dsv4_cuda_compressor_step(STREAM(c), kv, score, ad, pos, ratio, d_c, state_kv, state_score, pooled),
-                   "compressor_step", err);
+    return attn_rc(
+        dsv4_cuda_compressor_step(STREAM(c), kv, score, ad, pos, ratio, d_c, state_kv, state_score, pooled),
+        "compressor_step", err);
 }
 
 dsv4_status cu_indexer_topk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
                             uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
                             dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
-    if (k == 0 || k > n_rows)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "indexer: top %u of %u rows", k, n_rows);
+    if (k > n_rows) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer: top-%u of %u rows", k, n_rows);
+    if (k == 0) return DSV4_OK;
     void *scratch = cu_scratch(c, CU_SLOT_IDX, dsv4_cuda_indexer_scratch_bytes(n_rows), err);
     if (!scratch) return DSV4_ERR_NOMEM;
-    return attn_rc(dsv4_cuda_indexer_topk(STREAM(c), q, w, w_scale, n_head, head_dim, rows, n_rows, k, sel, scratch),
-                   "indexer_topk", err);
+    return attn_rc(
+        dsv4_cuda_indexer_topk(STREAM(c), q, w, w_scale, n_head, head_dim, rows, n_rows, k, sel, scratch),
+        "indexer_topk", err);
 }
 
 dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp, uint32_t n_comp,
-                         const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
-                         dsv4_error *err) {
+                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
+                         uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
+                         float kq_scale, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
         return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
                          sinks->name ? sinks->name : "?", n_head);
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw, raw_start,
-                         raw_cap);
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw,
+                         raw_start, raw_cap);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
-    return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, raw, raw_cap, raw_start, n_raw, comp, n_comp,
-                                       sel, n_sel, sd, kq_scale, out),
+    return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, raw, raw_cap, raw_start, n_raw, comp,
+                                       n_comp, sel, n_sel, sd, kq_scale, out),
                    "attention", err);
 }

@@ -6,8 +6,8 @@
 
 /* One block per row. The double sum is reduced in a fixed tree, so results do not depend on
  * the launch; it differs from the CPU's sequential double sum only below float resolution. */
-__global__ void __launch_bounds__(RMS_THREADS) rms_kernel(const float *x, const float *w, uint32_t width, float eps,
-                                                          float *y) {
+__global__ void __launch_bounds__(RMS_THREADS)
+    rms_kernel(const float *x, const float *w, uint32_t width, float eps, float *y) {
     __shared__ double part[RMS_THREADS / 32];
     const float *xr = x + (uint64_t)blockIdx.x * width;
     float *yr = y + (uint64_t)blockIdx.x * width;
@@ -26,8 +26,8 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_kernel(const float *x, const 
     }
 }
 
-dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width, float eps,
-                       float *y, dsv4_error *err) {
+dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width,
+                       float eps, float *y, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     const float *wd = NULL;
     if (w) {
@@ -35,15 +35,16 @@ dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_
             return dsv4_fail(err, DSV4_ERR_INVALID, "rmsnorm: weight %s has %llu values, rows have %u",
                              w->name ? w->name : "?", (unsigned long long)w->ne[0], width);
         if (w->type != DSV4_TYPE_F32)
-            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "rmsnorm: weight %s has type %s (the CUDA backend reads F32)",
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                             "rmsnorm: weight %s has type %s (the CUDA backend reads F32)",
                              w->name ? w->name : "?", dsv4_type_name(w->type));
         if (!(wd = (const float *)cu_weight_dev(c, w, err))) return DSV4_ERR_INVALID;
     }
     return cu_rms_rows(c, x, wd, n_rows, width, eps, y, err);
 }
 
-dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width, float eps,
-                        float *y, dsv4_error *err) {
+dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
+                        float eps, float *y, dsv4_error *err) {
     if (n_rows == 0 || width == 0) return DSV4_OK;
     rms_kernel<<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y);
     return cu_launched(err, "rmsnorm");

@@ -9,7 +9,6 @@
  * CPU's bit for bit (the file is built with --fmad=false). F16/BF16 use 8 lanes that reproduce
  * the CPU's 8 running sums and its combination tree; F32 sums in double. Correct first: the
  * tensor-core prefill replaces the generic kernel for large n later. */
-#include <cuda_fp16.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,10 +16,9 @@ extern "C" {
 #include "quant/quant.h"
 }
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_gemm_units.cuh"
 
 #define GM_WARPS 8
-
-enum gm_kind { GM_F32 = 0, GM_F16, GM_BF16, GM_Q8_0, GM_Q2_K, GM_Q4_K, GM_IQ2_XXS, GM_NONE };
 
 static int gm_kind_of(uint32_t type) {
     switch (type) {
@@ -62,17 +60,6 @@ static uint32_t gm_block_elems(int kind) {
     }
 }
 
-/* ---- device decoding ---- */
-
-__device__ __forceinline__ float gm_h2f(const uint8_t *p) {
-    const uint16_t u = (uint16_t)(p[0] | (p[1] << 8));
-    return __half2float(__ushort_as_half(u));
-}
-__device__ __forceinline__ float gm_bf2f(uint16_t u) { return __uint_as_float((uint32_t)u << 16); }
-__device__ __forceinline__ uint32_t gm_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
 struct gm_params {
     const uint8_t *w;      /* row 0 of expert 0 */
     uint64_t row_bytes;    /* bytes of one row */
@@ -82,7 +69,7 @@ struct gm_params {
     uint64_t row0;
     long long n_out;
     long long in;
-    const uint8_t *act; /* activation rows */
+    const uint8_t *act;  /* activation rows */
     uint64_t act_stride; /* bytes */
     unsigned act_div;
     long long n_items; /* n_out * n_slots */
@@ -92,88 +79,7 @@ struct gm_params {
     const uint8_t *signs;
 };
 
-/* Block term of block b (quant/dot_scalar.c's per-block float expression). */
-template <int K>
-__device__ __forceinline__ float gm_block_term(const gm_params &p, const uint8_t *wr, const uint8_t *xa, long long b) {
-    if (K == GM_Q8_0) {
-        const uint8_t *wb = wr + b * 34;
-        const dsv4_q8_0_act *x = (const dsv4_q8_0_act *)xa + b;
-        int32_t isum = 0;
-#pragma unroll 8
-        for (int k = 0; k < 32; k++) isum += (int32_t)(int8_t)wb[2 + k] * (int32_t)x->qs[k];
-        return (gm_h2f(wb) * x->d) * (float)isum;
-    } else if (K == GM_Q2_K) {
-        const uint8_t *wb = wr + b * 84; /* scales[16], qs[64], d, dmin */
-        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
-        const uint8_t *sc = wb;
-        int32_t summs = 0;
-        for (int j = 0; j < 16; j++) summs += (int32_t)x->bsums[j] * (sc[j] >> 4);
-        int32_t isum = 0;
-        const int8_t *q8 = x->qs;
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *q2 = wb + 16 + 32 * h;
-            for (int j = 0; j < 4; j++) {
-                for (int s = 0; s < 2; s++) {
-                    int32_t sub = 0;
-                    for (int l = 0; l < 16; l++) sub += ((q2[16 * s + l] >> (2 * j)) & 3) * (int32_t)q8[l];
-                    isum += (sc[8 * h + 2 * j + s] & 15) * sub;
-                    q8 += 16;
-                }
-            }
-        }
-        const float dall = x->d * gm_h2f(wb + 80);
-        const float dmin = x->d * gm_h2f(wb + 82);
-        return dall * (float)isum - dmin * (float)summs;
-    } else if (K == GM_Q4_K) {
-        const uint8_t *wb = wr + b * 144; /* d, dmin, scales[12], qs[128] */
-        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
-        const uint8_t *s = wb + 4;
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            if (j < 4) {
-                sc = s[j] & 63;
-                m = s[j + 4] & 63;
-            } else {
-                sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-                m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-            }
-            const uint8_t *q4 = wb + 16 + 32 * (j / 2);
-            const int shift = 4 * (j & 1);
-            int32_t sub = 0;
-            for (int l = 0; l < 32; l++) sub += ((q4[l] >> shift) & 15) * (int32_t)x->qs[32 * j + l];
-            isum += sc * sub;
-            summs += m * ((int32_t)x->bsums[2 * j] + x->bsums[2 * j + 1]);
-        }
-        const float dall = x->d * gm_h2f(wb);
-        const float dmin = x->d * gm_h2f(wb + 2);
-        return dall * (float)isum - dmin * (float)summs;
-    } else { /* IQ2_XXS: d, qs as 8 bytes per sub-block */
-        const uint8_t *wb = wr + b * 66;
-        const dsv4_q8_k *x = (const dsv4_q8_k *)xa + b;
-        const int8_t *q8 = x->qs;
-        int32_t bsum = 0;
-        for (int sb = 0; sb < 8; sb++) {
-            const uint32_t a0 = gm_u32(wb + 2 + 8 * sb);
-            const uint32_t a1 = gm_u32(wb + 2 + 8 * sb + 4);
-            int32_t sumi = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const uint64_t g = __ldg(p.grid + ((a0 >> (8 * l)) & 0xff));
-                const uint8_t signs = __ldg(p.signs + ((a1 >> (7 * l)) & 127));
-                for (int k = 0; k < 8; k++) {
-                    const int32_t v = (int32_t)((g >> (8 * k)) & 0xff) * (int32_t)q8[k];
-                    sumi += (signs >> k) & 1 ? -v : v;
-                }
-            }
-            bsum += sumi * (int32_t)(2 * (a1 >> 28) + 1);
-        }
-        const float d = gm_h2f(wb) * x->d;
-        return d * (float)bsum;
-    }
-}
-
-template <int K>
-__global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(const gm_params p) {
+template <int K> __global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(const gm_params p) {
     const long long item = (long long)blockIdx.x * GM_WARPS + (threadIdx.x >> 5);
     if (item >= p.n_items) return;
     const int lane = threadIdx.x & 31;
@@ -202,7 +108,7 @@ __global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(const gm_params p) {
         float l = 0.0f;
         if (lane < 8)
             for (long long i = lane; i < p.in; i += 8) {
-                const float wv = K == GM_F16 ? __half2float(__ushort_as_half(wh[i])) : gm_bf2f(wh[i]);
+                const float wv = K == GM_F16 ? gm_f16(wh[i]) : gm_bf16(wh[i]);
                 l = l + wv * xf[i];
             }
         float v[8];
@@ -214,13 +120,14 @@ __global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(const gm_params p) {
         float acc = 0.0f;
         for (long long b0 = 0; b0 < nb; b0 += 32) {
             const long long b = b0 + lane;
-            const float term = b < nb ? gm_block_term<K>(p, wr, xa, b) : 0.0f;
+            const float term = b < nb ? gm_block_term<K>(wr, xa, b, p.grid, p.signs) : 0.0f;
             const int cnt = nb - b0 < 32 ? (int)(nb - b0) : 32;
             for (int j = 0; j < cnt; j++) acc = acc + __shfl_sync(0xffffffffu, term, j);
         }
         result = K == GM_IQ2_XXS ? 0.125f * acc : acc;
     }
-    if (lane == 0) p.y[(uint64_t)slot * p.y_stride + (uint64_t)o] = valid ? result : __int_as_float(0x7fc00000);
+    if (lane == 0)
+        p.y[(uint64_t)slot * p.y_stride + (uint64_t)o] = valid ? result : __int_as_float(0x7fc00000);
 }
 
 typedef void (*gm_fn)(const gm_params);
@@ -265,15 +172,16 @@ dsv4_status cu_gemm_generic(cuda_ctx *c, uint32_t type, const void *w, uint64_t 
     p.grid = c->d_iq2_grid;
     p.signs = c->d_iq2_signs;
     const uint64_t blocks = ((uint64_t)p.n_items + GM_WARPS - 1) / GM_WARPS;
-    if (blocks > 0x7fffffffull) return dsv4_fail(err, DSV4_ERR_RANGE, "cuda matmul: %llu outputs", (unsigned long long)p.n_items);
+    if (blocks > 0x7fffffffull)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "cuda matmul: %llu outputs", (unsigned long long)p.n_items);
     gm_kernel_of(kind)<<<(unsigned)blocks, GM_WARPS * 32, 0, c->stream>>>(p);
     return cu_launched(err, "generic matmul");
 }
 
 /* ---- activation quantization ---- */
 
-dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x_stride, uint64_t in, uint32_t n,
-                          int slot, const void **act_out, uint64_t *act_stride, dsv4_error *err) {
+dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x_stride, uint64_t in,
+                          uint32_t n, int slot, const void **act_out, uint64_t *act_stride, dsv4_error *err) {
     const int kind = gm_kind_of(type);
     if (kind == GM_F32 || kind == GM_F16 || kind == GM_BF16) {
         *act_out = x;
@@ -310,8 +218,8 @@ dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x
 /* Can the tuned matvec take this weight slice? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in) {
     if (c->generic_only || !c->mv_ready) return false;
-    if (type != DSV4_TYPE_Q8_0 && type != DSV4_TYPE_IQ2_XXS && type != DSV4_TYPE_Q2_K && type != DSV4_TYPE_Q4_K &&
-        type != DSV4_TYPE_F16)
+    if (type != DSV4_TYPE_Q8_0 && type != DSV4_TYPE_IQ2_XXS && type != DSV4_TYPE_Q2_K &&
+        type != DSV4_TYPE_Q4_K && type != DSV4_TYPE_F16)
         return false;
     return row_bytes % 16 == 0 && ((uintptr_t)w & 15) == 0 && dsv4_cuda_act_bytes(type, (int64_t)in) != 0 &&
            in <= 0x1fffffff;
@@ -328,9 +236,10 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     const uint64_t in = w->ne[0];
     const uint64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
     if (in % gm_block_elems(kind) != 0 || row0 + n_out > rows)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "matmul: rows [%llu, %llu) of tensor %s (%llu x %llu) out of range",
-                         (unsigned long long)row0, (unsigned long long)(row0 + n_out), w->name ? w->name : "?",
-                         (unsigned long long)in, (unsigned long long)rows);
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "matmul: rows [%llu, %llu) of tensor %s (%llu x %llu) out of range",
+                         (unsigned long long)row0, (unsigned long long)(row0 + n_out),
+                         w->name ? w->name : "?", (unsigned long long)in, (unsigned long long)rows);
     if (n == 0 || n_out == 0) return DSV4_OK;
     const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
     if (!wd) return DSV4_ERR_INVALID;
@@ -339,8 +248,11 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     dsv4_status st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
     if (st != DSV4_OK) return st;
     const uint8_t *wslice = wd + row0 * w->row_bytes;
-    if (n == 1 && cu_mv_ok(c, w->type, wslice, w->row_bytes, in))
-        return dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
-    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, act, act_stride, 1, n, y,
-                           y_stride, err);
+    if (n == 1 && cu_mv_ok(c, w->type, wslice, w->row_bytes, in)) {
+        st = dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* a shape the tuned kernel declines (nothing was launched) */
+    }
+    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, act, act_stride, 1,
+                           n, y, y_stride, err);
 }

@@ -10,16 +10,19 @@
 /* ---- embed ---- */
 
 template <int T>
-__global__ void embed_kernel(const uint8_t *emb, uint64_t row_bytes, const int32_t *tok, uint32_t n, uint32_t n_hc,
-                             uint32_t n_embd, float *out) {
+__global__ void embed_kernel(const uint8_t *emb, uint64_t row_bytes, const int32_t *tok, uint32_t n,
+                             uint32_t n_hc, uint32_t n_embd, float *out) {
     const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (uint64_t)n * n_embd) return;
     const uint32_t t = (uint32_t)(i / n_embd), d = (uint32_t)(i % n_embd);
     const uint8_t *row = emb + (uint64_t)tok[t] * row_bytes;
     float v;
-    if (T == DSV4_TYPE_F32) v = ((const float *)row)[d];
-    else if (T == DSV4_TYPE_F16) v = __half2float(__ushort_as_half(((const uint16_t *)row)[d]));
-    else v = __uint_as_float((uint32_t)((const uint16_t *)row)[d] << 16);
+    if (T == DSV4_TYPE_F32)
+        v = ((const float *)row)[d];
+    else if (T == DSV4_TYPE_F16)
+        v = __half2float(__ushort_as_half(((const uint16_t *)row)[d]));
+    else
+        v = __uint_as_float((uint32_t)((const uint16_t *)row)[d] << 16);
     float *o = out + (uint64_t)t * n_hc * n_embd + d;
     for (uint32_t h = 0; h < n_hc; h++) o[(uint64_t)h * n_embd] = v;
 }
@@ -33,7 +36,8 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
             return dsv4_fail(err, DSV4_ERR_RANGE, "token id %d at index %u is outside the vocabulary (%llu)",
                              tokens[t], t, (unsigned long long)vocab);
     if (emb->type != DSV4_TYPE_F32 && emb->type != DSV4_TYPE_F16 && emb->type != DSV4_TYPE_BF16)
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "embedding tensor %s has type %s (CUDA reads F32/F16/BF16)",
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "embedding tensor %s has type %s (CUDA reads F32/F16/BF16)",
                          emb->name ? emb->name : "?", dsv4_type_name(emb->type));
     if (n == 0) return DSV4_OK;
     const uint8_t *ed = (const uint8_t *)cu_weight_dev(c, emb, err);
@@ -44,11 +48,14 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
     const uint32_t n_embd = (uint32_t)emb->ne[0];
     const unsigned blocks = cu_blocks((uint64_t)n * n_embd, 256);
     if (emb->type == DSV4_TYPE_F32)
-        embed_kernel<DSV4_TYPE_F32><<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+        embed_kernel<DSV4_TYPE_F32>
+            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
     else if (emb->type == DSV4_TYPE_F16)
-        embed_kernel<DSV4_TYPE_F16><<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+        embed_kernel<DSV4_TYPE_F16>
+            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
     else
-        embed_kernel<DSV4_TYPE_BF16><<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+        embed_kernel<DSV4_TYPE_BF16>
+            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
     return cu_launched(err, "embed");
 }
 
@@ -72,8 +79,8 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
                           uint32_t n_mix, float rms_eps, float **mix_out, dsv4_error *err) {
     if (fn->ne[0] != hd || fn->ne[1] != n_mix)
         return dsv4_fail(err, DSV4_ERR_INVALID, "hc: tensor %s is %llux%llu, expected %llux%u",
-                         fn->name ? fn->name : "?", (unsigned long long)fn->ne[0], (unsigned long long)fn->ne[1],
-                         (unsigned long long)hd, n_mix);
+                         fn->name ? fn->name : "?", (unsigned long long)fn->ne[0],
+                         (unsigned long long)fn->ne[1], (unsigned long long)hd, n_mix);
     float *flat = (float *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * hd * sizeof(float), err);
     if (!flat) return DSV4_ERR_NOMEM;
     float *mix = (float *)cu_scratch(c, CU_SLOT_MIX, (size_t)n * n_mix * sizeof(float), err);
@@ -85,7 +92,8 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
 }
 
 static dsv4_status hc_vecs(cuda_ctx *c, const dsv4_tensor *scale, uint32_t n_scale, const dsv4_tensor *base,
-                           uint32_t n_base, const float **sv, const float **bv, const char *what, dsv4_error *err) {
+                           uint32_t n_base, const float **sv, const float **bv, const char *what,
+                           dsv4_error *err) {
     if (scale->ne[0] < n_scale || base->ne[0] < n_base || scale->type != DSV4_TYPE_F32 ||
         base->type != DSV4_TYPE_F32)
         return dsv4_fail(err, DSV4_ERR_INVALID, "%s: cannot read scale %s / base %s", what,
@@ -153,8 +161,8 @@ __global__ void hc_split_kernel(const float *mix_all, const float *scale, const 
 }
 
 dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
-                      const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps,
-                      float hc_eps, float *u, float *split, dsv4_error *err) {
+                      const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
+                      float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
@@ -167,7 +175,8 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     if ((st = hc_mix(c, fn, x_hc, n, hd, n_mix, rms_eps, &mix, err)) != DSV4_OK) return st;
     hc_split_kernel<<<cu_blocks(n, 64), 64, 0, c->stream>>>(mix, sv, bv, n, n_hc, iters, hc_eps, split);
     if ((st = cu_launched(err, "hc split")) != DSV4_OK) return st;
-    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, split, n, n_hc, n_embd, n_mix, u);
+    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, split, n, n_hc, n_embd,
+                                                                             n_mix, u);
     return cu_launched(err, "hc pre sum");
 }
 
@@ -189,8 +198,8 @@ __global__ void hc_post_kernel(const float *f, const float *x, const float *spli
     out[i] = acc;
 }
 
-dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n, uint32_t n_hc,
-                       uint32_t n_embd, float *out_hc, dsv4_error *err) {
+dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n,
+                       uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     const uint64_t total = (uint64_t)n * n_hc * n_embd;
     if (!total) return DSV4_OK;
@@ -200,16 +209,16 @@ dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const floa
 
 /* ---- hc_head ---- */
 
-__global__ void hc_head_weights_kernel(float *mix, const float *scale, const float *base, uint32_t n, uint32_t n_hc,
-                                       float eps) {
+__global__ void hc_head_weights_kernel(float *mix, const float *scale, const float *base, uint32_t n,
+                                       uint32_t n_hc, float eps) {
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * n_hc) return;
     mix[i] = cu_sigmoid_stable(mix[i] * scale[0] + base[i % n_hc]) + eps;
 }
 
 dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
-                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, float rms_eps, float hc_eps,
-                       float *y, dsv4_error *err) {
+                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, float rms_eps,
+                       float hc_eps, float *y, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     if (n_hc == 0 || n_hc > HC_MAX)
@@ -219,8 +228,10 @@ dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
     if (st != DSV4_OK || n == 0) return st;
     float *mix;
     if ((st = hc_mix(c, fn, x_hc, n, hd, n_hc, rms_eps, &mix, err)) != DSV4_OK) return st;
-    hc_head_weights_kernel<<<cu_blocks((uint64_t)n * n_hc, 64), 64, 0, c->stream>>>(mix, sv, bv, n, n_hc, hc_eps);
+    hc_head_weights_kernel<<<cu_blocks((uint64_t)n * n_hc, 64), 64, 0, c->stream>>>(mix, sv, bv, n, n_hc,
+                                                                                    hc_eps);
     if ((st = cu_launched(err, "hc head weights")) != DSV4_OK) return st;
-    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, mix, n, n_hc, n_embd, n_hc, y);
+    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, mix, n, n_hc, n_embd, n_hc,
+                                                                             y);
     return cu_launched(err, "hc head sum");
 }

@@ -50,14 +50,16 @@ __global__ void __launch_bounds__(ROUTER_THREADS)
 }
 
 dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
-                             const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens, float scale,
-                             int32_t *sel, float *weights, dsv4_error *err) {
+                             const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens,
+                             float scale, int32_t *sel, float *weights, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
-    if (k == 0 || k > n_expert) return dsv4_fail(err, DSV4_ERR_INVALID, "router: %u of %u experts", k, n_expert);
+    if (k == 0 || k > n_expert)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "router: %u of %u experts", k, n_expert);
     const float *bv = NULL;
     if (bias && !tid2eid) { /* the bias never applies to hash-routed layers */
         if (bias->ne[0] != n_expert || bias->type != DSV4_TYPE_F32)
-            return dsv4_fail(err, DSV4_ERR_INVALID, "router: cannot use bias %s", bias->name ? bias->name : "?");
+            return dsv4_fail(err, DSV4_ERR_INVALID, "router: cannot use bias %s",
+                             bias->name ? bias->name : "?");
         if (!(bv = (const float *)cu_weight_dev(c, bias, err))) return DSV4_ERR_INVALID;
     }
     const int32_t *hash = NULL, *dtok = NULL;
@@ -79,7 +81,8 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
     const size_t smem = (size_t)2 * n_expert * sizeof(float);
     if (smem > 48 * 1024)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 6144 on CUDA)", n_expert);
-    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, scale, sel, weights);
+    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, scale, sel,
+                                                          weights);
     return cu_launched(err, "router select");
 }
 
@@ -112,27 +115,34 @@ __global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t 
 /* y[p*out + r] = W[sel[p]][r] . act[p / act_div], p < n_pairs: the tuned matvec for a single
  * token when the shape allows, else the generic kernel. */
 static dsv4_status expert_products(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wd, const int32_t *sel,
-                                   uint32_t n, uint32_t k, const void *act, uint64_t act_stride, uint32_t act_div,
-                                   float *y, dsv4_error *err) {
+                                   uint32_t n, uint32_t k, const void *act, uint64_t act_stride,
+                                   uint32_t act_div, float *y, dsv4_error *err) {
     const uint64_t in = w->ne[0], out = w->ne[1], n_expert = w->ne[2];
-    if (n == 1 && cu_mv_ok(c, w->type, wd, w->row_bytes, in))
-        return dsv4_cuda_matvec_experts(&c->mv, w->type, wd, (int64_t)in, (int64_t)out, (int64_t)n_expert, sel,
-                                        (int)k, act, act_div == 1 ? (int64_t)act_stride : 0, y, c->stream, err);
-    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, out, (int64_t)n_expert, sel, 0, out, act, act_stride,
-                           act_div, n * k, y, out, err);
+    if (n == 1 && cu_mv_ok(c, w->type, wd, w->row_bytes, in)) {
+        const dsv4_status st =
+            dsv4_cuda_matvec_experts(&c->mv, w->type, wd, (int64_t)in, (int64_t)out, (int64_t)n_expert, sel,
+                                     (int)k, act, act_div == 1 ? (int64_t)act_stride : 0, y, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* a shape the tuned kernel declines (nothing was launched) */
+    }
+    return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, out, (int64_t)n_expert, sel, 0, out, act,
+                           act_stride, act_div, n * k, y, out, err);
 }
 
-dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down, const float *x,
-                   uint32_t n, const int32_t *sel, const float *weights, uint32_t k, float clamp, float *out,
-                   dsv4_error *err) {
+dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                   const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                   float clamp, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!cu_weight_type_ok(gate->type) || gate->type != up->type || !cu_weight_type_ok(down->type))
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe: expert types %s/%s/%s are not supported (gate and up must match)",
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "moe: expert types %s/%s/%s are not supported (gate and up must match)",
                          dsv4_type_name(gate->type), dsv4_type_name(up->type), dsv4_type_name(down->type));
     const uint64_t n_expert = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
-    if (up->ne[0] != in || up->ne[1] != ff || down->ne[0] != ff || up->ne[2] != n_expert || down->ne[2] != n_expert)
+    if (up->ne[0] != in || up->ne[1] != ff || down->ne[0] != ff || up->ne[2] != n_expert ||
+        down->ne[2] != n_expert)
         return dsv4_fail(err, DSV4_ERR_INVALID, "moe: expert tensors %s/%s/%s have mismatched shapes",
-                         gate->name ? gate->name : "?", up->name ? up->name : "?", down->name ? down->name : "?");
+                         gate->name ? gate->name : "?", up->name ? up->name : "?",
+                         down->name ? down->name : "?");
     if (n == 0 || k == 0) return DSV4_OK;
     const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
     const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
@@ -151,8 +161,8 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     if (st == DSV4_OK) st = expert_products(c, gate, gd, sel, n, k, xq, xq_stride, k, g, err);
     if (st == DSV4_OK) st = expert_products(c, up, ud, sel, n, k, xq, xq_stride, k, u, err);
     if (st != DSV4_OK) return st;
-    moe_mid_kernel<<<cu_blocks(pairs * ff, 256), 256, 0, c->stream>>>(g, u, weights, pairs * ff, (uint32_t)ff, clamp,
-                                                                     clamp > 1.0e-6f, mid);
+    moe_mid_kernel<<<cu_blocks(pairs * ff, 256), 256, 0, c->stream>>>(g, u, weights, pairs * ff, (uint32_t)ff,
+                                                                      clamp, clamp > 1.0e-6f, mid);
     if ((st = cu_launched(err, "moe mid")) != DSV4_OK) return st;
     const void *mq;
     uint64_t mq_stride;

@@ -1,0 +1,427 @@
+/* cuda_ops_check MODEL.gguf: every backend op on the CUDA backend against the CPU reference, op by
+ * op, on the model's own weights and random inputs (GPU machine only; built by `make cuda`).
+ * Prints one line per op (max |diff| over max |ref|, or the count of differing ids) and exits 1
+ * if any op is off by more than --tol (default 1e-3), so a failing whole-model parity run can be
+ * traced to the op that diverges. Not a CPU test (its name does not start with test_). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend_registry.h"
+#include "graph/rope.h"
+#include "model/model.h"
+
+typedef struct {
+    dsv4_backend cpu, gpu;
+    const dsv4_model *m;
+    double tol;
+    int fails, checks;
+    uint64_t rng;
+    dsv4_error err;
+} chk;
+
+static uint64_t rnd(chk *c) {
+    uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rndf(chk *c) { return (float)((rnd(c) >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+
+/* host buffer of n random values in [-scale, scale] */
+static float *hrand(chk *c, size_t n, float scale) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) p[i] = rndf(c) * scale;
+    return p;
+}
+
+/* device copy of a host array */
+static void *dcopy(chk *c, const void *h, size_t bytes) {
+    void *d = NULL;
+    if (c->gpu.ops->buf_alloc(c->gpu.ctx, bytes ? bytes : 4, &d, &c->err) != DSV4_OK ||
+        c->gpu.ops->write(c->gpu.ctx, d, h, bytes, &c->err) != DSV4_OK) {
+        fprintf(stderr, "cuda_ops_check: device buffer: %s\n", c->err.msg);
+        exit(2);
+    }
+    return d;
+}
+static void dfree(chk *c, void *d) { c->gpu.ops->buf_free(c->gpu.ctx, d); }
+
+static bool ran(chk *c, const char *name, dsv4_status sc, dsv4_status sg, dsv4_error *ec) {
+    if (sc == DSV4_OK && sg == DSV4_OK) return true;
+    printf("FAIL %-34s cpu status %d, cuda status %d: %s | %s\n", name, sc, sg, sc ? ec->msg : "",
+           sg ? c->err.msg : "");
+    c->fails++;
+    c->checks++;
+    return false;
+}
+
+/* compare a host reference with a device result of n floats */
+static void cmp_f(chk *c, const char *name, const float *ref, const float *dev, size_t n) {
+    float *got = malloc((n ? n : 1) * sizeof(float));
+    if (!got) abort();
+    if (c->gpu.ops->read(c->gpu.ctx, got, dev, n * sizeof(float), &c->err) != DSV4_OK) {
+        printf("FAIL %-34s read back: %s\n", name, c->err.msg);
+        c->fails++, c->checks++;
+        free(got);
+        return;
+    }
+    double maxd = 0, maxr = 0;
+    size_t worst = 0, nonfinite = 0, differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) && isfinite(ref[i])) nonfinite++;
+        const double d = fabs((double)got[i] - ref[i]);
+        if (got[i] != ref[i]) differ++;
+        if (d > maxd || (isnan(d) && !isnan(maxd))) maxd = d, worst = i;
+        if (fabs(ref[i]) > maxr) maxr = fabs(ref[i]);
+    }
+    const double rel = maxr > 0 ? maxd / maxr : maxd;
+    const bool ok = nonfinite == 0 && rel <= c->tol;
+    printf("%s %-34s n=%-8zu rel %.3e (|d| %.3e at %zu: %.6g vs %.6g), %zu of %zu differ%s\n",
+           ok ? "ok  " : "FAIL", name, n, rel, maxd, worst, n ? got[worst] : 0.0, n ? ref[worst] : 0.0,
+           differ, n, nonfinite ? ", NON-FINITE" : "");
+    c->fails += !ok;
+    c->checks++;
+    free(got);
+}
+
+static void cmp_i(chk *c, const char *name, const int32_t *ref, const int32_t *dev, size_t n) {
+    int32_t *got = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!got) abort();
+    size_t bad = 0, first = n;
+    if (c->gpu.ops->read(c->gpu.ctx, got, dev, n * sizeof(int32_t), &c->err) != DSV4_OK) bad = n;
+    for (size_t i = 0; i < n && bad < n; i++)
+        if (got[i] != ref[i]) {
+            if (first == n) first = i;
+            bad++;
+        }
+    printf("%s %-34s n=%-8zu %zu ids differ", bad ? "FAIL" : "ok  ", name, n, bad);
+    if (first < n) printf(" (first at %zu: %d vs %d)", first, got[first], ref[first]);
+    printf("\n");
+    c->fails += bad != 0;
+    c->checks++;
+    free(got);
+}
+
+#define CPU c->cpu.ops
+#define GPU c->gpu.ops
+#define CC c->cpu.ctx
+#define GC c->gpu.ctx
+
+static void check_matmul(chk *c, const char *name, const dsv4_tensor *w, uint64_t row0, uint64_t n_out,
+                         uint64_t x_stride, uint32_t n) {
+    if (!dsv4_tensor_present(w)) return;
+    const uint64_t in = w->ne[0];
+    const size_t xs = (size_t)x_stride * n, ys = (size_t)(n_out + 3) * n;
+    float *x = hrand(c, xs, 1.0f), *y = calloc(ys, sizeof(float));
+    float *dx = dcopy(c, x, xs * 4), *dy = dcopy(c, y, ys * 4);
+    dsv4_error ec = {0};
+    char label[96];
+    snprintf(label, sizeof label, "matmul %s %s n=%u", name, dsv4_type_name(w->type), n);
+    if (ran(c, label, CPU->matmul(CC, w, row0, n_out, x, x_stride, n, y, n_out + 3, &ec),
+            GPU->matmul(GC, w, row0, n_out, dx, x_stride, n, dy, n_out + 3, &c->err), &ec))
+        cmp_f(c, label, y, dy, ys);
+    (void)in;
+    free(x), free(y), dfree(c, dx), dfree(c, dy);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu]\n");
+        return 2;
+    }
+    chk cs;
+    memset(&cs, 0, sizeof cs);
+    chk *c = &cs;
+    c->tol = 1e-3;
+    c->rng = 12345;
+    int device = 0;
+    const char *against = "cuda"; /* --against cpu: checks the checker (all bitwise equal) */
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--tol")) c->tol = atof(argv[i + 1]);
+        if (!strcmp(argv[i], "--device")) device = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--against")) against = argv[i + 1];
+    }
+    dsv4_model *m = NULL;
+    if (dsv4_model_load(argv[1], &m, &c->err) != DSV4_OK) {
+        fprintf(stderr, "cuda_ops_check: %s\n", c->err.msg);
+        return 2;
+    }
+    c->m = m;
+    dsv4_backend_params bp = {.name = "cpu"};
+    if (dsv4_backend_create(&bp, &c->cpu, &c->err) != DSV4_OK) return 2;
+    bp.name = against, bp.model = m, bp.device = device;
+    if (dsv4_backend_create(&bp, &c->gpu, &c->err) != DSV4_OK) {
+        fprintf(stderr, "cuda_ops_check: %s\n", c->err.msg);
+        return 2;
+    }
+    const dsv4_config *cf = &m->cfg;
+    const uint32_t E = cf->n_embd, HC = cf->n_hc, HD = HC * E, MIX = dsv4_cfg_hc_mix(cf);
+    const uint32_t H = cf->n_head, Dh = cf->head_dim, Id = cf->idx_head_dim, IH = cf->idx_n_head;
+    dsv4_error ec = {0};
+    /* a compressed ratio-4 layer and a hash layer, if the model has them */
+    uint32_t l4 = 0, lr = 0, lnh = 0;
+    for (uint32_t il = 0; il < cf->n_layer; il++) {
+        if (cf->compress_ratio[il] == 4 && !l4) l4 = il;
+        if (cf->compress_ratio[il] > 4 && !lr) lr = il;
+        if (!dsv4_cfg_is_hash_layer(cf, il) && !lnh) lnh = il;
+    }
+    const dsv4_layer_weights *L0 = &m->layers[0], *L4 = &m->layers[l4], *LN = &m->layers[lnh];
+
+    /* ---- embed ---- */
+    {
+        const int32_t tok[3] = {1, (int32_t)(cf->n_vocab / 2), (int32_t)cf->n_vocab - 1};
+        const size_t n = 3 * (size_t)HD;
+        float *o = calloc(n, 4), *d = dcopy(c, o, n * 4);
+        if (ran(c, "embed", CPU->embed(CC, &m->token_embd, tok, 3, HC, o, &ec),
+                GPU->embed(GC, &m->token_embd, tok, 3, HC, d, &c->err), &ec))
+            cmp_f(c, "embed", o, d, n);
+        free(o), dfree(c, d);
+    }
+    /* ---- hc pre / post / head, n = 1 and 3 ---- */
+    for (uint32_t n = 1; n <= 3; n += 2) {
+        char lb[64];
+        float *x = hrand(c, (size_t)n * HD, 2.0f), *u = calloc((size_t)n * E, 4),
+              *sp = calloc((size_t)n * MIX, 4);
+        float *dx = dcopy(c, x, (size_t)n * HD * 4), *du = dcopy(c, u, (size_t)n * E * 4),
+              *dsp = dcopy(c, sp, (size_t)n * MIX * 4);
+        snprintf(lb, sizeof lb, "hc_pre n=%u", n);
+        if (ran(c, lb,
+                CPU->hc_pre(CC, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, x, n, HC, E,
+                            cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, u, sp, &ec),
+                GPU->hc_pre(GC, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, dx, n, HC, E,
+                            cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, du, dsp, &c->err),
+                &ec)) {
+            snprintf(lb, sizeof lb, "hc_pre n=%u u", n);
+            cmp_f(c, lb, u, du, (size_t)n * E);
+            snprintf(lb, sizeof lb, "hc_pre n=%u split", n);
+            cmp_f(c, lb, sp, dsp, (size_t)n * MIX);
+        }
+        /* hc_post from the CPU split (valid mixing weights) */
+        float *f = hrand(c, (size_t)n * E, 1.0f), *o = calloc((size_t)n * HD, 4);
+        float *df = dcopy(c, f, (size_t)n * E * 4), *do_ = dcopy(c, o, (size_t)n * HD * 4);
+        c->gpu.ops->write(GC, dsp, sp, (size_t)n * MIX * 4, &c->err);
+        snprintf(lb, sizeof lb, "hc_post n=%u", n);
+        if (ran(c, lb, CPU->hc_post(CC, f, x, sp, n, HC, E, o, &ec),
+                GPU->hc_post(GC, df, dx, dsp, n, HC, E, do_, &c->err), &ec))
+            cmp_f(c, lb, o, do_, (size_t)n * HD);
+        snprintf(lb, sizeof lb, "hc_head n=%u", n);
+        if (ran(c, lb,
+                CPU->hc_head(CC, &m->output_hc_fn, &m->output_hc_scale, &m->output_hc_base, x, n, HC, E,
+                             cf->rms_eps, cf->hc_eps, u, &ec),
+                GPU->hc_head(GC, &m->output_hc_fn, &m->output_hc_scale, &m->output_hc_base, dx, n, HC, E,
+                             cf->rms_eps, cf->hc_eps, du, &c->err),
+                &ec))
+            cmp_f(c, lb, u, du, (size_t)n * E);
+        free(x), free(u), free(sp), free(f), free(o);
+        dfree(c, dx), dfree(c, du), dfree(c, dsp), dfree(c, df), dfree(c, do_);
+    }
+    /* ---- rmsnorm, add, swiglu ---- */
+    {
+        const size_t n = 3 * (size_t)E;
+        float *x = hrand(c, n, 3.0f), *y = calloc(n, 4), *b = hrand(c, n, 3.0f);
+        float *dx = dcopy(c, x, n * 4), *dy = dcopy(c, y, n * 4), *db = dcopy(c, b, n * 4);
+        if (ran(c, "rmsnorm weighted", CPU->rmsnorm(CC, x, &L0->attn_norm, 3, E, cf->rms_eps, y, &ec),
+                GPU->rmsnorm(GC, dx, &L0->attn_norm, 3, E, cf->rms_eps, dy, &c->err), &ec))
+            cmp_f(c, "rmsnorm weighted", y, dy, n);
+        if (ran(c, "rmsnorm in place", CPU->rmsnorm(CC, x, NULL, 3 * E / Dh, Dh, cf->rms_eps, x, &ec),
+                GPU->rmsnorm(GC, dx, NULL, 3 * E / Dh, Dh, cf->rms_eps, dx, &c->err), &ec))
+            cmp_f(c, "rmsnorm in place", x, dx, n);
+        if (ran(c, "add", CPU->add(CC, x, b, n, y, &ec), GPU->add(GC, dx, db, n, dy, &c->err), &ec))
+            cmp_f(c, "add", y, dy, n);
+        for (int k = 0; k < 2; k++) {
+            const float cl = k ? 10.0f : 0.0f;
+            float *g = hrand(c, n, 15.0f), *dg = dcopy(c, g, n * 4);
+            const char *lb = k ? "swiglu clamp 10" : "swiglu no clamp";
+            if (ran(c, lb, CPU->swiglu(CC, g, b, n, cl, y, &ec), GPU->swiglu(GC, dg, db, n, cl, dy, &c->err),
+                    &ec))
+                cmp_f(c, lb, y, dy, n);
+            free(g), dfree(c, dg);
+        }
+        float *dz = dcopy(c, y, n * 4);
+        for (size_t i = 0; i < n; i++) y[i] = -1e30f;
+        if (ran(c, "fill_f32", DSV4_OK, GPU->fill_f32(GC, dz, -1e30f, n, &c->err), &ec))
+            cmp_f(c, "fill_f32", y, dz, n);
+        free(x), free(y), free(b), dfree(c, dx), dfree(c, dy), dfree(c, db), dfree(c, dz);
+    }
+    /* ---- matmul: every weight kind of layer 0 / the ratio-4 layer, decode and a small batch ---- */
+    for (uint32_t n = 1; n <= 4; n += 3) {
+        check_matmul(c, "attn_q_a", &L0->attn_q_a, 0, cf->q_lora_rank, E, n);
+        check_matmul(c, "attn_q_b", &L0->attn_q_b, 0, (uint64_t)H * Dh, cf->q_lora_rank, n);
+        check_matmul(c, "attn_kv", &L0->attn_kv, 0, Dh, E, n);
+        const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
+        if (G > 1) /* group 1 of the grouped output projection: row offset and strided rows */
+            check_matmul(c, "attn_output_a g1", &L0->attn_output_a, OL, OL, (uint64_t)H * Dh, n);
+        check_matmul(c, "attn_output_b", &L0->attn_output_b, 0, E, (uint64_t)G * OL, n);
+        check_matmul(c, "hc_attn_fn", &L0->hc_attn_fn, 0, MIX, HD, n);
+        check_matmul(c, "compressor_kv", &L4->attn_compressor_kv, 0, L4->attn_compressor_kv.ne[1], E, n);
+        check_matmul(c, "indexer_q_b", &L4->indexer_attn_q_b, 0, (uint64_t)IH * Id, cf->q_lora_rank, n);
+        check_matmul(c, "indexer_proj", &L4->indexer_proj, 0, IH, E, n);
+        check_matmul(c, "ffn_gate_inp", &L0->ffn_gate_inp, 0, cf->n_expert, E, n);
+        check_matmul(c, "ffn_down_shexp", &L0->ffn_down_shexp, 0, E, L0->ffn_down_shexp.ne[0], n);
+        check_matmul(c, "output", &m->output, 0, cf->n_vocab, E, n);
+    }
+    /* ---- rope, fp8, hadamard+fp4, f16 store ---- */
+    for (uint32_t li = 0; li < 2; li++) {
+        const uint32_t il = li ? l4 : 0;
+        const dsv4_rope r = dsv4_rope_for_layer(cf, il);
+        const size_t n = 3 * (size_t)H * Dh;
+        float *x = hrand(c, n, 2.0f), *dx = dcopy(c, x, n * 4);
+        char lb[64];
+        for (int inv = 0; inv < 2; inv++) {
+            snprintf(lb, sizeof lb, "rope layer %u%s", il, inv ? " inverse" : "");
+            if (ran(c, lb, CPU->rope_tail(CC, x, 3, H, Dh, 1000 + 37 * li, 1, &r, inv, &ec),
+                    GPU->rope_tail(GC, dx, 3, H, Dh, 1000 + 37 * li, 1, &r, inv, &c->err), &ec))
+                cmp_f(c, lb, x, dx, n);
+            c->gpu.ops->write(GC, dx, x, n * 4, &c->err); /* resync inputs */
+        }
+        free(x), dfree(c, dx);
+    }
+    {
+        const size_t n = 5 * (size_t)Dh;
+        float *x = hrand(c, n, 4.0f), *dx = dcopy(c, x, n * 4), *y = calloc(n, 4), *dy = dcopy(c, y, n * 4);
+        if (ran(c, "fp8_kv", CPU->fp8_kv(CC, x, 5, Dh, Dh - cf->n_rot, &ec),
+                GPU->fp8_kv(GC, dx, 5, Dh, Dh - cf->n_rot, &c->err), &ec))
+            cmp_f(c, "fp8_kv", x, dx, n);
+        if (ran(c, "store_f16", CPU->store_f16(CC, y, x, 5, Dh, &ec),
+                GPU->store_f16(GC, dy, dx, 5, Dh, &c->err), &ec))
+            cmp_f(c, "store_f16", y, dy, n);
+        free(x), free(y), dfree(c, dx), dfree(c, dy);
+        const size_t ni = 6 * (size_t)Id;
+        float *z = hrand(c, ni, 3.0f), *dz = dcopy(c, z, ni * 4);
+        if (ran(c, "hadamard_fp4", CPU->hadamard_fp4(CC, z, 6, Id, &ec),
+                GPU->hadamard_fp4(GC, dz, 6, Id, &c->err), &ec))
+            cmp_f(c, "hadamard_fp4", z, dz, ni);
+        free(z), dfree(c, dz);
+    }
+    /* ---- compressor: ratio 4 (attention width and indexer width) and the long ratio ---- */
+    for (int which = 0; which < 3; which++) {
+        const uint32_t il = which == 2 ? lr : l4;
+        const uint32_t R = cf->compress_ratio[il];
+        if (R == 0 || (which == 2 && !lr)) continue;
+        const dsv4_layer_weights *L = &m->layers[il];
+        const dsv4_tensor *ape = which == 1 ? &L->indexer_compressor_ape : &L->attn_compressor_ape;
+        const uint32_t dc = which == 1 ? Id : Dh, coff = R == 4 ? 2 : 1, W = coff * dc;
+        const size_t fr = (size_t)coff * R * W;
+        float *skv = calloc(fr, 4), *ssc = malloc(fr * 4), *pool = calloc(dc, 4);
+        for (size_t i = 0; i < fr; i++) ssc[i] = -1e30f;
+        float *dkv = dcopy(c, skv, fr * 4), *dsc = dcopy(c, ssc, fr * 4), *dpool = dcopy(c, pool, dc * 4);
+        char lb[64];
+        bool ok = true;
+        for (uint32_t pos = 0; pos < 2 * R && ok; pos++) {
+            float *kv = hrand(c, W, 2.0f), *sc = hrand(c, W, 3.0f);
+            float *dk = dcopy(c, kv, W * 4), *ds = dcopy(c, sc, W * 4);
+            snprintf(lb, sizeof lb, "compressor r%u %s pos %u", R, which == 1 ? "idx" : "attn", pos);
+            ok = ran(c, lb, CPU->compressor_step(CC, kv, sc, ape, pos, R, dc, skv, ssc, pool, &ec),
+                     GPU->compressor_step(GC, dk, ds, ape, pos, R, dc, dkv, dsc, dpool, &c->err), &ec);
+            if (ok && (pos + 1) % R == 0) {
+                snprintf(lb, sizeof lb, "compressor r%u %s pooled @%u", R, which == 1 ? "idx" : "attn", pos);
+                cmp_f(c, lb, pool, dpool, dc);
+            }
+            free(kv), free(sc), dfree(c, dk), dfree(c, ds);
+        }
+        if (ok) {
+            snprintf(lb, sizeof lb, "compressor r%u %s state kv", R, which == 1 ? "idx" : "attn");
+            cmp_f(c, lb, skv, dkv, fr);
+            snprintf(lb, sizeof lb, "compressor r%u %s state score", R, which == 1 ? "idx" : "attn");
+            cmp_f(c, lb, ssc, dsc, fr);
+        }
+        free(skv), free(ssc), free(pool), dfree(c, dkv), dfree(c, dsc), dfree(c, dpool);
+    }
+    /* ---- indexer top-k and attention ---- */
+    {
+        const uint32_t nr = 3 * cf->idx_top_k + 5, k = cf->idx_top_k;
+        float *q = hrand(c, (size_t)IH * Id, 1.0f), *w = hrand(c, IH, 1.0f),
+              *rows = hrand(c, (size_t)nr * Id, 1.0f);
+        float *dq = dcopy(c, q, (size_t)IH * Id * 4), *dw = dcopy(c, w, IH * 4),
+              *drows = dcopy(c, rows, (size_t)nr * Id * 4);
+        int32_t *sel = calloc(k, 4), *dsel = dcopy(c, sel, k * 4);
+        const float ws = 1.0f / sqrtf((float)(Id * IH));
+        if (ran(c, "indexer_topk", CPU->indexer_topk(CC, q, w, ws, IH, Id, rows, nr, k, sel, &ec),
+                GPU->indexer_topk(GC, dq, dw, ws, IH, Id, drows, nr, k, dsel, &c->err), &ec))
+            cmp_i(c, "indexer_topk", sel, dsel, k);
+        const uint32_t cap = 16, ncomp = 2 * k;
+        float *qa = hrand(c, (size_t)H * Dh, 1.0f), *raw = hrand(c, (size_t)cap * Dh, 1.0f);
+        float *comp = hrand(c, (size_t)ncomp * Dh, 1.0f), *out = calloc((size_t)H * Dh, 4);
+        float *dqa = dcopy(c, qa, (size_t)H * Dh * 4), *draw = dcopy(c, raw, (size_t)cap * Dh * 4);
+        float *dcomp = dcopy(c, comp, (size_t)ncomp * Dh * 4), *dout = dcopy(c, out, (size_t)H * Dh * 4);
+        int32_t *asel = malloc(k * 4);
+        for (uint32_t i = 0; i < k; i++) asel[i] = (int32_t)(2 * i + (i & 1));
+        int32_t *dasel = dcopy(c, asel, k * 4);
+        const float kq = 1.0f / sqrtf((float)Dh);
+        if (ran(c, "attention raw+comp",
+                CPU->attention(CC, qa, H, Dh, raw, cap, 5, 14, comp, ncomp, NULL, 0, &L0->attn_sinks, kq, out,
+                               &ec),
+                GPU->attention(GC, dqa, H, Dh, draw, cap, 5, 14, dcomp, ncomp, NULL, 0, &L0->attn_sinks, kq,
+                               dout, &c->err),
+                &ec))
+            cmp_f(c, "attention raw+comp", out, dout, (size_t)H * Dh);
+        if (ran(c, "attention raw+sel",
+                CPU->attention(CC, qa, H, Dh, raw, cap, 9, 16, comp, ncomp, asel, k, &L0->attn_sinks, kq, out,
+                               &ec),
+                GPU->attention(GC, dqa, H, Dh, draw, cap, 9, 16, dcomp, ncomp, dasel, k, &L0->attn_sinks, kq,
+                               dout, &c->err),
+                &ec))
+            cmp_f(c, "attention raw+sel", out, dout, (size_t)H * Dh);
+        free(q), free(w), free(rows), free(sel), free(qa), free(raw), free(comp), free(out), free(asel);
+        dfree(c, dq), dfree(c, dw), dfree(c, drows), dfree(c, dsel), dfree(c, dqa), dfree(c, draw),
+            dfree(c, dcomp);
+        dfree(c, dout), dfree(c, dasel);
+    }
+    /* ---- router (bias, hash) and routed experts ---- */
+    for (uint32_t n = 1; n <= 3; n += 2) {
+        const uint32_t NE = cf->n_expert, K = cf->n_expert_used;
+        const int32_t tok[3] = {7, (int32_t)cf->n_vocab - 2, 300 % (int32_t)cf->n_vocab};
+        float *lg = hrand(c, (size_t)n * NE, 4.0f), *dlg = dcopy(c, lg, (size_t)n * NE * 4);
+        int32_t *sel = calloc((size_t)n * K, 4), *dsel = dcopy(c, sel, (size_t)n * K * 4);
+        float *wt = calloc((size_t)n * K, 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
+        char lb[64];
+        for (int hash = 1; hash >= 0; hash--) {
+            const dsv4_layer_weights *L = hash ? L0 : LN;
+            if (hash && !dsv4_tensor_present(&L0->ffn_gate_tid2eid)) continue;
+            const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+            const dsv4_tensor *t2e = hash ? &L->ffn_gate_tid2eid : NULL;
+            snprintf(lb, sizeof lb, "router %s n=%u", hash ? "hash" : "bias", n);
+            if (!ran(c, lb,
+                     CPU->router_select(CC, lg, n, NE, K, bias, t2e, tok, cf->expert_weights_scale, sel, wt,
+                                        &ec),
+                     GPU->router_select(GC, dlg, n, NE, K, bias, t2e, tok, cf->expert_weights_scale, dsel,
+                                        dwt, &c->err),
+                     &ec))
+                continue;
+            snprintf(lb, sizeof lb, "router %s n=%u ids", hash ? "hash" : "bias", n);
+            cmp_i(c, lb, sel, dsel, (size_t)n * K);
+            snprintf(lb, sizeof lb, "router %s n=%u weights", hash ? "hash" : "bias", n);
+            cmp_f(c, lb, wt, dwt, (size_t)n * K);
+        }
+        /* moe on the CPU's selection (bias layer) */
+        c->gpu.ops->write(GC, dsel, sel, (size_t)n * K * 4, &c->err);
+        c->gpu.ops->write(GC, dwt, wt, (size_t)n * K * 4, &c->err);
+        float *x = hrand(c, (size_t)n * E, 1.0f), *o = calloc((size_t)n * E, 4);
+        float *dx = dcopy(c, x, (size_t)n * E * 4), *dout = dcopy(c, o, (size_t)n * E * 4);
+        const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
+        snprintf(lb, sizeof lb, "moe %s/%s n=%u", dsv4_type_name(LN->ffn_gate_exps.type),
+                 dsv4_type_name(LN->ffn_down_exps.type), n);
+        if (ran(c, lb,
+                CPU->moe(CC, &LN->ffn_gate_exps, &LN->ffn_up_exps, &LN->ffn_down_exps, x, n, sel, wt, K,
+                         clamp, o, &ec),
+                GPU->moe(GC, &LN->ffn_gate_exps, &LN->ffn_up_exps, &LN->ffn_down_exps, dx, n, dsel, dwt, K,
+                         clamp, dout, &c->err),
+                &ec))
+            cmp_f(c, lb, o, dout, (size_t)n * E);
+        free(lg), free(sel), free(wt), free(x), free(o);
+        dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
+    }
+    if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
+        printf("FAIL final sync: %s\n", c->err.msg);
+        c->fails++;
+    }
+    printf("%s: %d of %d checks failed (tolerance %.0e relative to the largest reference value)\n",
+           c->fails ? "CUDA OPS FAILED" : "CUDA OPS PASSED", c->fails, c->checks, c->tol);
+    dsv4_backend_destroy(&c->gpu);
+    dsv4_backend_destroy(&c->cpu);
+    dsv4_model_free(m);
+    return c->fails ? 1 : 0;
+}
