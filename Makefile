@@ -133,9 +133,10 @@ $(BUILD)/cuda/cuda_ops_check: tests/cuda/cuda_ops_check.c $(BUILD)/libcuda_backe
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a $(call libs_for,engine) $(call ext_for,engine) $(LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 # Host-only check of the generic product's block decoders against quant_dot_* (runs anywhere).
-$(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
+$(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/cuda_gemm_units.cuh \
+		src/backend/cuda/cuda_exact_units.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,quant) -lm
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS)) $(BUILD)/cuda/cuda_ops_check \
 	$(BUILD)/cuda/gemm_units_check
 # Standalone GPU tests (main(), no cmocka; need a GPU to run): the attention kernels against the
@@ -146,9 +147,18 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
-cuda-tests: $(BUILD)/cuda/test_cuda_attn
+cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check
+# Host-only emulation of the Q8_0 tensor-core prefill GEMM against quant_dot_q8_0 (runs anywhere).
+$(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/cuda/cuda_gemm_q8_0_mma.cuh \
+		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
-bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu
+bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench
+$(BUILD)/bench/cuda_prefill_q8_0_bench: bench/kernels/cuda_prefill_q8_0_bench.cu $(BUILD)/libcuda_backend.a \
+		$(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 $(BUILD)/bench/cuda_matvec_emu: bench/kernels/cuda_matvec_emu.cu $(wildcard src/backend/cuda/*.cuh) $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm

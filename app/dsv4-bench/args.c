@@ -28,6 +28,9 @@ void bench_usage(FILE *f) {
         "  --step-mul F             multiplicative step (default 1)\n"
         "  --gen-tokens N           greedy decode tokens per frontier (default 64); also -n, --tokens\n"
         "  --backend cpu|cuda       compute backend (default cpu); --cpu, --cuda are shorthands\n"
+        "  --tiers SPEC             layer placement, e.g. cuda0:0-21,cuda1:22-42 (see dsv4 --help)\n"
+        "  --tier-mem SPEC          automatic placement from budgets, e.g. 0:120G,1:120G,cpu\n"
+        "  --no-fusion              never use fused ops (also DSV4_FUSION=off)\n"
         "  -t, --threads N          CPU threads (default: all online CPUs)\n"
         "  --chunk N                prefill chunk (default: the engine's)\n"
         "  --csv FILE               CSV there instead of stdout\n"
@@ -82,13 +85,17 @@ int bench_parse_args(int argc, char **argv, bench_opts *o) {
             o->backend = a + 2;
             continue;
         }
+        if (is(a, "--no-fusion", NULL)) {
+            o->no_fusion = true;
+            continue;
+        }
         static const char *const valued[] = {
             "-m",          "--model",     "--prompt-file", "--chat-prompt-file",
             "-sys",        "--system",    "--ctx-start",   "--ctx-max",
             "--ctx-alloc", "--step-incr", "--step-mul",    "--gen-tokens",
             "-n",          "--tokens",    "--backend",     "-t",
             "--threads",   "--chunk",     "--csv",         "--json",
-            "--floor-tps"};
+            "--floor-tps", "--tiers",     "--tier-mem"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
         if (!known) {
@@ -113,6 +120,10 @@ int bench_parse_args(int argc, char **argv, bench_opts *o) {
             o->csv = v;
         else if (is(a, "--json", NULL))
             o->json = v;
+        else if (is(a, "--tiers", NULL))
+            o->tiers = v;
+        else if (is(a, "--tier-mem", NULL))
+            o->tier_mem = v;
         else if (is(a, "--backend", NULL)) {
             if (strcmp(v, "cpu") && strcmp(v, "cuda")) return bad(a, v);
             o->backend = v;

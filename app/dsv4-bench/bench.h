@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/engine.h"
+
 typedef struct bench_opts {
     const char *model;
     const char *prompt_file;      /* raw text, tokenized without a template */
@@ -20,6 +22,8 @@ typedef struct bench_opts {
     double step_mul;
     uint32_t gen_tokens;
     uint32_t threads, chunk;
+    const char *tiers, *tier_mem; /* placement (graph/placement.h) */
+    bool no_fusion;
     double floor_tps;
     bool help;
 } bench_opts;
@@ -42,7 +46,8 @@ double bench_now(void);
 /* p in [0,1]: nearest-rank percentile of v[0..n) (sorts v). */
 double bench_percentile(double *v, size_t n, double p);
 
+/* e: the engine whose placement and statistics (tier switches, fused ops) go into the report. */
 int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, uint32_t prompt_tokens,
-                     uint32_t threads, const double *all_lat_ms, size_t n_lat);
+                     uint32_t threads, const double *all_lat_ms, size_t n_lat, const dsv4_engine *e);
 
 #endif

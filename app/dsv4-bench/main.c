@@ -185,7 +185,7 @@ static int run(bench *b) {
     }
     if (rc == 0 && o->json)
         rc = bench_write_json(o, b->rows, b->n_rows, (uint32_t)b->prompt.n, dsv4_engine_threads(b->e),
-                              b->lat_ms, b->n_lat);
+                              b->lat_ms, b->n_lat, b->e);
     return rc;
 }
 
@@ -209,6 +209,10 @@ int main(int argc, char **argv) {
     ep.n_threads = o.threads;
     if (o.chunk) ep.chunk = o.chunk;
     ep.backend = o.backend;
+    ep.tiers = o.tiers;
+    ep.tier_mem = o.tier_mem;
+    ep.tier_ctx = o.ctx_alloc;
+    if (o.no_fusion) ep.fusion = false;
     bench b = {.o = &o};
     if (dsv4_engine_open(o.model, &ep, &b.e, &err) != DSV4_OK) {
         fprintf(stderr, "dsv4-bench: cannot load model '%s': %s\n", o.model, err.msg);

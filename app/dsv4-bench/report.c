@@ -105,8 +105,42 @@ static bool git_commit(char *out, size_t cap) {
     return false;
 }
 
+/* "placement", "tier_switches", "tier_bytes", "tier_copies" and "fusion" members. */
+static void write_engine_stats(FILE *f, const dsv4_engine *e) {
+    char place[512];
+    const dsv4_placement *pl = dsv4_engine_placement(e);
+    dsv4_placement_format(pl, place, sizeof place);
+    dsv4_engine_stats s;
+    dsv4_engine_stats_get(e, &s);
+    fprintf(f, "  \"placement\": ");
+    jstr(f, place);
+    fprintf(f, ",\n  \"tiers\": %u,\n  \"tier_boundaries\": %u,\n", pl->n_tiers,
+            dsv4_placement_boundaries(pl));
+    const char *key[2] = {"tier_switches", "tier_bytes"};
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, "  \"%s\": {", key[k]);
+        for (int m = 0; m < DSV4_TIER_MODES; m++)
+            fprintf(f, "%s\"%s\": %llu", m ? ", " : "", dsv4_tier_mode_name((dsv4_tier_mode)m),
+                    (unsigned long long)(k ? s.tier_bytes[m] : s.tier_switches[m]));
+        fprintf(f, "},\n");
+    }
+    fprintf(f, "  \"tier_copies\": {");
+    for (int p = 0; p < DSV4_XCOPY_PATHS; p++)
+        fprintf(f, "%s\"%s\": %llu", p ? ", " : "", dsv4_xcopy_path_name((dsv4_xcopy_path)p),
+                (unsigned long long)s.xcopy[p]);
+    fprintf(f, "},\n  \"fusion\": {");
+    for (int op = 0; op < DSV4_FUSED_COUNT; op++) {
+        const dsv4_fusion_counts *c = &s.fusion[op];
+        fprintf(f, "%s\"%s\": {\"selected\": %llu, \"fallback\": %llu, \"faulted\": %llu, \"skipped\": %llu}",
+                op ? ", " : "", dsv4_fusion_name((dsv4_fused_op)op), (unsigned long long)c->selected,
+                (unsigned long long)c->fallback, (unsigned long long)c->faulted,
+                (unsigned long long)c->skipped);
+    }
+    fprintf(f, "},\n");
+}
+
 int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, uint32_t prompt_tokens,
-                     uint32_t threads, const double *all_lat_ms, size_t n_lat) {
+                     uint32_t threads, const double *all_lat_ms, size_t n_lat, const dsv4_engine *e) {
     FILE *f = fopen(o->json, "w");
     if (!f) {
         perror(o->json);
@@ -153,6 +187,7 @@ int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, 
     jstr(f, have_cpu ? cpu : NULL);
     fprintf(f, ", \"online_cpus\": %ld},\n", sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "  \"peak_rss_bytes\": %lld,\n", (long long)ru.ru_maxrss * 1024);
+    write_engine_stats(f, e);
     fprintf(f, "  \"time_to_first_token_s\": %.6f,\n", n_rows ? rows[0].ttft_s : 0.0);
     fprintf(f, "  \"decode_latency_ms\": {\"p50\": %.4f, \"p95\": %.4f, \"samples\": %zu},\n", p50, p95,
             n_lat);

@@ -34,6 +34,9 @@ static void usage(FILE *f) {
             "      --model-name NAME     model id reported by /v1/models (default deepseek-v4-flash)\n"
             "      --io-timeout S        drop connections idle (no bytes moving) for S seconds (default 10)\n"
             "      --backend cpu|cuda    compute backend (default cpu)\n"
+            "      --tiers SPEC          layer placement, e.g. cuda0:0-21,cuda1:22-42 or cpu:0-1,cpu:2-5\n"
+            "      --tier-mem SPEC       automatic placement from budgets, e.g. 0:120G,1:120G,cpu\n"
+            "      --no-fusion           never use fused ops (also DSV4_FUSION=off)\n"
             "      --quiet               no per-request log lines\n"
             "  -h, --help                this help\n",
             DEFAULT_CTX);
@@ -59,7 +62,8 @@ static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, 
 }
 
 typedef struct opts {
-    const char *model, *backend;
+    const char *model, *backend, *tiers, *tier_mem;
+    bool no_fusion;
     uint32_t ctx, threads;
     dsv4_server_config cfg;
     bool help;
@@ -87,6 +91,10 @@ static int parse_args(int argc, char **argv, opts *o) {
             o->backend = "cpu";
             continue;
         }
+        if (!strcmp(a, "--no-fusion")) {
+            o->no_fusion = true;
+            continue;
+        }
         static const char *const with_value[] = {"-m",
                                                  "--model",
                                                  "--host",
@@ -102,6 +110,8 @@ static int parse_args(int argc, char **argv, opts *o) {
                                                  "--tool-memory-max-ids",
                                                  "--model-name",
                                                  "--backend",
+                                                 "--tiers",
+                                                 "--tier-mem",
                                                  "--io-timeout"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
@@ -151,6 +161,10 @@ static int parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--backend")) {
             if (strcmp(v, "cpu") && strcmp(v, "cuda")) return bad(a, v, "expected cpu or cuda");
             o->backend = v;
+        } else if (!strcmp(a, "--tiers")) {
+            o->tiers = v;
+        } else if (!strcmp(a, "--tier-mem")) {
+            o->tier_mem = v;
         }
         if (rc) return rc;
     }
@@ -182,6 +196,10 @@ int main(int argc, char **argv) {
     dsv4_engine_params_default(&ep);
     ep.n_threads = o.threads;
     ep.backend = o.backend;
+    ep.tiers = o.tiers;
+    ep.tier_mem = o.tier_mem;
+    ep.tier_ctx = o.ctx;
+    if (o.no_fusion) ep.fusion = false;
     dsv4_engine *e = NULL;
     if (dsv4_engine_open(o.model, &ep, &e, &err) != DSV4_OK) {
         fprintf(stderr, "dsv4-server: cannot load model '%s': %s\n", o.model, err.msg);

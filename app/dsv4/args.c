@@ -28,12 +28,17 @@ void cli_usage(FILE *f) {
             "  -t, --threads N         CPU threads (default: all online CPUs)\n"
             "      --backend cpu|cuda  compute backend (default cpu); --cpu, --cuda are shorthands\n"
             "      --device N          CUDA device index (default 0)\n"
+            "      --tiers SPEC        layer placement over tiers, e.g. cuda0:0-21,cuda1:22-42 or\n"
+            "                          cpu:0-1,cpu:2-3,cpu:4-5 (N:A-B = CUDA device N)\n"
+            "      --tier-mem SPEC     automatic placement from per-device budgets, e.g. 0:120G,1:120G,cpu\n"
+            "      --no-fusion         never use fused ops (also DSV4_FUSION=off)\n"
             "      --device-info       print the backend's device, compute capability, SMs and the memory\n"
             "                          used by weights and by a KV state of --ctx tokens, then exit\n"
             "      --chunk N           prefill chunk in tokens (default %u)\n"
             "      --numerics ds4|exact  ds4's roundings (default) or plain float math without FP8/f16/FP4\n"
             "                          rounding or activation quantization (validation only)\n"
-            "      --stats             print prompt tokens, prefill/decode tok/s and KV bytes on stderr\n"
+            "      --stats             print prompt tokens, prefill/decode tok/s, KV bytes, tier switches\n"
+            "                          and fused-op counters on stderr\n"
             "      --dump-tokens       print the prompt's token ids and strings, then exit\n"
             "      --dump-logits FILE  teacher-forced logits of --tokens as raw little-endian float32\n"
             "                          [n_pos][n_vocab] into FILE, plus FILE.meta; then exit\n"
@@ -125,6 +130,8 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             o->dump_tokens = true;
         else if (is(a, NULL, "--device-info"))
             o->device_info = true;
+        else if (is(a, NULL, "--no-fusion"))
+            o->no_fusion = true;
         else if (is(a, NULL, "--cpu"))
             o->backend = "cpu";
         else if (is(a, NULL, "--cuda"))
@@ -139,10 +146,10 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             continue;
         }
         static const char *const with_value[] = {
-            "-m",         "--model", "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
-            "-sys",       "--temp",  "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
-            "--ctx",      "-t",      "--threads", "--backend", "--chunk", "--dump-logits", "--tokens",
-            "--numerics", "--device"};
+            "-m",         "--model",  "-p",        "--prompt",  "-n",      "--n-predict",   "--system",
+            "-sys",       "--temp",   "--top-p",   "--top-k",   "--min-p", "--seed",        "-c",
+            "--ctx",      "-t",       "--threads", "--backend", "--chunk", "--dump-logits", "--tokens",
+            "--numerics", "--device", "--tiers",   "--tier-mem"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known |= !strcmp(a, with_value[k]);
@@ -169,6 +176,10 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
             o->dump_logits = val;
         else if (is(a, NULL, "--tokens"))
             o->tokens = val;
+        else if (is(a, NULL, "--tiers"))
+            o->tiers = val;
+        else if (is(a, NULL, "--tier-mem"))
+            o->tier_mem = val;
         else if (is(a, NULL, "--backend")) {
             if (strcmp(val, "cpu") && strcmp(val, "cuda")) return bad(a, val, "expected cpu or cuda");
             o->backend = val;
@@ -208,6 +219,10 @@ int cli_parse_args(int argc, char **argv, cli_opts *o) {
     if (o->help) return 0;
     if (!o->model) {
         fprintf(stderr, "dsv4: no model given (-m FILE.gguf; see dsv4 --help)\n");
+        return 2;
+    }
+    if (o->tiers && o->tier_mem) {
+        fprintf(stderr, "dsv4: --tiers and --tier-mem are alternatives; give one\n");
         return 2;
     }
     if (o->dump_logits && !o->tokens) {

@@ -31,8 +31,11 @@ typedef struct cli_opts {
     dsv4_think_mode think;
     bool stats;
     bool dump_tokens;
-    bool device_info; /* --device-info: print the backend's device and memory use, then exit */
-    int device;       /* --device N: CUDA device index */
+    bool device_info;     /* --device-info: print the backend's device and memory use, then exit */
+    int device;           /* --device N: CUDA device index */
+    const char *tiers;    /* --tiers SPEC (graph/placement.h) */
+    const char *tier_mem; /* --tier-mem SPEC */
+    bool no_fusion;       /* --no-fusion */
     bool help;
 } cli_opts;
 

@@ -72,4 +72,13 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
             st->decode_s > 0 ? st->gen_tokens / st->decode_s : 0.0, st->gen_tokens, st->decode_s);
     fprintf(stderr, "KV bytes: %zu (context %u, used %u)\n", dsv4_session_state_bytes(c->session),
             dsv4_session_ctx(c->session), dsv4_session_pos(c->session));
+    char place[512], buf[2048];
+    const dsv4_placement *pl = dsv4_engine_placement(c->engine);
+    dsv4_placement_format(pl, place, sizeof place);
+    fprintf(stderr, "placement: %s (%u tiers, %u boundaries)\n", place, pl->n_tiers,
+            dsv4_placement_boundaries(pl));
+    dsv4_engine_stats es;
+    dsv4_engine_stats_get(c->engine, &es);
+    dsv4_engine_stats_format(&es, buf, sizeof buf);
+    fputs(buf, stderr);
 }

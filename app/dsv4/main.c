@@ -44,6 +44,10 @@ int main(int argc, char **argv) {
     ep.backend = o.backend;
     ep.device = o.device;
     ep.on_upload = cli_upload_progress;
+    ep.tiers = o.tiers;
+    ep.tier_mem = o.tier_mem;
+    ep.tier_ctx = o.ctx;
+    if (o.no_fusion) ep.fusion = false;
     if (o.numerics) ep.numerics = strcmp(o.numerics, "exact") == 0 ? DSV4_NUMERICS_EXACT : DSV4_NUMERICS_DS4;
     const bool tty = isatty(STDERR_FILENO);
     if (tty) fprintf(stderr, "loading %s ...", o.model), fflush(stderr);

@@ -46,12 +46,19 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
-/* What graph/ is about to run, so a backend can gate a fused path on mode, shapes and types. */
+/* What graph/ is about to run, so a backend can gate a fused path on its device caps (its own
+ * context), mode, shapes, types and placement. */
 typedef struct dsv4_fused_query {
-    uint32_t n_tokens;    /* rows of this call (1 = decode) */
-    uint32_t width;       /* main row width (e.g. n_embd) */
-    uint32_t weight_type; /* dsv4_type of the main weight */
+    uint32_t n_tokens;      /* rows of this call (1 = decode) */
+    uint32_t width;         /* main row width (e.g. n_embd) */
+    uint32_t weight_type;   /* dsv4_type of the main weight */
+    uint32_t mode;          /* 0 = decode (one token), 1 = batch (prefill chunk) */
+    uint32_t n_hc;          /* HC streams */
+    uint32_t aux_type;      /* dsv4_type of the secondary weight (hc_pre_norm: the norm weight) */
+    uint32_t tier, n_tiers; /* placement: the tier running the op and how many there are */
 } dsv4_fused_query;
+
+struct dsv4_backend; /* copy_from takes the source tier's backend */
 
 typedef struct dsv4_backend_ops {
     const char *name;
@@ -66,7 +73,7 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*sync)(void *ctx, dsv4_error *err);
     /* Can matmul / moe take weights of this dsv4_type? */
     bool (*supports_weight_type)(void *ctx, uint32_t type);
-    /* Is a fused op available for this device, mode, shapes and types? (CPU: none.) */
+    /* Is a fused op available for this device, mode, shapes, types and placement? (docs/PATHS.md) */
     bool (*fused_available)(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q);
 
     /* ---- embedding and hyper-connections ---- */
@@ -156,6 +163,19 @@ typedef struct dsv4_backend_ops {
                                const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc,
                                uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps,
                                float hc_eps, float *u_normed, float *split, dsv4_error *err);
+
+    /* ---- tiers (optional; NULL when the backend has a single device / host memory) ---- */
+    /* Make this backend's device current for the calling thread (a tier switch). */
+    dsv4_status (*activate)(void *ctx, dsv4_error *err);
+    /* dst (this backend) <- src (a buffer of backend src_b, another tier): a device copy on the
+     * same device, a peer copy where peer access is validated (allow_peer). *path gets the
+     * dsv4_xcopy_path taken (backend/tier_copy.h). DSV4_ERR_UNSUPPORTED: the caller bounces
+     * through host memory instead. */
+    dsv4_status (*copy_from)(void *ctx, void *dst, const struct dsv4_backend *src_b, const void *src,
+                             size_t bytes, bool allow_peer, int *path, dsv4_error *err);
+    /* Pinned host memory for bounce copies (CPU backends: absent, plain malloc is used). */
+    dsv4_status (*host_alloc)(void *ctx, size_t bytes, void **out, dsv4_error *err);
+    void (*host_free)(void *ctx, void *ptr);
 
     void (*destroy)(void *ctx);
 } dsv4_backend_ops;

@@ -17,10 +17,10 @@ dsv4_status dsv4_backend_create(const dsv4_backend_params *p, dsv4_backend *out,
     if (strcmp(name, "cuda") == 0) {
         if (!p->model)
             return dsv4_fail(err, DSV4_ERR_INVALID, "the CUDA backend needs the model at creation");
-        if (p->numerics != DSV4_NUMERICS_DS4)
-            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
-                             "exact numerics are a CPU-only validation mode (use --backend cpu)");
-        return dsv4_backend_cuda_create(p, out, err);
+        if (p->numerics != DSV4_NUMERICS_DS4 && p->numerics != DSV4_NUMERICS_EXACT)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "numerics mode %d is neither ds4 (0) nor exact (1)",
+                             (int)p->numerics);
+        return dsv4_backend_cuda_create(p, out, err); /* takes p->numerics (EXACT: validation mode) */
     }
     return dsv4_fail(err, DSV4_ERR_INVALID, "unknown backend '%s' (expected cpu or cuda)", name);
 }

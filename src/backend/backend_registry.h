@@ -18,11 +18,16 @@ typedef struct dsv4_backend_params {
     const char *name;        /* "cpu" (also when NULL) or "cuda" */
     int device;              /* CUDA device index */
     uint32_t n_threads;      /* CPU: 0 = online CPUs */
-    dsv4_numerics numerics;  /* CPU: DS4 or EXACT; CUDA: DS4 only */
+    dsv4_numerics numerics;  /* DS4 or EXACT (both backends; see backend.h) */
     const dsv4_model *model; /* CUDA: whose weights are uploaded (required) */
     /* CUDA: weight upload progress, called on the calling thread (may be NULL) */
     void (*on_upload)(void *user, uint64_t done_bytes, uint64_t total_bytes);
     void *upload_user;
+    /* CUDA tiers: when `partial`, upload only layers [layer_first, layer_end) and, when set, the
+     * embedding / the output head (graph/placement.h); otherwise every tensor. */
+    bool partial;
+    uint32_t layer_first, layer_end;
+    bool with_embed, with_head;
 } dsv4_backend_params;
 
 dsv4_status dsv4_backend_create(const dsv4_backend_params *p, dsv4_backend *out, dsv4_error *err);

@@ -4,15 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "backend/backend.h"
 #include "graph/graph.h"
 
 struct dsv4_engine {
     dsv4_model *model;
-    dsv4_backend backend;
+    dsv4_backend backend;                    /* tier 0 */
+    dsv4_backend tier_b[DSV4_MAX_TIERS - 1]; /* tiers 1.. */
+    dsv4_placement place;
     dsv4_graph *graph;
     uint32_t chunk;
 };
+
+static dsv4_backend *tier_backend(dsv4_engine *e, uint32_t t) {
+    return t == 0 ? &e->backend : &e->tier_b[t - 1];
+}
 
 struct dsv4_session {
     dsv4_engine *e;
@@ -29,6 +37,31 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     p->fusion = !(f && strcmp(f, "off") == 0);
     const char *nm = getenv("DSV4_NUMERICS");
     p->numerics = nm && strcmp(nm, "exact") == 0 ? DSV4_NUMERICS_EXACT : DSV4_NUMERICS_DS4;
+    p->fusion_disable = getenv("DSV4_FUSION_DISABLE");
+    p->fault = getenv("DSV4_FAULT");
+    const char *tb = getenv("DSV4_TIER_BOUNCE");
+    p->tier_bounce = tb && strcmp(tb, "1") == 0;
+}
+
+/* The placement the parameters ask for (needs the bound model for --tier-mem). */
+static dsv4_status resolve_placement(const dsv4_model *m, const dsv4_engine_params *p, dsv4_placement *out,
+                                     dsv4_error *err) {
+    const uint32_t nl = m->cfg.n_layer;
+    if (p->placement) {
+        *out = *p->placement;
+        return dsv4_placement_check(out, nl, err);
+    }
+    if (p->tiers && *p->tiers) return dsv4_placement_parse(p->tiers, nl, out, err);
+    if (p->tier_mem && *p->tier_mem) {
+        if (nl > DSV4_PLACE_MAX_LAYERS)
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "placement: %u layers (at most %u)", nl,
+                             DSV4_PLACE_MAX_LAYERS);
+        uint64_t eb[DSV4_PLACE_MAX_LAYERS + 2];
+        dsv4_status st = dsv4_placement_entry_bytes(m, p->tier_ctx ? p->tier_ctx : 4096, eb, err);
+        if (st != DSV4_OK) return st;
+        return dsv4_placement_fill(p->tier_mem, eb, nl, out, err);
+    }
+    return dsv4_placement_single(nl, p->backend ? p->backend : "cpu", p->device, out, err);
 }
 
 dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, dsv4_engine **out,
@@ -51,16 +84,37 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     }
     e->model = m;
     e->chunk = p->chunk ? p->chunk : DSV4_DEFAULT_CHUNK;
-    const dsv4_backend_params bp = {.name = p->backend,
-                                    .device = p->device,
-                                    .n_threads = p->n_threads,
-                                    .numerics = p->numerics,
-                                    .model = m,
-                                    .on_upload = p->on_upload,
-                                    .upload_user = p->upload_user};
-    dsv4_status st = dsv4_backend_create(&bp, &e->backend, err);
-    /* The workspace starts small and grows to the largest chunk actually evaluated. */
-    if (st == DSV4_OK) st = dsv4_graph_create(m, &e->backend, 1, p->fusion, &e->graph, err);
+    dsv4_graph_params gp = {0};
+    gp.chunk_cap = 1; /* the workspace starts small and grows to the largest chunk evaluated */
+    gp.fusion = p->fusion;
+    gp.force_bounce = p->tier_bounce;
+    dsv4_status st = resolve_placement(m, p, &e->place, err);
+    if (st == DSV4_OK)
+        st = dsv4_fusion_mask(p->fusion_disable, "DSV4_FUSION_DISABLE", &gp.fusion_disable, err);
+    if (st == DSV4_OK) st = dsv4_fusion_mask(p->fault, "DSV4_FAULT", &gp.fusion_fault, err);
+    const bool multi = e->place.n_tiers > 1;
+    for (uint32_t t = 0; st == DSV4_OK && t < e->place.n_tiers; t++) {
+        uint32_t a, b;
+        dsv4_placement_layers(&e->place, t, &a, &b);
+        const dsv4_backend_params bp = {.name = e->place.tier[t].backend,
+                                        .device = e->place.tier[t].device,
+                                        .n_threads = p->n_threads,
+                                        .numerics = p->numerics,
+                                        .model = m,
+                                        .on_upload = p->on_upload,
+                                        .upload_user = p->upload_user,
+                                        .partial = multi,
+                                        .layer_first = a,
+                                        .layer_end = b,
+                                        .with_embed = e->place.entry[0] == t,
+                                        .with_head = e->place.entry[m->cfg.n_layer + 1] == t};
+        st = dsv4_backend_create(&bp, tier_backend(e, t), err);
+        if (st != DSV4_OK && (multi || p->tiers || p->tier_mem))
+            dsv4_error_prefix(err, "tier %u (%s%d): ", t, bp.name, bp.device);
+        gp.tiers[t] = tier_backend(e, t);
+    }
+    gp.placement = &e->place;
+    if (st == DSV4_OK) st = dsv4_graph_create_ex(m, &gp, &e->graph, err);
     if (st != DSV4_OK) {
         dsv4_engine_close(e);
         return st;
@@ -89,6 +143,7 @@ void dsv4_engine_close(dsv4_engine *e) {
     if (!e) return;
     dsv4_graph_free(e->graph);
     dsv4_backend_destroy(&e->backend);
+    for (uint32_t t = 0; t + 1 < DSV4_MAX_TIERS; t++) dsv4_backend_destroy(&e->tier_b[t]);
     dsv4_model_free(e->model);
     free(e);
 }
@@ -99,6 +154,44 @@ uint32_t dsv4_engine_threads(const dsv4_engine *e) { return dsv4_backend_cpu_thr
 const char *dsv4_engine_backend_name(const dsv4_engine *e) { return e->backend.ops->name; }
 dsv4_status dsv4_engine_device_info(const dsv4_engine *e, dsv4_device_info *out, dsv4_error *err) {
     return dsv4_backend_device_info(&e->backend, out, err);
+}
+const dsv4_placement *dsv4_engine_placement(const dsv4_engine *e) { return &e->place; }
+dsv4_status dsv4_engine_tier_device_info(const dsv4_engine *e, uint32_t tier, dsv4_device_info *out,
+                                         dsv4_error *err) {
+    if (tier >= e->place.n_tiers)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "tier %u does not exist (%u tiers)", tier, e->place.n_tiers);
+    return dsv4_backend_device_info(tier == 0 ? &e->backend : &e->tier_b[tier - 1], out, err);
+}
+
+void dsv4_engine_stats_get(const dsv4_engine *e, dsv4_engine_stats *out) { dsv4_graph_stats(e->graph, out); }
+void dsv4_engine_stats_reset(dsv4_engine *e) { dsv4_graph_stats_reset(e->graph); }
+
+size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n) {
+    size_t o = 0;
+#define OUT(...)                                                                                             \
+    do {                                                                                                     \
+        int k_ = snprintf(buf + o, o < n ? n - o : 0, __VA_ARGS__);                                          \
+        if (k_ > 0) o += (size_t)k_;                                                                         \
+    } while (0)
+    if (n) buf[0] = 0;
+    OUT("tier switches: decode %llu (%llu bytes), batch %llu (%llu bytes), nocopy %llu (%llu bytes)\n",
+        (unsigned long long)s->tier_switches[DSV4_TIER_DECODE],
+        (unsigned long long)s->tier_bytes[DSV4_TIER_DECODE],
+        (unsigned long long)s->tier_switches[DSV4_TIER_BATCH],
+        (unsigned long long)s->tier_bytes[DSV4_TIER_BATCH],
+        (unsigned long long)s->tier_switches[DSV4_TIER_NOCOPY],
+        (unsigned long long)s->tier_bytes[DSV4_TIER_NOCOPY]);
+    OUT("tier copies:");
+    for (int p = 0; p < DSV4_XCOPY_PATHS; p++)
+        OUT(" %s %llu", dsv4_xcopy_path_name((dsv4_xcopy_path)p), (unsigned long long)s->xcopy[p]);
+    OUT("\n");
+    for (int f = 0; f < DSV4_FUSED_COUNT; f++)
+        OUT("fusion %s: selected %llu, fallback %llu, faulted %llu, skipped %llu\n",
+            dsv4_fusion_name((dsv4_fused_op)f), (unsigned long long)s->fusion[f].selected,
+            (unsigned long long)s->fusion[f].fallback, (unsigned long long)s->fusion[f].faulted,
+            (unsigned long long)s->fusion[f].skipped);
+#undef OUT
+    return o < n ? o : (n ? n - 1 : 0);
 }
 
 dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **out, dsv4_error *err) {
@@ -253,8 +346,8 @@ dsv4_status dsv4_session_snapshot_save(const dsv4_session *s, void *buf, size_t 
                      s->e->model->cfg.n_vocab};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h);
-    const dsv4_backend *b = &s->e->backend;
-    dsv4_status st = b->ops->read(b->ctx, p + sizeof h, s->kv.buf, dsv4_session_state_bytes(s), err);
+    dsv4_status st =
+        dsv4_kv_state_read(s->e->graph, &s->kv, 0, s->kv.layout.n_floats, (float *)(p + sizeof h), err);
     if (st != DSV4_OK) return st;
     memcpy(p + sizeof h + dsv4_session_state_bytes(s), s->logits, (size_t)h.n_vocab * sizeof(float));
     return DSV4_OK;
@@ -270,8 +363,8 @@ dsv4_status dsv4_session_snapshot_load(dsv4_session *s, const void *buf, size_t 
                          "snapshot does not match this session (context %u, %llu state floats)",
                          s->kv.layout.n_ctx, (unsigned long long)s->kv.layout.n_floats);
     const uint8_t *p = buf;
-    const dsv4_backend *b = &s->e->backend;
-    dsv4_status st = b->ops->write(b->ctx, s->kv.buf, p + sizeof h, dsv4_session_state_bytes(s), err);
+    dsv4_status st = dsv4_kv_state_write(s->e->graph, &s->kv, 0, s->kv.layout.n_floats,
+                                         (const float *)(p + sizeof h), err);
     if (st != DSV4_OK) {
         s->broken = true;
         return st;
@@ -364,12 +457,12 @@ static dsv4_status ckpt_copy(const dsv4_session *s, uint8_t *host, bool save, ds
         const dsv4_kv_layer *ly = &s->kv.layout.layers[il];
         n += 1 + (ly->comp_kv != DSV4_KV_ABSENT) + (ly->idx_kv != DSV4_KV_ABSENT);
     }
-    const dsv4_backend *b = &s->e->backend;
     dsv4_status st = DSV4_OK;
+    dsv4_session *ms = (dsv4_session *)s; /* save only reads the state */
     for (uint32_t i = 0; i < n && st == DSV4_OK; i++) {
         const size_t bytes = (size_t)reg[i][1] * sizeof(float);
-        float *dev = s->kv.buf + reg[i][0];
-        st = save ? b->ops->read(b->ctx, host, dev, bytes, err) : b->ops->write(b->ctx, dev, host, bytes, err);
+        st = save ? dsv4_kv_state_read(s->e->graph, &s->kv, reg[i][0], reg[i][1], (float *)host, err)
+                  : dsv4_kv_state_write(s->e->graph, &ms->kv, reg[i][0], reg[i][1], (const float *)host, err);
         host += bytes;
     }
     free(reg);
@@ -378,12 +471,18 @@ static dsv4_status ckpt_copy(const dsv4_session *s, uint8_t *host, bool save, ds
 
 dsv4_status dsv4_session_checkpoint_save(const dsv4_session *s, void *buf, size_t bytes, dsv4_error *err) {
     const size_t need = dsv4_session_checkpoint_bytes(s);
-    if (bytes < need) return dsv4_fail(err, DSV4_ERR_INVALID, "checkpoint buffer of %zu bytes, need %zu", bytes, need);
+    if (bytes < need)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "checkpoint buffer of %zu bytes, need %zu", bytes, need);
     if (s->broken)
         return dsv4_fail(err, DSV4_ERR_INVALID,
                          "cannot checkpoint a session left inconsistent by an interrupted evaluation");
-    ckpt_header h = {CKPT_MAGIC,           s->kv.pos, s->kv.layout.n_ctx, s->has_logits, s->kv.layout.n_floats,
-                     s->e->model->cfg.n_vocab, ckpt_regions(s, NULL, 0)};
+    ckpt_header h = {CKPT_MAGIC,
+                     s->kv.pos,
+                     s->kv.layout.n_ctx,
+                     s->has_logits,
+                     s->kv.layout.n_floats,
+                     s->e->model->cfg.n_vocab,
+                     ckpt_regions(s, NULL, 0)};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h);
     dsv4_status st = ckpt_copy(s, p + sizeof h, true, err);
@@ -396,10 +495,12 @@ dsv4_status dsv4_session_checkpoint_load(dsv4_session *s, const void *buf, size_
     ckpt_header h;
     const size_t need = dsv4_session_checkpoint_bytes(s);
     if (bytes < sizeof h || bytes < need)
-        return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint of %zu bytes is truncated (need %zu)", bytes, need);
+        return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint of %zu bytes is truncated (need %zu)", bytes,
+                         need);
     memcpy(&h, buf, sizeof h);
     if (h.magic != CKPT_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_floats != s->kv.layout.n_floats ||
-        h.n_vocab != s->e->model->cfg.n_vocab || h.region_floats != ckpt_regions(s, NULL, 0) || h.pos > h.n_ctx)
+        h.n_vocab != s->e->model->cfg.n_vocab || h.region_floats != ckpt_regions(s, NULL, 0) ||
+        h.pos > h.n_ctx)
         return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint does not match this session (context %u)",
                          s->kv.layout.n_ctx);
     if (!s->broken && h.pos > s->kv.pos)

@@ -20,6 +20,8 @@
 #include "backend/backend.h" /* dsv4_numerics */
 #include "backend/backend_registry.h"
 #include "common/status.h"
+#include "graph/placement.h"
+#include "graph/stats.h"
 #include "model/model.h"
 
 typedef struct dsv4_engine dsv4_engine;
@@ -41,6 +43,19 @@ typedef struct dsv4_engine_params {
     int device;
     void (*on_upload)(void *user, uint64_t done_bytes, uint64_t total_bytes);
     void *upload_user;
+    /* Tier placement (graph/placement.h), first match wins: `placement` (programmatic), `tiers`
+     * (--tiers SPEC), `tier_mem` (--tier-mem SPEC, estimated for sessions of tier_ctx tokens,
+     * 0 = 4096); none: one tier on `backend` / `device`. Each tier is its own backend instance
+     * holding its layers' weights (CUDA: uploaded only there) and KV state. */
+    const dsv4_placement *placement;
+    const char *tiers;
+    const char *tier_mem;
+    uint32_t tier_ctx;
+    bool tier_bounce; /* force cross-tier copies through host memory (env DSV4_TIER_BOUNCE=1) */
+    /* Comma-separated fusion names never tried (env DSV4_FUSION_DISABLE) and made to fail at run
+     * time (env DSV4_FAULT, a test hook); "all" names every fusion. Unknown names fail the open. */
+    const char *fusion_disable;
+    const char *fault;
 } dsv4_engine_params;
 
 void dsv4_engine_params_default(dsv4_engine_params *p);
@@ -58,6 +73,19 @@ uint32_t dsv4_engine_threads(const dsv4_engine *e);
 /* The backend's name ("cpu", "cuda") and what it runs on / holds (device memory in use). */
 const char *dsv4_engine_backend_name(const dsv4_engine *e);
 dsv4_status dsv4_engine_device_info(const dsv4_engine *e, dsv4_device_info *out, dsv4_error *err);
+/* The placement in use (one tier when none was asked for) and one tier's device report. */
+const dsv4_placement *dsv4_engine_placement(const dsv4_engine *e);
+dsv4_status dsv4_engine_tier_device_info(const dsv4_engine *e, uint32_t tier, dsv4_device_info *out,
+                                         dsv4_error *err);
+
+/* ---- statistics (graph/stats.h): tier switches and bytes per mode, cross-tier copy paths,
+ * fused-op selected / fallback / faulted / skipped counts; cumulative since open or reset ---- */
+typedef dsv4_exec_stats dsv4_engine_stats;
+void dsv4_engine_stats_get(const dsv4_engine *e, dsv4_engine_stats *out);
+void dsv4_engine_stats_reset(dsv4_engine *e);
+/* Human-readable lines ("tier switches decode=... bytes ...", one per fusion); returns the
+ * length written (truncated to n - 1). */
+size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n);
 
 /* ---- sessions ---- */
 /* A session owns per-layer KV state for n_ctx positions (one contiguous backend buffer). */

@@ -75,33 +75,38 @@ static dsv4_status check_model(dsv4_graph *g, dsv4_error *err) {
     return DSV4_OK;
 }
 
+static void free_tier_ws(graph_tier *t) {
+    for (uint32_t i = 0; i < t->n_bufs; i++) t->b->ops->buf_free(t->b->ctx, t->bufs[i]);
+    t->n_bufs = 0;
+    memset(&t->w, 0, sizeof t->w);
+}
+
 static void free_ws(dsv4_graph *g) {
-    for (uint32_t i = 0; i < g->n_bufs; i++) OPS->buf_free(BCTX, g->bufs[i]);
-    g->n_bufs = 0;
+    for (uint32_t t = 0; t < g->n_tiers; t++) free_tier_ws(&g->tier[t]);
     memset(&g->w, 0, sizeof g->w);
     g->cap = 0;
 }
 
-static dsv4_status ws_alloc(dsv4_graph *g, void *slot, uint64_t elems, dsv4_error *err) {
-    if (g->n_bufs >= GRAPH_MAX_BUFS)
+static dsv4_status ws_alloc(graph_tier *t, void *slot, uint64_t elems, dsv4_error *err) {
+    if (t->n_bufs >= GRAPH_MAX_BUFS)
         return dsv4_fail(err, DSV4_ERR_INVALID, "graph: too many workspace buffers");
     void *p = NULL;
-    GB(OPS->buf_alloc(BCTX, (size_t)(elems ? elems : 1) * 4, &p, err));
-    g->bufs[g->n_bufs++] = p;
+    GB(t->b->ops->buf_alloc(t->b->ctx, (size_t)(elems ? elems : 1) * 4, &p, err));
+    t->bufs[t->n_bufs++] = p;
     memcpy(slot, &p, sizeof p);
     return DSV4_OK;
 }
 
-static dsv4_status alloc_ws(dsv4_graph *g, uint32_t cap, dsv4_error *err) {
-    free_ws(g);
+/* One tier's workspace for cap tokens (that tier is active: device allocations land on it). */
+static dsv4_status alloc_tier_ws(dsv4_graph *g, graph_tier *tr, uint32_t cap, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const uint64_t n = cap, hd = (uint64_t)c->n_hc * c->n_embd, e = c->n_embd;
     const uint64_t mix = dsv4_cfg_hc_mix(c), qd = (uint64_t)c->n_head * c->head_dim;
     const uint64_t hr = g->head_rows;
-    graph_ws *w = &g->w;
+    graph_ws *w = &tr->w;
     dsv4_status st = DSV4_OK;
 #define A(field, count)                                                                                      \
-    if (st == DSV4_OK) st = ws_alloc(g, &w->field, (count), err)
+    if (st == DSV4_OK) st = ws_alloc(tr, &w->field, (count), err)
     A(hc_cur, n * hd);
     A(hc_mid, n * hd);
     A(u, n * e);
@@ -136,26 +141,72 @@ static dsv4_status alloc_ws(dsv4_graph *g, uint32_t cap, dsv4_error *err) {
     A(hyn, hr * e);
     A(logits, hr * c->n_vocab);
 #undef A
+    return st;
+}
+
+/* Every tier's workspace for cap tokens. The hidden state does not survive: callers (re)allocate
+ * only before the embedding writes it. */
+static dsv4_status alloc_ws(dsv4_graph *g, uint32_t cap, dsv4_error *err) {
+    free_ws(g);
+    dsv4_status st = DSV4_OK;
+    for (uint32_t t = 0; st == DSV4_OK && t < g->n_tiers; t++) {
+        st = graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err);
+        if (st == DSV4_OK) st = alloc_tier_ws(g, &g->tier[t], cap, err);
+        if (st != DSV4_OK && g->n_tiers > 1) dsv4_error_prefix(err, "tier %u: ", t);
+    }
     if (st != DSV4_OK) {
         free_ws(g);
         dsv4_error_prefix(err, "graph workspace for %u tokens: ", cap);
         return st;
     }
+    g->w = g->tier[g->active].w;
     g->cap = cap;
     return DSV4_OK;
 }
 
 dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chunk_cap, bool fusion,
                               dsv4_graph **out, dsv4_error *err) {
+    dsv4_graph_params p = {0};
+    p.chunk_cap = chunk_cap;
+    p.tiers[0] = b;
+    p.fusion = fusion;
+    return dsv4_graph_create_ex(m, &p, out, err);
+}
+
+dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p, dsv4_graph **out,
+                                 dsv4_error *err) {
     *out = NULL;
     dsv4_graph *g = calloc(1, sizeof(*g));
     if (!g) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the graph");
     g->m = m;
     g->cfg = &m->cfg;
-    g->b = b;
-    g->fusion = fusion;
+    g->fusion = p->fusion;
+    g->fusion_disable = p->fusion_disable;
+    g->fusion_fault = p->fusion_fault;
+    g->force_bounce = p->force_bounce;
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
+    dsv4_status st = DSV4_OK;
+    if (p->placement) {
+        g->place = *p->placement;
+        st = dsv4_placement_check(&g->place, c->n_layer, err);
+    } else {
+        st = dsv4_placement_single(c->n_layer, p->tiers[0] ? p->tiers[0]->ops->name : "cpu", 0, &g->place,
+                                   err);
+    }
+    g->n_tiers = g->place.n_tiers;
+    for (uint32_t t = 0; st == DSV4_OK && t < g->n_tiers; t++) {
+        g->tier[t].b = p->tiers[t];
+        if (!p->tiers[t] || !p->tiers[t]->ops)
+            st = dsv4_fail(err, DSV4_ERR_INVALID, "graph: tier %u has no backend", t);
+    }
+    if (st != DSV4_OK) {
+        g->n_tiers = 0;
+        dsv4_graph_free(g);
+        return st;
+    }
+    g->active = 0;
+    g->b = g->tier[0].b;
     g->comp_width_max = c->head_dim;
     for (uint32_t il = 0; il < c->n_layer; il++)
         if (c->compress_ratio[il] == 4) g->comp_width_max = 2 * c->head_dim;
@@ -165,7 +216,12 @@ dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chu
         if (dsv4_tensor_present(&m->layers[il].ffn_gate_shexp) &&
             m->layers[il].ffn_gate_shexp.ne[1] > g->shared_ff)
             g->shared_ff = (uint32_t)m->layers[il].ffn_gate_shexp.ne[1];
-    dsv4_status st = check_model(g, err);
+    /* every tier checks the whole model: tiers of one kind accept the same types */
+    for (uint32_t t = 0; st == DSV4_OK && t < g->n_tiers; t++) {
+        g->b = g->tier[t].b;
+        st = check_model(g, err);
+    }
+    g->b = g->tier[0].b;
     if (st == DSV4_OK) {
         g->rope = calloc(c->n_layer, sizeof(dsv4_rope));
         g->host_logits = malloc((size_t)g->head_rows * c->n_vocab * sizeof(float));
@@ -175,7 +231,7 @@ dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chu
     }
     if (st == DSV4_OK) {
         for (uint32_t il = 0; il < c->n_layer; il++) g->rope[il] = dsv4_rope_for_layer(c, il);
-        st = alloc_ws(g, chunk_cap ? chunk_cap : 1, err);
+        st = alloc_ws(g, p->chunk_cap ? p->chunk_cap : 1, err);
     }
     if (st != DSV4_OK) {
         dsv4_graph_free(g);
@@ -188,23 +244,51 @@ dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chu
 void dsv4_graph_free(dsv4_graph *g) {
     if (!g) return;
     free_ws(g);
+    dsv4_bounce_free(&g->bounce);
     free(g->rope);
     free(g->host_logits);
     free(g->host_isel);
     free(g);
 }
 
+uint32_t dsv4_graph_n_tiers(const dsv4_graph *g) { return g->n_tiers; }
+
+/* Tier t's part of the layout: the layers it runs, as one float range. */
+static void tier_region(const dsv4_graph *g, const dsv4_kv_layout *l, uint32_t t, uint64_t *base,
+                        uint64_t *n) {
+    uint32_t a, b;
+    dsv4_placement_layers(&g->place, t, &a, &b);
+    if (a == b) {
+        *base = *n = 0;
+        return;
+    }
+    *base = l->layers[a].raw;
+    *n = (b < l->n_layer ? l->layers[b].raw : l->n_floats) - *base;
+}
+
+float *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off) {
+    return kv->tbuf[tier] + (off - kv->tbase[tier]);
+}
+
 dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err) {
     memset(kv, 0, sizeof(*kv));
     GB(dsv4_kv_layout_init(g->cfg, n_ctx, &kv->layout, err));
-    void *p = NULL;
-    dsv4_status st = OPS->buf_alloc(BCTX, (size_t)kv->layout.n_floats * sizeof(float), &p, err);
+    kv->n_tiers = g->n_tiers;
+    dsv4_status st = DSV4_OK;
+    for (uint32_t t = 0; st == DSV4_OK && t < g->n_tiers; t++) {
+        tier_region(g, &kv->layout, t, &kv->tbase[t], &kv->tfloats[t]);
+        if (!kv->tfloats[t]) continue;
+        st = graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err);
+        void *p = NULL;
+        if (st == DSV4_OK) st = OPS->buf_alloc(BCTX, (size_t)kv->tfloats[t] * sizeof(float), &p, err);
+        if (st != DSV4_OK && g->n_tiers > 1) dsv4_error_prefix(err, "tier %u: ", t);
+        kv->tbuf[t] = p;
+    }
     if (st != DSV4_OK) {
-        dsv4_kv_layout_free(&kv->layout);
         dsv4_error_prefix(err, "KV state for a context of %u tokens: ", n_ctx);
+        dsv4_kv_state_free(g, kv);
         return st;
     }
-    kv->buf = p;
     st = dsv4_kv_state_reset(g, kv, err);
     if (st != DSV4_OK) dsv4_kv_state_free(g, kv);
     return st;
@@ -212,13 +296,52 @@ dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv,
 
 dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err) {
     kv->pos = 0;
-    return dsv4_kv_clear(g->b, &kv->layout, kv->buf, err);
+    for (uint32_t t = 0; t < kv->n_tiers; t++) {
+        if (!kv->tfloats[t]) continue;
+        uint32_t a, b;
+        dsv4_placement_layers(&g->place, t, &a, &b);
+        GB(graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err));
+        GB(dsv4_kv_clear(g->b, &kv->layout, a, b, kv->tbuf[t], kv->tbase[t], err));
+    }
+    return DSV4_OK;
 }
 
 void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv) {
-    if (kv->buf) OPS->buf_free(BCTX, kv->buf);
+    for (uint32_t t = 0; t < kv->n_tiers; t++)
+        if (kv->tbuf[t]) g->tier[t].b->ops->buf_free(g->tier[t].b->ctx, kv->tbuf[t]);
     dsv4_kv_layout_free(&kv->layout);
     memset(kv, 0, sizeof(*kv));
+}
+
+static dsv4_status kv_xfer(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
+                           const float *src, dsv4_error *err) {
+    if (off > kv->layout.n_floats || n > kv->layout.n_floats - off)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "KV transfer of %llu floats at %llu is outside the state",
+                         (unsigned long long)n, (unsigned long long)off);
+    for (uint32_t t = 0; t < kv->n_tiers; t++) {
+        const uint64_t lo = off > kv->tbase[t] ? off : kv->tbase[t];
+        const uint64_t e1 = off + n, e2 = kv->tbase[t] + kv->tfloats[t];
+        const uint64_t hi = e1 < e2 ? e1 : e2;
+        if (lo >= hi) continue;
+        GB(graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err));
+        float *dev = graph_kv_ptr(kv, t, lo);
+        const size_t bytes = (size_t)(hi - lo) * sizeof(float);
+        if (host)
+            GB(OPS->read(BCTX, host + (lo - off), dev, bytes, err));
+        else
+            GB(OPS->write(BCTX, dev, src + (lo - off), bytes, err));
+    }
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
+                               dsv4_error *err) {
+    return kv_xfer(g, kv, off, n, host, NULL, err);
+}
+
+dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const float *host,
+                                dsv4_error *err) {
+    return kv_xfer(g, kv, off, n, NULL, host, err);
 }
 
 /* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches. */
@@ -251,6 +374,10 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
         return dsv4_fail(err, DSV4_ERR_RANGE, "%u tokens at position %u exceed the context of %u tokens", n,
                          kv->pos, kv->layout.n_ctx);
     if (n > g->cap) GB(alloc_ws(g, n, err));
+    const dsv4_tier_mode mode = n == 1 ? DSV4_TIER_DECODE : DSV4_TIER_BATCH;
+    g->mode = mode;
+    /* the embedding writes the hidden state fresh on its tier: nothing to carry */
+    GB(graph_switch_tier(g, g->place.entry[0], DSV4_TIER_NOCOPY, 0, err));
     GB(OPS->embed(BCTX, &g->m->token_embd, tokens, n, c->n_hc, g->w.hc_cur, err));
     for (uint32_t il = 0; il < c->n_layer; il++) {
         if (h && h->cancel && atomic_load(h->cancel)) {
@@ -258,12 +385,15 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
             return dsv4_fail(err, DSV4_ERR_CANCELLED, "evaluation cancelled before layer %u of %u", il,
                              c->n_layer);
         }
+        GB(graph_switch_tier(g, g->place.entry[1 + il], mode, n, err));
         *damaged = true; /* from here on the KV state has moved past kv->pos */
         GB(graph_layer_attention(g, kv, il, n, h, err));
         GB(graph_layer_ffn(g, il, tokens, n, err));
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }
+    GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));
     GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, err));
+    /* every tier's queue has drained into the head tier's (each copy waited for its source) */
     GB(OPS->sync(BCTX, err));
     kv->pos += n;
     *damaged = false;

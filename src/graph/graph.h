@@ -14,16 +14,33 @@
 
 #include "backend/backend.h"
 #include "graph/kv.h"
+#include "graph/placement.h"
+#include "graph/stats.h"
 #include "model/model.h"
 
 typedef struct dsv4_graph dsv4_graph;
 
-/* One session's device state: the KV buffer (layout.n_floats floats) and the next position. */
+/* One session's device state and next position. The layout addresses layout.n_floats floats;
+ * each tier holds the contiguous part of them that belongs to its layers, in its own buffer:
+ * layout float f (tbase[t] <= f < tbase[t] + tfloats[t]) lives at tbuf[t][f - tbase[t]]. */
 typedef struct dsv4_kv_state {
     dsv4_kv_layout layout;
-    float *buf;
+    uint32_t n_tiers;
+    float *tbuf[DSV4_MAX_TIERS];
+    uint64_t tbase[DSV4_MAX_TIERS], tfloats[DSV4_MAX_TIERS];
     uint32_t pos;
 } dsv4_kv_state;
+
+typedef struct dsv4_graph_params {
+    uint32_t chunk_cap; /* initial workspace tokens (grown on demand) */
+    /* Tier backends (not owned) and the placement over them; placement NULL = one tier, tiers[0]. */
+    dsv4_backend *tiers[DSV4_MAX_TIERS];
+    const dsv4_placement *placement;
+    bool fusion;             /* global switch: try fused ops when offered */
+    uint32_t fusion_disable; /* bit per dsv4_fused_op: never tried */
+    uint32_t fusion_fault;   /* bit per dsv4_fused_op: made to fail at run time (test hook) */
+    bool force_bounce;       /* cross-tier copies through host memory (DSV4_TIER_BOUNCE=1) */
+} dsv4_graph_params;
 
 typedef struct dsv4_graph_hooks {
     const atomic_int *cancel; /* checked before every layer; nonzero stops with DSV4_ERR_CANCELLED */
@@ -42,11 +59,21 @@ typedef struct dsv4_graph_hooks {
  * workspace for `chunk_cap` tokens (grown on demand). fusion: try fused ops when offered. */
 dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chunk_cap, bool fusion,
                               dsv4_graph **out, dsv4_error *err);
+dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p, dsv4_graph **out,
+                                 dsv4_error *err);
 void dsv4_graph_free(dsv4_graph *g);
+void dsv4_graph_stats(const dsv4_graph *g, dsv4_exec_stats *out);
+void dsv4_graph_stats_reset(dsv4_graph *g);
+uint32_t dsv4_graph_n_tiers(const dsv4_graph *g);
 
 dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err);
 dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err);
 void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv);
+/* Host copies of layout floats [off, off + n), split over the tiers that hold them. */
+dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
+                               dsv4_error *err);
+dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const float *host,
+                                dsv4_error *err);
 
 /* Evaluate tokens[0..n) at positions kv->pos.. (kv->pos + n <= n_ctx is the caller's check).
  * On success kv->pos += n. On failure or cancellation after the first layer has run, *damaged

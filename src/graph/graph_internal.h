@@ -27,17 +27,32 @@ typedef struct graph_ws {
 
 #define GRAPH_MAX_BUFS 48
 
-struct dsv4_graph {
-    const dsv4_model *m;
-    const dsv4_config *cfg;
+/* One tier: its backend and its own workspace (scratch is replicated per tier). */
+typedef struct graph_tier {
     dsv4_backend *b;
-    bool fusion;
-    uint32_t cap;       /* tokens the workspace holds */
-    uint32_t head_rows; /* rows per output-head batch */
-    uint32_t comp_width_max, shared_ff;
     graph_ws w;
     void *bufs[GRAPH_MAX_BUFS];
     uint32_t n_bufs;
+} graph_tier;
+
+struct dsv4_graph {
+    const dsv4_model *m;
+    const dsv4_config *cfg;
+    dsv4_backend *b; /* the active tier's backend */
+    graph_ws w;      /* the active tier's workspace */
+    uint32_t active; /* active tier */
+    uint32_t n_tiers;
+    graph_tier tier[DSV4_MAX_TIERS];
+    dsv4_placement place;
+    bool force_bounce;
+    dsv4_bounce bounce;
+    bool fusion;
+    uint32_t fusion_disable, fusion_fault;
+    dsv4_exec_stats stats;
+    uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */
+    uint32_t cap;       /* tokens the workspace holds */
+    uint32_t head_rows; /* rows per output-head batch */
+    uint32_t comp_width_max, shared_ff;
     float *host_logits;  /* head_rows x n_vocab */
     uint32_t *host_isel; /* idx_top_k: indexer selection handed to hooks */
     dsv4_rope *rope;     /* per layer */
@@ -49,6 +64,12 @@ struct dsv4_graph {
         dsv4_status st_ = (call);                                                                            \
         if (st_ != DSV4_OK) return st_;                                                                      \
     } while (0)
+
+/* Make tier t active. mode DECODE / BATCH copies the n rows of hc_cur from the active tier's
+ * workspace to t's; NOCOPY copies nothing. Counted only when the tier changes. */
+dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, uint32_t n, dsv4_error *err);
+/* Layer il's KV pointer for layout float offset off (on the layer's tier). */
+float *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
 
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
                                   const dsv4_graph_hooks *h, dsv4_error *err);

@@ -8,18 +8,58 @@
 #define OPS g->b->ops
 #define BCTX g->b->ctx
 
-/* hc_pre then the sublayer norm; tries the fused op when offered, else (or if it fails) the
- * unfused pair, which writes the same outputs and touches no state. */
+/* Fused-op protocol: ask whether the fused op may run here (switches, then the backend's gate on
+ * its device caps, mode, shapes, types and placement); run it; on failure (or an injected fault)
+ * the caller runs the unfused sequence, which rewrites every output the fused op may have touched
+ * and changes no state, tokens or counters other than this fusion's own. */
+static bool fusion_wanted(dsv4_graph *g, dsv4_fused_op op, bool offered, const dsv4_fused_query *q) {
+    if (!offered || !g->fusion || (g->fusion_disable >> op & 1u) || !OPS->fused_available ||
+        !OPS->fused_available(BCTX, op, q)) {
+        g->stats.fusion[op].skipped++;
+        return false;
+    }
+    return true;
+}
+
+/* After the fused op ran (st): true when its result stands. A fault makes it fail as a partial
+ * run would: its outputs are poisoned (NaN) before the fallback overwrites them. */
+static bool fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float *const *outs,
+                          const size_t *n_outs, uint32_t n_out_bufs, dsv4_error *err) {
+    if (st == DSV4_OK && (g->fusion_fault >> op & 1u)) {
+        for (uint32_t i = 0; i < n_out_bufs; i++)
+            if (OPS->fill_f32(BCTX, outs[i], NAN, n_outs[i], err) != DSV4_OK) break;
+        g->stats.fusion[op].faulted++;
+        st = DSV4_ERR_IO;
+    }
+    if (st == DSV4_OK) {
+        g->stats.fusion[op].selected++;
+        return true;
+    }
+    g->stats.fusion[op].fallback++;
+    dsv4_error_clear(err);
+    return false;
+}
+
+/* hc_pre then the sublayer norm: the fused op when it may and succeeds, else the unfused pair. */
 static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv4_tensor *scale,
                                  const dsv4_tensor *base, const dsv4_tensor *norm, const float *x_hc,
                                  uint32_t n, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
-    const dsv4_fused_query fq = {n, c->n_embd, fn->type};
-    if (g->fusion && OPS->hc_pre_norm && OPS->fused_available(BCTX, DSV4_FUSED_HC_PRE_NORM, &fq)) {
-        if (OPS->hc_pre_norm(BCTX, fn, scale, base, norm, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter,
-                             c->rms_eps, c->hc_eps, g->w.xn, g->w.split, err) == DSV4_OK)
-            return DSV4_OK;
-        dsv4_error_clear(err);
+    const dsv4_fused_query fq = {.n_tokens = n,
+                                 .width = c->n_embd,
+                                 .weight_type = fn->type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = norm->type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    if (fusion_wanted(g, DSV4_FUSED_HC_PRE_NORM, OPS->hc_pre_norm != NULL, &fq)) {
+        const dsv4_status st =
+            OPS->hc_pre_norm(BCTX, fn, scale, base, norm, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter,
+                             c->rms_eps, c->hc_eps, g->w.xn, g->w.split, err);
+        float *const outs[2] = {g->w.xn, g->w.split};
+        const size_t n_outs[2] = {(size_t)n * c->n_embd, (size_t)n * dsv4_cfg_hc_mix(c)};
+        if (fusion_result(g, DSV4_FUSED_HC_PRE_NORM, st, outs, n_outs, 2, err)) return DSV4_OK;
     }
     GB(OPS->hc_pre(BCTX, fn, scale, base, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter, c->rms_eps,
                    c->hc_eps, g->w.u, g->w.split, err));
@@ -90,7 +130,9 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     }
 
     /* ---- sequential per token: cache push, compressors, indexer, attention ---- */
-    float *raw = kv->buf + K->raw;
+    const uint32_t kt = g->active; /* the layer's tier holds its KV state */
+#define KVP(off) graph_kv_ptr(kv, kt, (off))
+    float *raw = KVP(K->raw);
     const uint32_t cap = kv->layout.raw_cap;
     const float kq_scale = 1.0f / sqrtf((float)Dh);
     const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
@@ -102,21 +144,21 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         if (R != 0) {
             const bool emit = (p + 1) % R == 0;
             GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
-                                    &L->attn_compressor_ape, p, R, Dh, kv->buf + K->comp_kv,
-                                    kv->buf + K->comp_sc, w->pooled, err));
+                                    &L->attn_compressor_ape, p, R, Dh, KVP(K->comp_kv), KVP(K->comp_sc),
+                                    w->pooled, err));
             if (emit) {
                 const uint32_t i = (p + 1) / R - 1;
                 GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
-                            kv->buf + K->comp + (uint64_t)i * Dh, err));
+                            KVP(K->comp + (uint64_t)i * Dh), err));
             }
             if (R == 4) {
                 GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
-                                        &L->indexer_compressor_ape, p, R, Id, kv->buf + K->idx_kv,
-                                        kv->buf + K->idx_sc, w->pooled, err));
+                                        &L->indexer_compressor_ape, p, R, Id, KVP(K->idx_kv), KVP(K->idx_sc),
+                                        w->pooled, err));
                 if (emit) {
                     const uint32_t i = (p + 1) / R - 1;
                     GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
-                                kv->buf + K->idx + (uint64_t)i * Id, err));
+                                KVP(K->idx + (uint64_t)i * Id), err));
                 }
             }
             n_comp = (p + 1) / R; /* includes a row emitted at p itself */
@@ -125,7 +167,7 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         uint32_t n_sel = 0;
         if (R == 4 && n_comp > c->idx_top_k) {
             GB(OPS->indexer_topk(BCTX, w->iq + (uint64_t)t * IH * Id, w->iw + (uint64_t)t * IH, iw_scale, IH,
-                                 Id, kv->buf + K->idx, n_comp, c->idx_top_k, w->isel, err));
+                                 Id, KVP(K->idx), n_comp, c->idx_top_k, w->isel, err));
             sel = w->isel;
             n_sel = c->idx_top_k;
             if (h && h->on_indexer) { /* ids are >= 0, so int32 and uint32 share the bytes */
@@ -136,10 +178,11 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
         const uint32_t raw_start = (p + 1 - n_raw) % cap;
         GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, raw, cap, raw_start, n_raw,
-                          R ? kv->buf + K->comp : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
+                          R ? KVP(K->comp) : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
                           w->heads + (uint64_t)t * QD, err));
     }
 
+#undef KVP
     /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */
     GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
     const uint32_t G = c->n_out_group, OL = c->o_lora_rank, gdim = QD / G;

@@ -47,15 +47,21 @@ void dsv4_kv_layout_free(dsv4_kv_layout *l) {
     l->layers = NULL;
 }
 
-dsv4_status dsv4_kv_clear(dsv4_backend *b, const dsv4_kv_layout *l, float *buf, dsv4_error *err) {
-    dsv4_status st = b->ops->fill_f32(b->ctx, buf, 0.0f, l->n_floats, err);
-    for (uint32_t il = 0; st == DSV4_OK && il < l->n_layer; il++) {
+dsv4_status dsv4_kv_clear(dsv4_backend *b, const dsv4_kv_layout *l, uint32_t il0, uint32_t il1, float *buf,
+                          uint64_t base, dsv4_error *err) {
+    if (il0 >= il1) return DSV4_OK;
+    const uint64_t end = il1 < l->n_layer ? l->layers[il1].raw : l->n_floats;
+    const uint64_t first = l->layers[il0].raw;
+    dsv4_status st = b->ops->fill_f32(b->ctx, buf + (first - base), 0.0f, end - first, err);
+    for (uint32_t il = il0; st == DSV4_OK && il < il1; il++) {
         const dsv4_kv_layer *ly = &l->layers[il];
         /* score frontiers follow their kv frontiers and have the same size */
         if (ly->comp_sc != DSV4_KV_ABSENT)
-            st = b->ops->fill_f32(b->ctx, buf + ly->comp_sc, KV_NEG_INF, ly->comp_sc - ly->comp_kv, err);
+            st = b->ops->fill_f32(b->ctx, buf + (ly->comp_sc - base), KV_NEG_INF, ly->comp_sc - ly->comp_kv,
+                                  err);
         if (st == DSV4_OK && ly->idx_sc != DSV4_KV_ABSENT)
-            st = b->ops->fill_f32(b->ctx, buf + ly->idx_sc, KV_NEG_INF, ly->idx_sc - ly->idx_kv, err);
+            st =
+                b->ops->fill_f32(b->ctx, buf + (ly->idx_sc - base), KV_NEG_INF, ly->idx_sc - ly->idx_kv, err);
     }
     return st;
 }

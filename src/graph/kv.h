@@ -1,6 +1,7 @@
 /* Per-session KV state layout: every layer's raw window ring, compressed rows, indexer rows and
- * compressor frontiers live in ONE contiguous backend buffer (offsets in floats), so a snapshot
- * is a single copy. Counters are derived from the position: n_comp = pos / ratio. */
+ * compressor frontiers, at float offsets of one address space in layer order; each tier stores
+ * the contiguous range of its layers in its own buffer (graph.h dsv4_kv_state). Counters are derived from the
+ * position: n_comp = pos / ratio. */
 #ifndef DSV4_GRAPH_KV_H
 #define DSV4_GRAPH_KV_H
 
@@ -26,7 +27,9 @@ typedef struct dsv4_kv_layout {
 
 dsv4_status dsv4_kv_layout_init(const dsv4_config *cfg, uint32_t n_ctx, dsv4_kv_layout *out, dsv4_error *err);
 void dsv4_kv_layout_free(dsv4_kv_layout *l);
-/* Empty state: zeros everywhere, frontier scores at -1e30 (no candidate). */
-dsv4_status dsv4_kv_clear(dsv4_backend *b, const dsv4_kv_layout *l, float *buf, dsv4_error *err);
+/* Empty state of layers [il0, il1): zeros everywhere, frontier scores at -1e30 (no candidate).
+ * buf holds the layout's floats from offset `base` on (the layers' tier buffer). */
+dsv4_status dsv4_kv_clear(dsv4_backend *b, const dsv4_kv_layout *l, uint32_t il0, uint32_t il1, float *buf,
+                          uint64_t base, dsv4_error *err);
 
 #endif

@@ -146,6 +146,7 @@ static void update_metrics(dsv4_server *s, const srv_job *j, const dsv4_prefix_r
     m->prefix_rebuild = s->cache.n_rebuild;
     m->kv_bytes = dsv4_session_state_bytes(s->session);
     m->ckpt_bytes = dsv4_prefix_ckpt_bytes(&s->cache);
+    dsv4_engine_stats_get(s->engine, &m->engine); /* the worker owns the engine */
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -101,5 +101,30 @@ void srv_metrics_render(srv_metrics *m, dsv4_strbuf *o) {
     gauge(o, "dsv4_kv_bytes", "Bytes of the live session's KV state.", (double)m->kv_bytes);
     gauge(o, "dsv4_checkpoint_bytes", "Bytes held by prefix-rewind checkpoints.", (double)m->ckpt_bytes);
     gauge(o, "dsv4_tool_memory_ids", "Tool-call ids remembered for exact DSML replay.", (double)m->tool_ids);
+    line(o,
+         "# HELP dsv4_tier_switches_total Active-tier changes by transition mode (decode, batch, nocopy).\n"
+         "# TYPE dsv4_tier_switches_total counter\n");
+    for (int k = 0; k < DSV4_TIER_MODES; k++)
+        line(o, "dsv4_tier_switches_total{mode=\"%s\"} %llu\n", dsv4_tier_mode_name((dsv4_tier_mode)k),
+             (unsigned long long)m->engine.tier_switches[k]);
+    line(o, "# HELP dsv4_tier_bytes_total Bytes of hidden state copied across tiers by transition mode.\n"
+            "# TYPE dsv4_tier_bytes_total counter\n");
+    for (int k = 0; k < DSV4_TIER_MODES; k++)
+        line(o, "dsv4_tier_bytes_total{mode=\"%s\"} %llu\n", dsv4_tier_mode_name((dsv4_tier_mode)k),
+             (unsigned long long)m->engine.tier_bytes[k]);
+    line(o, "# HELP dsv4_fusion_total Fused-op decisions by fusion and outcome.\n"
+            "# TYPE dsv4_fusion_total counter\n");
+    for (int f = 0; f < DSV4_FUSED_COUNT; f++) {
+        const dsv4_fusion_counts *c = &m->engine.fusion[f];
+        const char *nm = dsv4_fusion_name((dsv4_fused_op)f);
+        line(o, "dsv4_fusion_total{fusion=\"%s\",outcome=\"selected\"} %llu\n", nm,
+             (unsigned long long)c->selected);
+        line(o, "dsv4_fusion_total{fusion=\"%s\",outcome=\"fallback\"} %llu\n", nm,
+             (unsigned long long)c->fallback);
+        line(o, "dsv4_fusion_total{fusion=\"%s\",outcome=\"faulted\"} %llu\n", nm,
+             (unsigned long long)c->faulted);
+        line(o, "dsv4_fusion_total{fusion=\"%s\",outcome=\"skipped\"} %llu\n", nm,
+             (unsigned long long)c->skipped);
+    }
     pthread_mutex_unlock(&m->mu);
 }

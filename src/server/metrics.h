@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "graph/stats.h"
 #include "text/strbuf.h"
 
 enum {
@@ -37,6 +38,7 @@ typedef struct srv_metrics {
     uint64_t ttft_count;
     uint32_t queue_depth, busy;
     uint64_t kv_bytes, ckpt_bytes, tool_ids;
+    dsv4_exec_stats engine; /* tier switches / bytes per mode, fused-op counters (cumulative) */
 } srv_metrics;
 
 void srv_metrics_init(srv_metrics *m);

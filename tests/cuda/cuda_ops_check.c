@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend_registry.h"
 #include "graph/rope.h"
@@ -127,9 +128,107 @@ static void check_matmul(chk *c, const char *name, const dsv4_tensor *w, uint64_
     free(x), free(y), dfree(c, dx), dfree(c, dy);
 }
 
+/* Q8_0 with n >= 2 tokens (the tensor-core prefill path, cuda_gemm_q8_0_mma.cu, or with
+ * DSV4_CUDA_PREFILL_MMA=0 the generic kernel): every value must equal the CPU's bit for bit, and
+ * the 3 floats after each output row must stay untouched. */
+static void check_matmul_bitwise(chk *c, const char *name, const dsv4_tensor *w, uint64_t row0,
+                                 uint64_t n_out, uint64_t x_stride, uint32_t n) {
+    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_Q8_0) return;
+    const size_t xs = (size_t)x_stride * n, ys = (size_t)(n_out + 3) * n;
+    float *x = hrand(c, xs, 1.0f), *y = calloc(ys, sizeof(float)), *got = malloc(ys * sizeof(float));
+    if (!y || !got) abort();
+    float *dx = dcopy(c, x, xs * 4), *dy = dcopy(c, y, ys * 4);
+    dsv4_error ec = {0};
+    char label[96];
+    snprintf(label, sizeof label, "matmul bitwise %s n=%u", name, n);
+    if (ran(c, label, CPU->matmul(CC, w, row0, n_out, x, x_stride, n, y, n_out + 3, &ec),
+            GPU->matmul(GC, w, row0, n_out, dx, x_stride, n, dy, n_out + 3, &c->err), &ec)) {
+        size_t differ = 0, first = ys;
+        if (GPU->read(GC, got, dy, ys * sizeof(float), &c->err) != DSV4_OK) differ = ys;
+        for (size_t i = 0; i < ys && differ < ys; i++)
+            if (memcmp(&got[i], &y[i], sizeof(float)) != 0) {
+                if (first == ys) first = i;
+                differ++;
+            }
+        printf("%s %-34s n=%-8zu %zu of %zu bitwise equal", differ ? "FAIL" : "ok  ", label, ys, ys - differ,
+               ys);
+        if (first < ys) printf(" (first at %zu: %.9g vs %.9g)", first, got[first], y[first]);
+        printf("\n");
+        c->fails += differ != 0;
+        c->checks++;
+    }
+    free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds per GPU matmul of n tokens (after one warm-up), with the tensor-core prefill path on or off
+ * (DSV4_CUDA_PREFILL_MMA is read on every call); dy receives the device result. */
+static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
+                          float *dy, bool mma, int reps) {
+    const char *prev = getenv("DSV4_CUDA_PREFILL_MMA");
+    char saved[16] = "";
+    if (prev) snprintf(saved, sizeof saved, "%s", prev);
+    setenv("DSV4_CUDA_PREFILL_MMA", mma ? "1" : "0", 1);
+    double t = -1;
+    if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
+        GPU->sync(GC, &c->err) == DSV4_OK) {
+        const double t0 = now_s();
+        bool ok = true;
+        for (int r = 0; r < reps && ok; r++)
+            ok = GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK;
+        if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
+    }
+    if (prev)
+        setenv("DSV4_CUDA_PREFILL_MMA", saved, 1);
+    else
+        unsetenv("DSV4_CUDA_PREFILL_MMA");
+    return t;
+}
+
+/* Prefill timing of a Q8_0 weight: tensor cores against the generic kernel, same inputs; the two
+ * device results must agree bit for bit (both are the CPU's numbers). */
+static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
+    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_Q8_0) return;
+    const uint64_t in = w->ne[0], n_out = w->ne[1];
+    const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
+    float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
+    if (!a || !b) abort();
+    float *dx = dcopy(c, x, xs * 4), *dy = NULL, *dy2 = NULL;
+    if (GPU->buf_alloc(GC, ys * 4, (void **)&dy, &c->err) != DSV4_OK ||
+        GPU->buf_alloc(GC, ys * 4, (void **)&dy2, &c->err) != DSV4_OK) {
+        printf("FAIL prefill timing %s: %s\n", name, c->err.msg);
+        c->fails++, c->checks++;
+        free(x), free(a), free(b), dfree(c, dx);
+        if (dy) dfree(c, dy);
+        return;
+    }
+    const double tm = time_matmul(c, w, n_out, dx, n, dy, true, 5);
+    const double tg = time_matmul(c, w, n_out, dx, n, dy2, false, 2);
+    size_t differ = ys;
+    if (tm > 0 && tg > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+        GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+        differ = 0;
+        for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+    }
+    const double ops = 2.0 * (double)in * (double)n_out * n;
+    printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f TOPS int8, %.2f us/token), "
+           "generic %.3f ms (%.1fx); %zu of %zu differ\n",
+           differ ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
+           ops / tm / 1e12, tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys);
+    c->fails += differ != 0;
+    c->checks++;
+    free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu]\n");
+        fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
+                        "[--numerics ds4|exact]\n");
         return 2;
     }
     chk cs;
@@ -138,11 +237,19 @@ int main(int argc, char **argv) {
     c->tol = 1e-3;
     c->rng = 12345;
     int device = 0;
-    const char *against = "cuda"; /* --against cpu: checks the checker (all bitwise equal) */
+    const char *against = "cuda";               /* --against cpu: checks the checker (all bitwise equal) */
+    dsv4_numerics numerics = DSV4_NUMERICS_DS4; /* --numerics exact: both backends in EXACT mode */
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--tol")) c->tol = atof(argv[i + 1]);
         if (!strcmp(argv[i], "--device")) device = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--against")) against = argv[i + 1];
+        if (!strcmp(argv[i], "--numerics")) {
+            if (strcmp(argv[i + 1], "ds4") && strcmp(argv[i + 1], "exact")) {
+                fprintf(stderr, "cuda_ops_check: --numerics takes ds4 or exact, not '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            numerics = strcmp(argv[i + 1], "exact") == 0 ? DSV4_NUMERICS_EXACT : DSV4_NUMERICS_DS4;
+        }
     }
     dsv4_model *m = NULL;
     if (dsv4_model_load(argv[1], &m, &c->err) != DSV4_OK) {
@@ -150,7 +257,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     c->m = m;
-    dsv4_backend_params bp = {.name = "cpu"};
+    printf("numerics: %s\n", numerics == DSV4_NUMERICS_EXACT ? "exact" : "ds4");
+    dsv4_backend_params bp = {.name = "cpu", .numerics = numerics};
     if (dsv4_backend_create(&bp, &c->cpu, &c->err) != DSV4_OK) return 2;
     bp.name = against, bp.model = m, bp.device = device;
     if (dsv4_backend_create(&bp, &c->gpu, &c->err) != DSV4_OK) {
@@ -262,6 +370,31 @@ int main(int argc, char **argv) {
         check_matmul(c, "ffn_gate_inp", &L0->ffn_gate_inp, 0, cf->n_expert, E, n);
         check_matmul(c, "ffn_down_shexp", &L0->ffn_down_shexp, 0, E, L0->ffn_down_shexp.ne[0], n);
         check_matmul(c, "output", &m->output, 0, cf->n_vocab, E, n);
+    }
+    /* ---- Q8_0 prefill products: bitwise the CPU (tensor cores for n >= 2), then timing ---- */
+    if (numerics == DSV4_NUMERICS_DS4) {
+        const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
+        const uint32_t ns[4] = {2, 7, 64, 200};
+        for (int k = 0; k < 4; k++) {
+            const uint32_t n = ns[k];
+            check_matmul_bitwise(c, "attn_q_a", &L0->attn_q_a, 0, cf->q_lora_rank, E, n);
+            check_matmul_bitwise(c, "attn_q_b", &L0->attn_q_b, 0, (uint64_t)H * Dh, cf->q_lora_rank, n);
+            check_matmul_bitwise(c, "attn_kv", &L0->attn_kv, 0, Dh, E, n);
+            if (G > 1)
+                check_matmul_bitwise(c, "attn_output_a g1", &L0->attn_output_a, OL, OL, (uint64_t)H * Dh, n);
+            check_matmul_bitwise(c, "attn_output_b", &L0->attn_output_b, 0, E, (uint64_t)G * OL, n);
+            check_matmul_bitwise(c, "ffn_gate_shexp", &L0->ffn_gate_shexp, 0, L0->ffn_gate_shexp.ne[1], E, n);
+            check_matmul_bitwise(c, "ffn_down_shexp", &L0->ffn_down_shexp, 0, E, L0->ffn_down_shexp.ne[0], n);
+            /* a ragged slice of the vocabulary: row offset 7, 1000 + 37 rows */
+            const uint64_t vo = cf->n_vocab > 1044 ? 1037 : cf->n_vocab - 7;
+            check_matmul_bitwise(c, "output rows 7..", &m->output, 7, vo, E, n);
+        }
+        if (!strcmp(against, "cuda")) {
+            time_prefill(c, "attn_q_b", &L0->attn_q_b, 2048);
+            time_prefill(c, "attn_q_a", &L0->attn_q_a, 2048);
+            time_prefill(c, "attn_output_b", &L0->attn_output_b, 2048);
+            time_prefill(c, "ffn_down_shexp", &L0->ffn_down_shexp, 2048);
+        }
     }
     /* ---- rope, fp8, hadamard+fp4, f16 store ---- */
     for (uint32_t li = 0; li < 2; li++) {

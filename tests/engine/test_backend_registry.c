@@ -65,14 +65,18 @@ static void test_unknown_and_stub(void **state) {
     dsv4_model *m = NULL;
     assert_int_equal(dsv4_model_load(g_model, &m, &err), DSV4_OK);
     p.model = m;
-    p.numerics = DSV4_NUMERICS_EXACT;
-    assert_int_equal(dsv4_backend_create(&p, &b, &err), DSV4_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "CPU-only"));
-    p.numerics = DSV4_NUMERICS_DS4;
-    /* this test binary links the CPU engine only: the stub answers */
-    assert_int_equal(dsv4_backend_create(&p, &b, &err), DSV4_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "this build has no CUDA backend (build with make cuda)"));
+    p.numerics = (dsv4_numerics)7; /* neither mode: refused before any device is touched */
+    assert_int_equal(dsv4_backend_create(&p, &b, &err), DSV4_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "numerics mode 7"));
     assert_null(b.ops);
+    /* this test binary links the CPU engine only: the stub answers, in both numerics modes */
+    const dsv4_numerics modes[2] = {DSV4_NUMERICS_DS4, DSV4_NUMERICS_EXACT};
+    for (int i = 0; i < 2; i++) {
+        p.numerics = modes[i];
+        assert_int_equal(dsv4_backend_create(&p, &b, &err), DSV4_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "this build has no CUDA backend (build with make cuda)"));
+        assert_null(b.ops);
+    }
     dsv4_model_free(m);
 }
 

@@ -76,9 +76,16 @@ static dsv4_status cpu_sync(void *ctx, dsv4_error *err) {
     return DSV4_OK;
 }
 
+/* hc_pre_norm: any mode, tier and row count (its arithmetic is the unfused pair's, bitwise), as
+ * long as the shapes and types are ones the unfused ops take. */
 static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
-    (void)ctx, (void)op, (void)q;
-    return false; /* the reference runs the unfused sequences only */
+    switch (op) {
+    case DSV4_FUSED_HC_PRE_NORM:
+        return q->n_tokens > 0 && q->n_hc > 0 && q->n_hc <= 16 && q->width > 0 &&
+               cpu_supports_weight_type(ctx, q->weight_type) &&
+               (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
+    default: return false;
+    }
 }
 
 static void cpu_destroy(void *vctx) {
@@ -117,7 +124,7 @@ static const dsv4_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .router_select = cpu_router_select,
     .moe = cpu_moe,
-    .hc_pre_norm = NULL,
+    .hc_pre_norm = cpu_hc_pre_norm,
     .destroy = cpu_destroy,
 };
 

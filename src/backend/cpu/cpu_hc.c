@@ -98,10 +98,11 @@ static dsv4_status hc_mix(cpu_ctx *c, const dsv4_tensor *fn, const float *x_hc, 
     return DSV4_OK;
 }
 
-dsv4_status cpu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
-                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
-                       float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err) {
-    cpu_ctx *c = vctx;
+/* mix and split of HC pre (shared by the plain and the fused op). */
+static dsv4_status hc_pre_split(cpu_ctx *c, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                const dsv4_tensor *base, const float *x_hc, uint32_t n, uint32_t n_hc,
+                                uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, float *split,
+                                dsv4_error *err) {
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
     if (n_hc > 16) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc: %u streams (at most 16 supported)", n_hc);
@@ -116,8 +117,65 @@ dsv4_status cpu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
                          scale->name ? scale->name : "?", base->name ? base->name : "?");
     for (uint32_t t = 0; t < n; t++)
         cpu_hc_split(mix + (uint64_t)t * n_mix, sv, bv, n_hc, iters, hc_eps, split + (uint64_t)t * n_mix);
-    wsum_job wj = {x_hc, split, n_hc, n_embd, n_mix, u};
+    return DSV4_OK;
+}
+
+dsv4_status cpu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
+                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
+                       float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    dsv4_status st =
+        hc_pre_split(c, fn, scale, base, x_hc, n, n_hc, n_embd, iters, rms_eps, hc_eps, split, err);
+    if (st != DSV4_OK) return st;
+    wsum_job wj = {x_hc, split, n_hc, n_embd, 2 * n_hc + n_hc * n_hc, u};
     dsv4_tp_run(c->tp, n, 1, wsum_worker, &wj);
+    return DSV4_OK;
+}
+
+typedef struct {
+    wsum_job ws;
+    const float *norm_w;
+    float eps;
+    float *row; /* per thread: n_embd */
+    float *y;
+} wsum_norm_job;
+
+/* The weighted sum of one token into a thread row, then that row's weighted RMS norm: the same
+ * expressions in the same order as hc_pre followed by rmsnorm, without the round trip of u. */
+static void wsum_norm_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
+    const wsum_norm_job *j = arg;
+    float *row = j->row + (uint64_t)th * j->ws.n_embd;
+    for (uint64_t t = t0; t < t1; t++) {
+        wsum_job one = j->ws;
+        one.x += t * (uint64_t)one.n_hc * one.n_embd;
+        one.w += t * one.w_stride;
+        one.out = row;
+        wsum_worker(&one, 0, 1, th);
+        cpu_rmsnorm_row(row, j->norm_w, j->ws.n_embd, j->eps, j->y + t * j->ws.n_embd);
+    }
+}
+
+dsv4_status cpu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                            const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
+                            uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                            float *u_normed, float *split, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (!norm_w || norm_w->ne[0] != n_embd)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "hc_pre_norm: norm weight %s does not have %u values",
+                         norm_w && norm_w->name ? norm_w->name : "?", n_embd);
+    dsv4_status st =
+        hc_pre_split(c, fn, scale, base, x_hc, n, n_hc, n_embd, iters, rms_eps, hc_eps, split, err);
+    if (st != DSV4_OK) return st;
+    float *wtmp = cpu_scratch(c, CPU_SLOT_VEC, (size_t)n_embd * sizeof(float));
+    float *rows = cpu_scratch(c, CPU_SLOT_C, (size_t)dsv4_tp_threads(c->tp) * n_embd * sizeof(float));
+    if (!wtmp || !rows) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in hc_pre_norm");
+    const float *wv = cpu_vec_f32(norm_w, wtmp, n_embd);
+    if (!wv)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc_pre_norm: cannot read weight %s of type %s",
+                         norm_w->name ? norm_w->name : "?", dsv4_type_name(norm_w->type));
+    wsum_norm_job j = {
+        {x_hc, split, n_hc, n_embd, 2 * n_hc + n_hc * n_hc, NULL}, wv, rms_eps, rows, u_normed};
+    dsv4_tp_run(c->tp, n, 1, wsum_norm_worker, &j);
     return DSV4_OK;
 }
 

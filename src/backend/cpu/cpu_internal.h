@@ -72,6 +72,10 @@ dsv4_status cpu_embed(void *ctx, const dsv4_tensor *emb, const int32_t *tokens, 
 dsv4_status cpu_hc_pre(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
                        const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
                        float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err);
+dsv4_status cpu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                            const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
+                            uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                            float *u_normed, float *split, dsv4_error *err);
 dsv4_status cpu_hc_post(void *ctx, const float *f, const float *x_hc, const float *split, uint32_t n,
                         uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
 dsv4_status cpu_hc_head(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,

@@ -145,7 +145,7 @@ static dsv4_status cu_read(void *vctx, void *dst, const void *src, size_t bytes,
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "read (device to host)");
 }
 
-static dsv4_status cu_copy(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
+dsv4_status cu_copy(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!bytes || dst == src) return DSV4_OK;
     const uint8_t *d = (const uint8_t *)dst, *s = (const uint8_t *)src;
@@ -184,6 +184,7 @@ static void cu_destroy(void *vctx) {
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
     if (c->pin_tok) cudaFreeHost(c->pin_tok);
     if (c->pin_ev) cudaEventDestroy(c->pin_ev);
+    if (c->xev) cudaEventDestroy(c->xev);
     free(c->tok_host_copy);
     for (size_t i = 0; i < c->n_bufs; i++) cudaFree(c->bufs[i].p);
     free(c->bufs);
@@ -222,6 +223,10 @@ static const dsv4_backend_ops cuda_ops = {
     .router_select = cu_router_select,
     .moe = cu_moe,
     .hc_pre_norm = NULL,
+    .activate = cu_activate,
+    .copy_from = cu_copy_from,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
     .destroy = cu_destroy,
 };
 
@@ -237,9 +242,18 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     if (p->device < 0 || p->device >= n_dev)
         return dsv4_fail(err, DSV4_ERR_INVALID, "CUDA device %d does not exist (%d visible)", p->device,
                          n_dev);
+    if (p->numerics != DSV4_NUMERICS_DS4 && p->numerics != DSV4_NUMERICS_EXACT)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "numerics mode %d is neither ds4 (0) nor exact (1)",
+                         (int)p->numerics);
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof(*c));
     if (!c) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the CUDA backend");
     c->device = p->device;
+    c->partial = p->partial;
+    c->layer_first = p->layer_first;
+    c->layer_end = p->layer_end;
+    c->with_embed = p->with_embed;
+    c->with_head = p->with_head;
+    c->numerics = p->numerics;
     char msg[256];
     dsv4_status st = DSV4_OK;
     cudaError_t e = cudaSetDevice(c->device);

@@ -53,7 +53,8 @@ typedef struct cuda_ctx {
     dsv4_cuda_caps caps;
     dsv4_cuda_mv_ctx mv;
     bool mv_ready;
-    bool generic_only; /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;
@@ -77,6 +78,12 @@ typedef struct cuda_ctx {
     size_t tok_host_cap;
     uint32_t tok_n;
     const int32_t *tok_dev;
+    /* tiers (cuda_tier.cu): the weights this tier uploads, validated peer access (0 unknown,
+     * 1 enabled, -1 not possible) and the event other tiers' streams wait on before copying */
+    bool partial, with_embed, with_head;
+    uint32_t layer_first, layer_end;
+    int8_t peer[64];
+    cudaEvent_t xev;
 } cuda_ctx;
 
 /* cudaError_t -> dsv4_status with the op name and the CUDA message. */
@@ -121,6 +128,13 @@ dsv4_status cu_gemm_generic(cuda_ctx *c, uint32_t type, const void *w, uint64_t 
                             uint64_t expert_rows, int64_t n_expert, const int32_t *ids, uint64_t row0,
                             uint64_t n_out, const void *act, uint64_t act_stride, uint32_t act_div,
                             uint32_t n_slots, float *y, uint64_t y_stride, dsv4_error *err);
+/* The EXACT-numerics product (cuda_ops_exact.cu): y[s*y_stride + o] = dequant(W_e[row0 + o]) .
+ * x[(s / x_div) * x_stride] in double, CPU EXACT lane order, for f32 activation rows x; experts as
+ * in cu_gemm_generic (an id outside [0, n_expert) gives NaN). */
+dsv4_status cu_gemm_exact(cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in,
+                          uint64_t expert_rows, int64_t n_expert, const int32_t *ids, uint64_t row0,
+                          uint64_t n_out, const float *x, uint64_t x_stride, uint32_t x_div, uint32_t n_slots,
+                          float *y, uint64_t y_stride, dsv4_error *err);
 /* Does the tuned batch-1 matvec (cuda_matvec.h) take this weight (type, 16-byte rows and base)? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in);
 /* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT and CU_SLOT_PACK. */
@@ -132,7 +146,16 @@ bool cu_supports_weight_type(void *ctx, uint32_t type);
 dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
                         float eps, float *y, dsv4_error *err);
 
+/* ---- tier ops (cuda_tier.cu) ---- */
+dsv4_status cu_activate(void *ctx, dsv4_error *err);
+dsv4_status cu_copy_from(void *ctx, void *dst, const dsv4_backend *src_b, const void *src, size_t bytes,
+                         bool allow_peer, int *path, dsv4_error *err);
+dsv4_status cu_host_alloc(void *ctx, size_t bytes, void **out, dsv4_error *err);
+void cu_host_free(void *ctx, void *ptr);
+
 /* ---- op implementations installed by cuda_backend.cu ---- */
+/* Device-to-device copy with memmove semantics (the copy op; store_f16 uses it in EXACT mode). */
+dsv4_status cu_copy(void *ctx, void *dst, const void *src, size_t bytes, dsv4_error *err);
 dsv4_status cu_embed(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n, uint32_t n_hc,
                      float *out_hc, dsv4_error *err);
 dsv4_status cu_hc_pre(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
@@ -176,16 +199,21 @@ dsv4_status cu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, co
 /* ---- device helpers shared by the op kernels (CPU order, no FMA: cuda_ops_* build with
  * --fmad=false) ---- */
 #ifdef __CUDACC__
+/* expf / log1pf evaluated in double and rounded: the correctly rounded value, which glibc's
+ * float functions (the CPU backend) return in all but rare cases; CUDA's own expf is off by up
+ * to 2 ulp (as the attention-side kernels do, cuda_attn_common.cuh). */
+__device__ __forceinline__ float cu_expf(float x) { return (float)exp((double)x); }
+__device__ __forceinline__ float cu_log1pf(float x) { return (float)log1p((double)x); }
 __device__ __forceinline__ float cu_sigmoid_stable(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
+    if (x >= 0.0f) return 1.0f / (1.0f + cu_expf(-x));
+    const float e = cu_expf(x);
     return e / (1.0f + e);
 }
 __device__ __forceinline__ float cu_silu(float x) { return x * cu_sigmoid_stable(x); }
 __device__ __forceinline__ float cu_softplus(float x) {
     if (x > 20.0f) return x;
-    if (x < -20.0f) return expf(x);
-    return log1pf(expf(x));
+    if (x < -20.0f) return cu_expf(x);
+    return cu_log1pf(cu_expf(x));
 }
 #endif
 

@@ -53,7 +53,8 @@ typedef struct {
     size_t n;
 } tensor_list;
 
-static dsv4_status list_tensors(const dsv4_model *m, tensor_list *out, dsv4_error *err) {
+/* A tier uploads only what it runs (dsv4_backend_params.partial). */
+static dsv4_status list_tensors(const cuda_ctx *c, const dsv4_model *m, tensor_list *out, dsv4_error *err) {
     const size_t per_layer = sizeof(dsv4_layer_weights) / sizeof(dsv4_tensor);
     const dsv4_tensor *globals[] = {&m->token_embd,     &m->output_hc_fn, &m->output_hc_scale,
                                     &m->output_hc_base, &m->output_norm,  &m->output};
@@ -62,9 +63,13 @@ static dsv4_status list_tensors(const dsv4_model *m, tensor_list *out, dsv4_erro
     out->v = (const dsv4_tensor **)malloc(cap * sizeof *out->v);
     out->n = 0;
     if (!out->v) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory listing %zu tensors", cap);
-    for (size_t i = 0; i < n_glob; i++)
+    for (size_t i = 0; i < n_glob; i++) {
+        const bool embed = globals[i] == &m->token_embd;
+        if (c->partial && !(embed ? c->with_embed : c->with_head)) continue;
         if (dsv4_tensor_present(globals[i])) out->v[out->n++] = globals[i];
+    }
     for (uint32_t il = 0; il < m->cfg.n_layer; il++) {
+        if (c->partial && (il < c->layer_first || il >= c->layer_end)) continue;
         const dsv4_tensor *lt = (const dsv4_tensor *)&m->layers[il];
         for (size_t i = 0; i < per_layer; i++)
             if (dsv4_tensor_present(&lt[i])) out->v[out->n++] = &lt[i];
@@ -173,7 +178,7 @@ static dsv4_status upload_all(cuda_ctx *c, const tensor_list *tl, uint64_t total
 dsv4_status cu_weights_upload(cuda_ctx *c, const dsv4_model *m, void (*on_upload)(void *, uint64_t, uint64_t),
                               void *user, dsv4_error *err) {
     tensor_list tl;
-    dsv4_status st = list_tensors(m, &tl, err);
+    dsv4_status st = list_tensors(c, m, &tl, err);
     if (st != DSV4_OK) return st;
     size_t cap = 16;
     while (cap < 2 * tl.n + 1) cap *= 2;

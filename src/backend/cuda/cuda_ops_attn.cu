@@ -31,7 +31,7 @@ dsv4_status cu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, uin
     if (n_nope > width || n_nope % 64)
         return dsv4_fail(err, DSV4_ERR_INVALID, "fp8_kv: %u of %u dims is not a whole number of 64-blocks",
                          n_nope, width);
-    if (!n_rows || !n_nope) return DSV4_OK;
+    if (!n_rows || !n_nope || c->numerics == DSV4_NUMERICS_EXACT) return DSV4_OK;
     return attn_rc(dsv4_cuda_fp8_kv(STREAM(c), x, n_rows, width, n_nope), "fp8_kv", err);
 }
 
@@ -39,7 +39,9 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (width < 32 || (width & (width - 1)))
         return dsv4_fail(err, DSV4_ERR_INVALID, "hadamard_fp4: width %u is not a power of two >= 32", width);
-    if (!n_rows) return DSV4_OK;
+    /* EXACT: the Hadamard is orthonormal and applied to both sides of every indexer dot, so
+     * skipping it (and the FP4 step) leaves the scores unchanged (as the CPU backend) */
+    if (!n_rows || c->numerics == DSV4_NUMERICS_EXACT) return DSV4_OK;
     return attn_rc(dsv4_cuda_hadamard_fp4(STREAM(c), x, n_rows, width), "hadamard_fp4", err);
 }
 
@@ -47,6 +49,10 @@ dsv4_status cu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_ro
                          dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!n_rows || !width) return DSV4_OK;
+    if (c->numerics == DSV4_NUMERICS_EXACT) { /* a plain copy (memmove semantics, as the CPU) */
+        if (dst == src) return DSV4_OK;
+        return cu_copy(c, dst, src, (size_t)n_rows * width * sizeof(float), err);
+    }
     return attn_rc(dsv4_cuda_store_f16(STREAM(c), dst, src, n_rows, width), "store_f16", err);
 }
 

@@ -7,7 +7,8 @@
  * lane computes whole blocks (exact integer sums, then the block's float term exactly as
  * quant/dot_scalar.c writes it) and the terms are added in block order, so a value equals the
  * CPU's bit for bit (the file is built with --fmad=false). F16/BF16 use 8 lanes that reproduce
- * the CPU's 8 running sums and its combination tree; F32 sums in double. Correct first: the
+ * the CPU's 8 running sums and its combination tree; F32 sums in double sequentially (lane 0), as
+ * quant_dot_f32. EXACT numerics bypass all of this (cu_gemm_exact). Correct first: the
  * tensor-core prefill replaces the generic kernel for large n later. */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@ extern "C" {
 #include "quant/quant.h"
 }
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_gemm_q8_0_mma.h"
 #include "backend/cuda/cuda_gemm_units.cuh"
 
 #define GM_WARPS 8
@@ -97,9 +99,10 @@ template <int K> __global__ void __launch_bounds__(GM_WARPS * 32) gm_kernel(cons
     if (K == GM_F32) {
         const float *wf = (const float *)wr;
         const float *xf = (const float *)xa;
+        /* quant_dot_f32's order: one sequential double sum (F32 weights are small tensors) */
         double acc = 0.0;
-        for (long long i = lane; i < p.in; i += 32) acc += (double)wf[i] * (double)xf[i];
-        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (lane == 0)
+            for (long long i = 0; i < p.in; i++) acc += (double)wf[i] * (double)xf[i];
         result = (float)acc;
     } else if (K == GM_F16 || K == GM_BF16) {
         /* lanes 0..7 are the CPU's 8 running sums (element i goes to sum i & 7, in order) */
@@ -243,6 +246,9 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     if (n == 0 || n_out == 0) return DSV4_OK;
     const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
     if (!wd) return DSV4_ERR_INVALID;
+    if (c->numerics == DSV4_NUMERICS_EXACT) /* f32 activations, dequantized rows, double sums */
+        return cu_gemm_exact(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, x, x_stride, 1, n,
+                             y, y_stride, err);
     const void *act;
     uint64_t act_stride;
     dsv4_status st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
@@ -252,6 +258,14 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         st = dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err); /* a shape the tuned kernel declines (nothing was launched) */
+    }
+    /* several tokens of Q8_0: int8 tensor cores, bitwise the CPU's (DSV4_CUDA_PREFILL_MMA=0: off) */
+    if (n >= 2 && w->type == DSV4_TYPE_Q8_0 && !c->generic_only && dsv4_cuda_q8_0_mma_enabled() &&
+        dsv4_cuda_q8_0_mma_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)) {
+        st = dsv4_cuda_gemm_q8_0_mma(wslice, w->row_bytes, in, n_out, act, act_stride, n, y, y_stride,
+                                     c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* declined (alignment, size): nothing was launched */
     }
     return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, act, act_stride, 1,
                            n, y, y_stride, err);

@@ -116,12 +116,12 @@ __global__ void hc_split_kernel(const float *mix_all, const float *scale, const 
     float *out = out_all + (uint64_t)t * n_mix;
     for (uint32_t i = 0; i < n_hc; i++) {
         const float z = mix[i] * scale[0] + base[i];
-        out[i] = 1.0f / (1.0f + expf(-z)) + eps;
+        out[i] = 1.0f / (1.0f + cu_expf(-z)) + eps;
     }
     for (uint32_t i = 0; i < n_hc; i++) {
         const uint32_t o = n_hc + i;
         const float z = mix[o] * scale[1] + base[o];
-        out[o] = 2.0f / (1.0f + expf(-z));
+        out[o] = 2.0f / (1.0f + cu_expf(-z));
     }
     float *cm = out + 2 * n_hc;
     const float *m = mix + 2 * n_hc;
@@ -135,7 +135,7 @@ __global__ void hc_split_kernel(const float *mix_all, const float *scale, const 
         }
         float sum = 0.0f;
         for (uint32_t j = 0; j < n_hc; j++) {
-            const float v = expf(cm[r * n_hc + j] - mx);
+            const float v = cu_expf(cm[r * n_hc + j] - mx);
             cm[r * n_hc + j] = v;
             sum += v;
         }

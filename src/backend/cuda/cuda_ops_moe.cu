@@ -155,9 +155,27 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, pairs * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
 
+    dsv4_status st;
+    if (c->numerics == DSV4_NUMERICS_EXACT) { /* f32 activations, dequantized rows, double sums */
+        st = cu_gemm_exact(c, gate->type, gd, gate->row_bytes, in, ff, (int64_t)n_expert, sel, 0, ff, x, in,
+                           k, (uint32_t)pairs, g, ff, err);
+        if (st == DSV4_OK)
+            st = cu_gemm_exact(c, up->type, ud, up->row_bytes, in, ff, (int64_t)n_expert, sel, 0, ff, x, in,
+                               k, (uint32_t)pairs, u, ff, err);
+        if (st != DSV4_OK) return st;
+        moe_mid_kernel<<<cu_blocks(pairs * ff, 256), 256, 0, c->stream>>>(
+            g, u, weights, pairs * ff, (uint32_t)ff, clamp, clamp > 1.0e-6f, mid);
+        if ((st = cu_launched(err, "moe mid")) != DSV4_OK) return st;
+        st = cu_gemm_exact(c, down->type, dd, down->row_bytes, ff, embd, (int64_t)n_expert, sel, 0, embd, mid,
+                           ff, 1, (uint32_t)pairs, y, embd, err);
+        if (st != DSV4_OK) return st;
+        moe_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, n, k, (uint32_t)embd,
+                                                                                  out);
+        return cu_launched(err, "moe sum");
+    }
     const void *xq;
     uint64_t xq_stride;
-    dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
+    st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
     if (st == DSV4_OK) st = expert_products(c, gate, gd, sel, n, k, xq, xq_stride, k, g, err);
     if (st == DSV4_OK) st = expert_products(c, up, ud, sel, n, k, xq, xq_stride, k, u, err);
     if (st != DSV4_OK) return st;
