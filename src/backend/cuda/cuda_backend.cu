@@ -22,7 +22,10 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     size_t sz = (bytes + 255) & ~(size_t)255;
     sz += sz / 4; /* headroom so slowly growing chunks do not reallocate each time */
     sz = (sz + 255) & ~(size_t)255;
-    if (c->scratch[slot]) cudaFree(c->scratch[slot]); /* waits for the device: pending work may read it */
+    if (c->scratch[slot]) { /* waits for the device: pending work may read it */
+        cudaFree(c->scratch[slot]);
+        c->n_sync[CU_SYNC_FREE]++;
+    }
     c->scratch[slot] = NULL;
     c->scratch_bytes[slot] = 0;
     if (slot == CU_SLOT_TOK) c->tok_dev = NULL;
@@ -53,6 +56,7 @@ dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const
     /* the pinned buffer may still feed the previous copy */
     if (c->pin_ev_live) {
         const cudaError_t e = cudaEventSynchronize(c->pin_ev);
+        c->n_sync[CU_SYNC_STAGING]++;
         if (e != cudaSuccess) return cu_fail(err, e, "token staging");
         c->pin_ev_live = false;
     }
@@ -126,6 +130,7 @@ static void cu_buf_free(void *vctx, void *ptr) {
         break;
     }
     cudaFree(ptr); /* waits for pending work that may still use it */
+    c->n_sync[CU_SYNC_FREE]++;
     cudaGetLastError();
 }
 
@@ -134,6 +139,7 @@ static dsv4_status cu_write(void *vctx, void *dst, const void *src, size_t bytes
     if (!bytes) return DSV4_OK;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream); /* the caller may reuse src at once */
+    c->n_sync[CU_SYNC_WRITE]++;
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "write (host to device)");
 }
 
@@ -142,6 +148,7 @@ static dsv4_status cu_read(void *vctx, void *dst, const void *src, size_t bytes,
     if (!bytes) return DSV4_OK;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    c->n_sync[CU_SYNC_READ]++;
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "read (device to host)");
 }
 
@@ -163,6 +170,7 @@ dsv4_status cu_copy(void *vctx, void *dst, const void *src, size_t bytes, dsv4_e
 static dsv4_status cu_sync(void *vctx, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     cudaError_t e = cudaStreamSynchronize(c->stream);
+    c->n_sync[CU_SYNC_STREAM]++;
     if (e == cudaSuccess) e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "sync (a queued kernel failed)");
 }
@@ -176,6 +184,7 @@ static void cu_destroy(void *vctx) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!c) return;
     cudaSetDevice(c->device);
+    cu_prof_finish(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
     cu_weights_free(c);
     for (int i = 0; i < CU_SLOTS; i++)
@@ -274,11 +283,13 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         st = cu_tables_init(c, err);
     }
     if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
+    const dsv4_backend_ops *ops = &cuda_ops;
+    if (st == DSV4_OK && cu_prof_requested()) st = cu_prof_create(c, &cuda_ops, &ops, err);
     if (st != DSV4_OK) {
         cu_destroy(c);
         return st;
     }
-    out->ops = &cuda_ops;
+    out->ops = ops;
     out->ctx = c;
     return DSV4_OK;
 }
@@ -286,7 +297,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
 extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_info *out,
                                                      dsv4_error *err) {
     memset(out, 0, sizeof *out);
-    if (!b || b->ops != &cuda_ops) return dsv4_fail(err, DSV4_ERR_INVALID, "device info: not a CUDA backend");
+    if (!b || !b->ops || b->ops->destroy != cu_destroy) /* the real table or the profiler's */
+        return dsv4_fail(err, DSV4_ERR_INVALID, "device info: not a CUDA backend");
     const cuda_ctx *c = (const cuda_ctx *)b->ctx;
     snprintf(out->backend, sizeof out->backend, "cuda");
     snprintf(out->name, sizeof out->name, "%s", c->caps.name);

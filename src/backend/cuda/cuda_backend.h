@@ -36,6 +36,13 @@ enum {
     CU_SLOTS = 12
 };
 
+/* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync
+ * (stream syncs), cudaFree of a buffer or a growing scratch slot (waits for the device), the
+ * token staging buffer's event. */
+enum { CU_SYNC_READ = 0, CU_SYNC_WRITE, CU_SYNC_STREAM, CU_SYNC_FREE, CU_SYNC_STAGING, CU_SYNC_KINDS };
+
+struct cu_prof;
+
 typedef struct cu_weight {
     const void *host; /* key: dsv4_tensor.data */
     void *dev;
@@ -84,6 +91,8 @@ typedef struct cuda_ctx {
     uint32_t layer_first, layer_end;
     int8_t peer[64];
     cudaEvent_t xev;
+    uint64_t n_sync[CU_SYNC_KINDS];
+    struct cu_prof *prof; /* DSV4_CUDA_PROFILE=1: the per-op profiler, else NULL */
 } cuda_ctx;
 
 /* cudaError_t -> dsv4_status with the op name and the CUDA message. */
@@ -152,6 +161,15 @@ dsv4_status cu_copy_from(void *ctx, void *dst, const dsv4_backend *src_b, const 
                          bool allow_peer, int *path, dsv4_error *err);
 dsv4_status cu_host_alloc(void *ctx, size_t bytes, void **out, dsv4_error *err);
 void cu_host_free(void *ctx, void *ptr);
+
+/* ---- profiler (cuda_profile.cu) ---- */
+/* DSV4_CUDA_PROFILE set (and not "0")? */
+bool cu_prof_requested(void);
+/* Start profiling c: *ops_out gets the wrapper table around base (hand it out instead of base). */
+dsv4_status cu_prof_create(cuda_ctx *c, const dsv4_backend_ops *base, const dsv4_backend_ops **ops_out,
+                           dsv4_error *err);
+/* Read the outstanding timings, print the table on stderr and stop profiling (destroy calls it). */
+void cu_prof_finish(cuda_ctx *c);
 
 /* ---- op implementations installed by cuda_backend.cu ---- */
 /* Device-to-device copy with memmove semantics (the copy op; store_f16 uses it in EXACT mode). */
