@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/constrain.h"
 #include "server/dsml_out.h"
 #include "server/out.h"
 #include "server/srv.h"
@@ -21,6 +22,7 @@ typedef struct gen {
     dsv4_strbuf text, piece;
     srv_stop stop;
     dsv4_dsml_parser *dsml;
+    srv_constrain *force; /* tool_choice forces a call: the tokens come from the constraint */
     bool reasoning;
     int32_t think_start, think_end, eos;
     srv_dsml_sink sink;
@@ -162,7 +164,8 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
     g.eos = dsv4_tokenizer_special(s->tok, DSV4_SPECIAL_EOS);
     g.reasoning = r->api != SRV_API_COMPLETIONS && dsv4_think_enabled(r->think);
     dsv4_detok_init(&g.detok);
-    srv_stop_init(&g.stop, r->stop, r->n_stop);
+    const bool forced = r->tool_choice == SRV_TOOLS_REQUIRED && r->n_tools && r->api != SRV_API_COMPLETIONS;
+    srv_stop_init(&g.stop, r->stop, forced ? 0 : r->n_stop); /* a forced call is DSML only */
     const uint64_t seed =
         r->seed ? r->seed
                 : ((uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&s->seq, 1) << 32) ^ (uint64_t)clock());
@@ -173,6 +176,15 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
         g.dsml = dsv4_dsml_parser_new(srv_dsml_event, &g.sink);
         if (!g.dsml) {
             srv_err_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            srv_job_fail(s, j, &e);
+            goto out;
+        }
+    }
+    if (forced) {
+        dsv4_error ce;
+        if (srv_constrain_new(s->tok, (const char *const *)r->tool_schemas, r->n_tools, r->tool_force,
+                              g.reasoning, 0, &g.force, &ce) != DSV4_OK) {
+            srv_err_set(&e, 500, "server_error", NULL, NULL, "%s", ce.msg);
             srv_job_fail(s, j, &e);
             goto out;
         }
@@ -234,7 +246,14 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
         }
         const float *logits = dsv4_session_logits(s->session);
         int32_t id;
-        if (g.dsml && dsv4_dsml_parser_in_structure(g.dsml)) {
+        bool call_done = false;
+        if (g.force) {
+            if (srv_constrain_next(g.force, logits, n_vocab, &sp, &id, &call_done, &err) != DSV4_OK) {
+                srv_err_set(&e, 500, "server_error", NULL, NULL, "tool_choice: %s", err.msg);
+                break;
+            }
+            if (call_done) break; /* the forced call is complete: end as after EOS */
+        } else if (g.dsml && dsv4_dsml_parser_in_structure(g.dsml)) {
             id = dsv4_sample_argmax(logits, n_vocab);
         } else if (dsv4_sampler_sample(&sp, logits, n_vocab, &id, &err) != DSV4_OK) {
             srv_err_set(&e, 500, "server_error", NULL, NULL, "sampling failed: %s", err.msg);
@@ -297,6 +316,7 @@ void srv_run_job(dsv4_server *s, srv_job *j) {
 out:
     srv_stop_free(&g.stop);
     dsv4_dsml_parser_free(g.dsml);
+    srv_constrain_free(g.force);
     dsv4_strbuf_free(&g.text);
     dsv4_strbuf_free(&g.piece);
     srv_dsml_sink_free(&g.sink);

@@ -208,7 +208,17 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
         const char *type = NULL;
         if (!rq_string(tc, "tool_choice", "type", &type, e)) return false;
         if (type && !strcmp(type, "none")) r->tool_choice = SRV_TOOLS_NONE;
-        if (type && (!strcmp(type, "any") || !strcmp(type, "tool"))) r->tool_choice = SRV_TOOLS_REQUIRED;
+        if (type && !strcmp(type, "any") && !rq_force_tool(r, NULL, "tool_choice", e)) return false;
+        if (type && !strcmp(type, "tool")) {
+            const char *name = NULL;
+            if (!rq_string(tc, "tool_choice", "name", &name, e)) return false;
+            if (!name) {
+                srv_err_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice.name",
+                            "'tool_choice.name' must be a string");
+                return false;
+            }
+            if (!rq_force_tool(r, name, "tool_choice.name", e)) return false;
+        }
     } else if (tc && !json_is_null(tc)) {
         srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
                     "'tool_choice' must be an object");

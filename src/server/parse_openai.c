@@ -48,12 +48,29 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
             const char *s = json_string_value(tc);
             if (!strcmp(s, "none"))
                 r->tool_choice = SRV_TOOLS_NONE;
-            else if (!strcmp(s, "required"))
-                r->tool_choice = SRV_TOOLS_REQUIRED;
-            else if (strcmp(s, "auto") != 0)
+            else if (!strcmp(s, "required")) {
+                if (!rq_force_tool(r, NULL, "tool_choice", e)) return false;
+            } else if (strcmp(s, "auto") != 0)
                 return need(e, "tool_choice", "must be none, auto, required or a function object");
         } else if (json_is_object(tc)) {
-            r->tool_choice = SRV_TOOLS_REQUIRED;
+            /* {"type":"function","function":{"name":F}}, or {"type":"allowed_tools",
+             * "allowed_tools":{"mode":"auto"|"required",...}} (the subset is not enforced) */
+            const char *type = NULL, *name = NULL;
+            if (!rq_string(tc, "tool_choice", "type", &type, e)) return false;
+            json_t *fn = json_object_get(tc, "function"), *at = json_object_get(tc, "allowed_tools");
+            if (type && !strcmp(type, "function")) {
+                if (json_is_object(fn) && !rq_string(fn, "tool_choice.function", "name", &name, e))
+                    return false;
+                if (!name) return need(e, "tool_choice.function.name", "must be a string");
+                if (!rq_force_tool(r, name, "tool_choice.function.name", e)) return false;
+            } else if (type && !strcmp(type, "allowed_tools") && json_is_object(at)) {
+                const char *mode = NULL;
+                if (!rq_string(at, "tool_choice.allowed_tools", "mode", &mode, e)) return false;
+                if (mode && !strcmp(mode, "required") && !rq_force_tool(r, NULL, "tool_choice", e))
+                    return false;
+            } else {
+                return need(e, "tool_choice", "must be none, auto, required or a function object");
+            }
         } else {
             srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
                         "'tool_choice' must be a string or an object");

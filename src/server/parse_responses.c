@@ -167,7 +167,26 @@ bool rq_parse_responses(json_t *root, const srv_parse_ctx *ctx, srv_request *r, 
     json_t *tc = json_object_get(root, "tool_choice");
     if (json_is_string(tc) && !strcmp(json_string_value(tc), "none"))
         r->tool_choice = SRV_TOOLS_NONE;
-    else if (tc && !json_is_null(tc) && !json_is_string(tc) && !json_is_object(tc)) {
+    else if (json_is_string(tc) && !strcmp(json_string_value(tc), "required")) {
+        if (!rq_force_tool(r, NULL, "tool_choice", e)) return false;
+    } else if (json_is_object(tc)) {
+        /* {"type":"function","name":F}; {"type":"allowed_tools","mode":"required"}; hosted tool
+         * choices are accepted and not enforced */
+        const char *type = NULL, *name = NULL, *mode = NULL;
+        if (!rq_string(tc, "tool_choice", "type", &type, e)) return false;
+        if (type && !strcmp(type, "function")) {
+            if (!rq_string(tc, "tool_choice", "name", &name, e)) return false;
+            if (!name) {
+                srv_err_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice.name",
+                            "'tool_choice.name' must be a string");
+                return false;
+            }
+            if (!rq_force_tool(r, name, "tool_choice.name", e)) return false;
+        } else if (type && !strcmp(type, "allowed_tools")) {
+            if (!rq_string(tc, "tool_choice", "mode", &mode, e)) return false;
+            if (mode && !strcmp(mode, "required") && !rq_force_tool(r, NULL, "tool_choice", e)) return false;
+        }
+    } else if (tc && !json_is_null(tc) && !json_is_string(tc)) {
         srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
                     "'tool_choice' must be a string or an object");
         return false;

@@ -40,6 +40,9 @@ bool rq_add_call(srv_request *r, dsv4_chat_message *m, const char *name, json_t 
                  srv_err *e);
 /* A compact function schema {"name","description","parameters"} kept in r->tool_schemas. */
 bool rq_add_tool(srv_request *r, json_t *name, json_t *desc, json_t *params, const char *path, srv_err *e);
+/* tool_choice forcing a call (after the tools are parsed): name NULL = any tool. A 400 naming
+ * path when there are no tools or no tool of that name. */
+bool rq_force_tool(srv_request *r, const char *name, const char *path, srv_err *e);
 /* Exact DSML replay: when every call id of assistant message m is remembered with the same
  * block, m->raw_dsml is set to it. */
 void rq_replay_dsml(srv_request *r, const srv_parse_ctx *ctx, dsv4_chat_message *m, const char *const *ids,

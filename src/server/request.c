@@ -428,6 +428,30 @@ bool rq_add_tool(srv_request *r, json_t *name, json_t *desc, json_t *params, con
     return true;
 }
 
+bool rq_force_tool(srv_request *r, const char *name, const char *path, srv_err *e) {
+    if (!r->n_tools) {
+        srv_err_set(e, 400, "invalid_request_error", "invalid_value", path,
+                    "'%s' requires a tool call but no function tools are given", path);
+        return false;
+    }
+    r->tool_choice = SRV_TOOLS_REQUIRED;
+    r->tool_force = NULL;
+    if (!name) return true;
+    for (size_t i = 0; i < r->n_tools; i++) {
+        json_t *s = json_loads(r->tool_schemas[i], 0, NULL);
+        const char *n = json_string_value(json_object_get(s, "name"));
+        const bool same = n && !strcmp(n, name);
+        json_decref(s);
+        if (same) {
+            r->tool_force = rq_strdup(r, name);
+            return r->tool_force ? true : rq_oom(e);
+        }
+    }
+    srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' names no given tool ('%.64s')",
+                path, name);
+    return false;
+}
+
 void rq_replay_dsml(srv_request *r, const srv_parse_ctx *ctx, dsv4_chat_message *m, const char *const *ids,
                     size_t n_ids) {
     if (!ctx || !ctx->lookup || n_ids == 0) return;

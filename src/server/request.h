@@ -56,7 +56,8 @@ typedef struct srv_request {
     size_t n_stop;
     dsv4_think_mode think; /* already capped by the context */
     srv_tool_choice tool_choice;
-    char **tool_schemas; /* compact JSON function schemas */
+    const char *tool_force; /* REQUIRED: the function that must be called (NULL: any tool) */
+    char **tool_schemas;    /* compact JSON function schemas */
     size_t n_tools;
     dsv4_chat_message *msgs;
     size_t n_msgs, cap_msgs;

@@ -263,14 +263,16 @@ def run(args):
                "stream_options": [1, "x", {"include_usage": "x"}], "stop": [1, [1], {}, [None]],
                "tools": ["x", [1], [{"type": "function"}], [{"type": "function", "function": {"name": 5}}],
                          [{"type": "retrieval"}], [{"type": "function", "function": {"name": "f", "parameters": 5}}]],
-               "tool_choice": [5, "bogus", []], "reasoning_effort": ["ultra", 5], "n": [2, 0, "x"],
+               "tool_choice": [5, "bogus", [], {}, "required", {"type": "function", "function": {"name": "nope"}},
+                               {"type": "function", "function": {"name": 5}}], "reasoning_effort": ["ultra", 5], "n": [2, 0, "x"],
                "think": ["x", 1]},
         COMP: {"prompt": [5, [1, 2], [], {}, ["a", "b"], True], "max_tokens": ["x", -1], "temperature": ["x"],
                "stream": ["x"], "echo": ["x"], "stop": [5], "seed": [[]], "top_p": [{}]},
         RESP: {"input": [5, {}, True, [5], [{"role": "wizard", "content": "x"}],
                          [{"type": "function_call_output"}], [{"type": "unknown_item"}]],
                "instructions": [5, []], "max_output_tokens": ["x", -5, 0], "reasoning": ["x", {"effort": "ultra"}],
-               "tools": ["x", [5], [{"type": "function", "name": 5}]], "temperature": ["x"], "stream": ["x"]},
+               "tools": ["x", [5], [{"type": "function", "name": 5}]], "temperature": ["x"], "stream": ["x"],
+               "tool_choice": [5, "required", {"type": "function"}, {"type": "function", "name": "nope"}]},
         MSGS: {"max_tokens": ["many", -1, 0, 1.5, None], "system": [5, {}, [5], [{"type": "image"}]],
                "messages": ["x", {}, [5], [{"role": "user", "content": 5}],
                             [{"role": "user", "content": [{"type": "video"}]}],
@@ -278,7 +280,8 @@ def run(args):
                             [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": 5}]}]],
                "thinking": ["x", {"type": "maybe"}, {"type": "enabled", "budget_tokens": "x"}],
                "stop_sequences": [5, [5]], "tools": ["x", [5], [{"name": 5}], [{"name": "f", "input_schema": 5}]],
-               "temperature": ["x", -1], "top_k": ["x"], "stream": ["x"]},
+               "temperature": ["x", -1], "top_k": ["x"], "stream": ["x"],
+               "tool_choice": ["any", {"type": "any"}, {"type": "tool"}, {"type": "tool", "name": "nope"}]},
     }
     for ep, fields in wrong.items():
         for key, values in fields.items():

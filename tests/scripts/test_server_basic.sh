@@ -250,4 +250,55 @@ kill -0 "$pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
 rc=0; wait "$pid" || rc=$?; pid=""
 [ $rc -eq 0 ] || fail "server exit status $rc after SIGTERM"
 if grep -q 'ERROR: \(Address\|Leak\)Sanitizer\|runtime error:' "$dir/server.err"; then fail "sanitizer report"; fi
+
+# ---- forced tool call (tool_choice): the server emits the DSML structure and the model samples
+# the values; sending the call and its result back extends the live session (no rebuild) and the
+# cached tokens cover the whole first turn. The tools block needs a larger context. ----
+CTX=2048
+start_server --api-key "$KEY"
+tools='[{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"tz":{"type":"string"}}}}},{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}}}]'
+q='[{"role":"user","content":"Weather in Paris?"}]'
+req POST /v1/chat/completions "{\"messages\":$q,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":400,\"think\":false}"
+expect 200 "forced tool call"
+pycheck '
+c = d["choices"][0]; tc = c["message"]["tool_calls"]
+assert c["finish_reason"] == "tool_calls" and len(tc) == 1 and tc[0]["function"]["name"] == "get_weather", c
+a = json.loads(tc[0]["function"]["arguments"])
+assert list(a) == ["city", "days"] and isinstance(a["city"], str) and isinstance(a["days"], int), a' "forced tool call shape"
+python3 - "$dir/body" "$q" "$tools" >"$dir/follow.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["choices"][0]["message"]
+msgs = json.loads(sys.argv[2]) + [
+    {"role": "assistant", "content": None, "tool_calls": m["tool_calls"]},
+    {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": "{\"temp_c\":21}"}]
+print(json.dumps({"messages": msgs, "tools": json.loads(sys.argv[3]), "max_tokens": 4, "think": False}))
+PY
+first=$(python3 -c "import json; u=json.load(open('$dir/body'))['usage']; print(u['prompt_tokens']+u['completion_tokens'])")
+ext0=$(metric dsv4_prefix_extend_total); reb0=$(metric dsv4_prefix_rebuild_total)
+req POST /v1/chat/completions "$(cat "$dir/follow.json")"; expect 200 "tool result follow-up"
+ext1=$(metric dsv4_prefix_extend_total); reb1=$(metric dsv4_prefix_rebuild_total)
+[ "$ext1" -eq $((ext0 + 1)) ] || fail "the tool result follow-up did not extend ($ext0 -> $ext1)"
+[ "$reb1" = "$reb0" ] || fail "the tool result follow-up rebuilt ($reb0 -> $reb1)"
+pycheck "assert d['usage']['prompt_tokens_details']['cached_tokens'] >= $first, d['usage']" "cached tokens cover the first turn ($first)"
+# Anthropic, streamed, thinking on: "</think>" is forced first; a tool_use block with input deltas
+req POST /v1/messages "{\"max_tokens\":400,\"stream\":true,\"messages\":$q,\"tools\":[{\"name\":\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}],\"tool_choice\":{\"type\":\"any\"}}"
+expect 200 "forced tool_use stream"
+python3 - "$dir/body" <<'PY' || fail "forced tool_use stream: $(head -c 800 "$dir/body")"
+import json, sys
+evs = [json.loads(l[6:]) for l in open(sys.argv[1], encoding="utf-8").read().split("\n") if l.startswith("data: ")]
+starts = [e["content_block"] for e in evs if e["type"] == "content_block_start"]
+uses = [b for b in starts if b["type"] == "tool_use"]
+assert len(uses) == 1 and uses[0]["name"] == "get_weather", starts
+args = "".join(e["delta"]["partial_json"] for e in evs if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta")
+assert list(json.loads(args)) == ["city"], args
+assert [e["delta"]["stop_reason"] for e in evs if e["type"] == "message_delta"] == ["tool_use"]
+PY
+# a named function that is not among the tools is a 400 naming the field
+req POST /v1/chat/completions "{\"messages\":$q,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}"
+expect 400 "unknown forced function"; pycheck 'assert d["error"]["param"] == "tool_choice.function.name"' "unknown forced function param"
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?; pid=""
+[ $rc -eq 0 ] || fail "server exit status $rc after SIGTERM"
+if grep -q 'ERROR: \(Address\|Leak\)Sanitizer\|runtime error:' "$dir/server.err"; then fail "sanitizer report"; fi
 echo "ok"

@@ -265,6 +265,81 @@ static void test_errors(void **state) {
     assert_int_equal(e.status, 400);
 }
 
+/* tool_choice in every API's shape: what is forced (and which function), and the 400s. */
+static void tool_choice_case(srv_api api, const char *body, int want_status, srv_tool_choice want_choice,
+                             const char *want_name, const char *want_param) {
+    srv_request r;
+    srv_err e;
+    const bool ok = srv_request_parse(api, body, strlen(body), &CTX, &r, &e);
+    if (want_status) {
+        if (ok) fail_msg("accepted: %s", body);
+        assert_int_equal(e.status, want_status);
+        assert_string_equal(e.param, want_param);
+        return;
+    }
+    if (!ok) fail_msg("parse: %s (%s)", e.message, body);
+    assert_int_equal(r.tool_choice, want_choice);
+    if (want_name)
+        assert_string_equal(r.tool_force, want_name);
+    else
+        assert_null(r.tool_force);
+    srv_request_free(&r);
+}
+
+static void test_tool_choice(void **state) {
+    (void)state;
+#define CT                                                                                                   \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{" \
+    "\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]"
+#define RT                                                                                                   \
+    "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"},{\"type\":\"function\",\"name\":"    \
+    "\"g\"}]"
+#define AT                                                                                                   \
+    "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"f\"},{"   \
+    "\"name\":\"g\"}]"
+    tool_choice_case(SRV_API_CHAT, CT "}", 0, SRV_TOOLS_AUTO, NULL, NULL);
+    tool_choice_case(SRV_API_CHAT, CT ",\"tool_choice\":\"auto\"}", 0, SRV_TOOLS_AUTO, NULL, NULL);
+    tool_choice_case(SRV_API_CHAT, CT ",\"tool_choice\":\"required\"}", 0, SRV_TOOLS_REQUIRED, NULL, NULL);
+    tool_choice_case(SRV_API_CHAT,
+                     CT ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", 0,
+                     SRV_TOOLS_REQUIRED, "g", NULL);
+    tool_choice_case(SRV_API_CHAT,
+                     CT ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}", 400, 0,
+                     NULL, "tool_choice.function.name");
+    tool_choice_case(SRV_API_CHAT, CT ",\"tool_choice\":{\"type\":\"function\"}}", 400, 0, NULL,
+                     "tool_choice.function.name");
+    tool_choice_case(
+        SRV_API_CHAT,
+        CT ",\"tool_choice\":{\"type\":\"allowed_tools\",\"allowed_tools\":{\"mode\":\"required\"}}}", 0,
+        SRV_TOOLS_REQUIRED, NULL, NULL);
+    tool_choice_case(SRV_API_CHAT,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+                     400, 0, NULL, "tool_choice");
+    tool_choice_case(SRV_API_RESPONSES, RT ",\"tool_choice\":\"required\"}", 0, SRV_TOOLS_REQUIRED, NULL,
+                     NULL);
+    tool_choice_case(SRV_API_RESPONSES, RT ",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}}", 0,
+                     SRV_TOOLS_REQUIRED, "f", NULL);
+    tool_choice_case(SRV_API_RESPONSES, RT ",\"tool_choice\":{\"type\":\"function\",\"name\":\"zz\"}}", 400,
+                     0, NULL, "tool_choice.name");
+    tool_choice_case(SRV_API_RESPONSES, RT ",\"tool_choice\":\"none\"}", 0, SRV_TOOLS_NONE, NULL, NULL);
+    tool_choice_case(SRV_API_MESSAGES, AT ",\"tool_choice\":{\"type\":\"any\"}}", 0, SRV_TOOLS_REQUIRED, NULL,
+                     NULL);
+    tool_choice_case(SRV_API_MESSAGES, AT ",\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\"}}", 0,
+                     SRV_TOOLS_REQUIRED, "g", NULL);
+    tool_choice_case(SRV_API_MESSAGES, AT ",\"tool_choice\":{\"type\":\"tool\",\"name\":\"q\"}}", 400, 0,
+                     NULL, "tool_choice.name");
+    tool_choice_case(SRV_API_MESSAGES, AT ",\"tool_choice\":{\"type\":\"auto\"}}", 0, SRV_TOOLS_AUTO, NULL,
+                     NULL);
+    tool_choice_case(
+        SRV_API_MESSAGES,
+        "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":"
+        "\"any\"}}",
+        400, 0, NULL, "tool_choice");
+#undef CT
+#undef RT
+#undef AT
+}
+
 static void test_depth_limit(void **state) {
     (void)state;
     char buf[512];
@@ -329,6 +404,7 @@ int main(void) {
         cmocka_unit_test(test_exact_dsml_replay),
         cmocka_unit_test(test_think_and_sampling),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_tool_choice),
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_error_shapes),
     };
