@@ -42,3 +42,35 @@ float quant_dot_q4_k(const void *wrow, const dsv4_q8_k *x, int64_t n) {
 float quant_dot_f16(const uint16_t *wrow, const float *x, int64_t n) {
     return quant_simd_active() ? quant_dot_f16_avx2(wrow, x, n) : quant_dot_f16_scalar(wrow, x, n);
 }
+
+void quant_dot_q8_0_x(const void *wrow, const dsv4_q8_0_act *const *x, int nx, int64_t n, float *out) {
+    if (quant_simd_active()) {
+        quant_dot_q8_0_x_avx2(wrow, x, nx, n, out);
+        return;
+    }
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_q8_0_scalar(wrow, x[i], n);
+}
+
+void quant_dot_q2_k_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out) {
+    if (quant_simd_active()) {
+        quant_dot_q2_k_x_avx2(wrow, x, nx, n, out);
+        return;
+    }
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_q2_k_scalar(wrow, x[i], n);
+}
+
+void quant_dot_iq2_xxs_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out) {
+    if (quant_simd_active()) {
+        quant_dot_iq2_xxs_x_avx2(wrow, x, nx, n, out);
+        return;
+    }
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_iq2_xxs_scalar(wrow, x[i], n);
+}
+
+void quant_dot_q4_k_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out) {
+    if (quant_simd_active()) {
+        quant_dot_q4_k_x_avx2(wrow, x, nx, n, out);
+        return;
+    }
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_q4_k_scalar(wrow, x[i], n);
+}

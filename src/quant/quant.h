@@ -77,6 +77,14 @@ float quant_dot_f16(const uint16_t *wrow, const float *x, int64_t n);  /* f32 ac
 float quant_dot_f32(const float *wrow, const float *x, int64_t n);     /* double accumulate */
 float quant_dot_bf16(const uint16_t *wrow, const float *x, int64_t n); /* f32 accumulate */
 
+/* One weight row against nx activation vectors: out[i] is bitwise quant_dot_<type>(wrow, x[i], n)
+ * (each activation keeps its own accumulator and the single-row float order); only the weight
+ * loads and decoding are shared, so prefill and expert batches read and decode each row once. */
+void quant_dot_q8_0_x(const void *wrow, const dsv4_q8_0_act *const *x, int nx, int64_t n, float *out);
+void quant_dot_q2_k_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+void quant_dot_iq2_xxs_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+void quant_dot_q4_k_x(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+
 /* Reference scalar versions (always available; the dispatching functions above must equal them). */
 float quant_dot_q8_0_scalar(const void *wrow, const dsv4_q8_0_act *x, int64_t n);
 float quant_dot_q2_k_scalar(const void *wrow, const dsv4_q8_k *x, int64_t n);

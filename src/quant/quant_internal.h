@@ -51,6 +51,12 @@ float quant_dot_q2_k_avx2(const void *wrow, const dsv4_q8_k *x, int64_t n);
 float quant_dot_iq2_xxs_avx2(const void *wrow, const dsv4_q8_k *x, int64_t n);
 float quant_dot_q4_k_avx2(const void *wrow, const dsv4_q8_k *x, int64_t n);
 float quant_dot_f16_avx2(const uint16_t *wrow, const float *x, int64_t n);
+void quant_dot_q8_0_x_avx2(const void *wrow, const dsv4_q8_0_act *const *x, int nx, int64_t n, float *out);
+void quant_dot_q2_k_x_avx2(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+void quant_dot_iq2_xxs_x_avx2(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+void quant_dot_q4_k_x_avx2(const void *wrow, const dsv4_q8_k *const *x, int nx, int64_t n, float *out);
+/* The F16C conversion the AVX2 kernels use for block scales (must equal dsv4_f16_to_f32). */
+float quant_f16_to_f32_avx2(uint16_t h);
 /* true when this build has the AVX2 kernels at all (x86-64 with GNU C). */
 int quant_avx2_compiled(void);
 

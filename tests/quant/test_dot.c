@@ -237,6 +237,141 @@ static void test_q8_0_dot_hand(void **state) {
     assert_true(quant_dot_q8_0_scalar(&w, &x, 32) == 24.0f);
 }
 
+/* The F16C scale conversion of the AVX2 kernels equals dsv4_f16_to_f32 for all 65536 patterns
+ * (subnormals, infinities, quiet and signalling NaN payloads included). */
+static void test_f16_scale_exhaustive(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    for (uint32_t h = 0; h < 65536; h++)
+        assert_int_equal(fbits(quant_f16_to_f32_avx2((uint16_t)h)), fbits(dsv4_f16_to_f32((uint16_t)h)));
+    /* hand values: smallest subnormal 2^-24, a signalling NaN keeps its quiet bit clear */
+    assert_int_equal(fbits(quant_f16_to_f32_avx2(0x0001)), 0x33800000u);
+    assert_int_equal(fbits(quant_f16_to_f32_avx2(0x7c01)), 0x7f802000u);
+    assert_int_equal(fbits(quant_f16_to_f32_avx2(0xfe00)), 0xffc00000u);
+}
+
+/* Any non-NaN f16 pattern: zeros, subnormals, infinities, both signs. */
+static uint16_t rand_nonnan_f16(uint64_t *s) {
+    for (;;) {
+        const uint16_t h = (uint16_t)test_rng_next(s);
+        if ((h & 0x7c00) != 0x7c00 || (h & 0x3ff) == 0) return h;
+    }
+}
+
+typedef void (*multi_fn)(const void *, const void *const *, int, int64_t, float *);
+typedef float (*single_fn)(const void *, const void *, int64_t);
+
+static void mq8_0(const void *w, const void *const *x, int nx, int64_t n, float *o) {
+    quant_dot_q8_0_x(w, (const dsv4_q8_0_act *const *)x, nx, n, o);
+}
+static void mq8_0_avx2(const void *w, const void *const *x, int nx, int64_t n, float *o) {
+    quant_dot_q8_0_x_avx2(w, (const dsv4_q8_0_act *const *)x, nx, n, o);
+}
+static float sq8_0(const void *w, const void *x, int64_t n) { return quant_dot_q8_0_scalar(w, x, n); }
+#define KQ_WRAP(name)                                                                                        \
+    static void m##name(const void *w, const void *const *x, int nx, int64_t n, float *o) {                  \
+        quant_dot_##name##_x(w, (const dsv4_q8_k *const *)x, nx, n, o);                                      \
+    }                                                                                                        \
+    static void m##name##_avx2(const void *w, const void *const *x, int nx, int64_t n, float *o) {           \
+        quant_dot_##name##_x_avx2(w, (const dsv4_q8_k *const *)x, nx, n, o);                                 \
+    }                                                                                                        \
+    static float s##name(const void *w, const void *x, int64_t n) {                                          \
+        return quant_dot_##name##_scalar(w, x, n);                                                           \
+    }
+KQ_WRAP(q2_k)
+KQ_WRAP(q4_k)
+KQ_WRAP(iq2_xxs)
+
+#define MX 9
+
+/* Multi-activation kernels: every out[i] equals the single-row scalar reference bitwise, for
+ * nx = 1..9 (a full group of 8, every smaller count, and 8 + 1), many lengths (Q8_0 lengths cover every
+ * number of blocks left after groups of 4), random codes over the full int8 range and weight scales drawn
+ * from all non-NaN f16 patterns on one pass and normal scales on the other. */
+static void multi_case(uint32_t type, multi_fn disp, multi_fn avx2, single_fn scalar) {
+    uint64_t s = 77 + type;
+    static uint8_t w[MAX_N / 32 * sizeof(dsv4_block_q8_0)]; /* the largest bytes per element */
+    static dsv4_q8_0_act x8[MX][MAX_N / 32];
+    static dsv4_q8_k xk[MX][MAX_N / 256];
+    const int64_t qk = type == DSV4_TYPE_Q8_0 ? 32 : 256;
+    int checked = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t n = qk; n <= MAX_N; n += (type == DSV4_TYPE_Q8_0 && n < 32 * 24 ? 32 : 7 * qk)) {
+            rand_weights(&s, type, w, n);
+            if (pass == 1) { /* overwrite the scales with arbitrary non-NaN patterns */
+                uint64_t bytes;
+                assert_true(dsv4_type_row_bytes(type, (uint64_t)n, &bytes));
+                const size_t bsz = (size_t)(bytes / (uint64_t)(n / qk));
+                for (int64_t b = 0; b < n / qk; b++) {
+                    uint8_t *blk = w + b * bsz;
+                    const uint16_t d = rand_nonnan_f16(&s), m = rand_nonnan_f16(&s);
+                    const size_t off = type == DSV4_TYPE_Q2_K ? 80 : 0; /* Q2_K keeps d, dmin last */
+                    memcpy(blk + off, &d, 2);
+                    if (type == DSV4_TYPE_Q2_K || type == DSV4_TYPE_Q4_K) memcpy(blk + off + 2, &m, 2);
+                }
+            }
+            const void *xp[MX];
+            for (int i = 0; i < MX; i++) {
+                if (type == DSV4_TYPE_Q8_0) {
+                    rand_q8_0_act(&s, x8[i], n);
+                    xp[i] = x8[i];
+                } else {
+                    rand_q8_k(&s, xk[i], n);
+                    xp[i] = xk[i];
+                }
+            }
+            for (int nx = 1; nx <= MX; nx++) {
+                float o1[MX], o2[MX];
+                disp(w, xp, nx, n, o1);
+                if (have_avx2()) avx2(w, xp, nx, n, o2);
+                for (int i = 0; i < nx; i++) {
+                    const uint32_t ref = fbits(scalar(w, xp[i], n));
+                    assert_int_equal(fbits(o1[i]), ref);
+                    if (have_avx2()) assert_int_equal(fbits(o2[i]), ref);
+                    checked++;
+                }
+            }
+        }
+    }
+    assert_true(checked > 100);
+}
+
+static void test_multi_q8_0(void **state) {
+    (void)state;
+    multi_case(DSV4_TYPE_Q8_0, mq8_0, mq8_0_avx2, sq8_0);
+}
+static void test_multi_q2_k(void **state) {
+    (void)state;
+    multi_case(DSV4_TYPE_Q2_K, mq2_k, mq2_k_avx2, sq2_k);
+}
+static void test_multi_q4_k(void **state) {
+    (void)state;
+    multi_case(DSV4_TYPE_Q4_K, mq4_k, mq4_k_avx2, sq4_k);
+}
+static void test_multi_iq2_xxs(void **state) {
+    (void)state;
+    multi_case(DSV4_TYPE_IQ2_XXS, miq2_xxs, miq2_xxs_avx2, siq2_xxs);
+}
+
+/* A signalling-NaN weight scale gives the same NaN bits as the scalar kernel (the F16C
+ * conversion must not quiet it differently from the scalar multiply). */
+static void test_snan_scale(void **state) {
+    (void)state;
+    uint64_t s = 9;
+    static dsv4_block_q8_0 w[8];
+    static dsv4_q8_0_act x[8];
+    rand_weights(&s, DSV4_TYPE_Q8_0, w, 256);
+    rand_q8_0_act(&s, x, 256);
+    w[5].d = 0xfc15; /* negative signalling NaN with payload */
+    const float ref = quant_dot_q8_0_scalar(w, x, 256);
+    assert_true(isnan(ref));
+    assert_int_equal(fbits(quant_dot_q8_0(w, x, 256)), fbits(ref));
+    const dsv4_q8_0_act *xp[1] = {x};
+    float o;
+    quant_dot_q8_0_x(w, xp, 1, 256, &o);
+    assert_int_equal(fbits(o), fbits(ref));
+}
+
 static void *simd_thread(void *arg) {
     *(bool *)arg = quant_simd_active();
     return NULL;
@@ -270,7 +405,10 @@ int main(void) {
         cmocka_unit_test(test_dispatch),         cmocka_unit_test(test_q8_0_dot_hand),
         cmocka_unit_test(test_q8_0_dot),         cmocka_unit_test(test_q2_k_dot),
         cmocka_unit_test(test_q4_k_dot),         cmocka_unit_test(test_iq2_xxs_dot),
-        cmocka_unit_test(test_f16_bf16_f32_dot),
+        cmocka_unit_test(test_f16_bf16_f32_dot), cmocka_unit_test(test_f16_scale_exhaustive),
+        cmocka_unit_test(test_multi_q8_0),       cmocka_unit_test(test_multi_q2_k),
+        cmocka_unit_test(test_multi_q4_k),       cmocka_unit_test(test_multi_iq2_xxs),
+        cmocka_unit_test(test_snan_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,15 +8,30 @@
 /* ---- matmul ---- */
 
 typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
-typedef float (*dot_fn)(const void *w, const void *x, int64_t n);
+/* One weight row against nx activation rows; out[i] is bitwise the single-row dot of x[i]. */
+typedef void (*dot_fn)(const void *w, const void *const *x, int nx, int64_t n, float *out);
 
-static float dot_f32_w(const void *w, const void *x, int64_t n) { return quant_dot_f32(w, x, n); }
-static float dot_f16_w(const void *w, const void *x, int64_t n) { return quant_dot_f16(w, x, n); }
-static float dot_bf16_w(const void *w, const void *x, int64_t n) { return quant_dot_bf16(w, x, n); }
-static float dot_q8_0_w(const void *w, const void *x, int64_t n) { return quant_dot_q8_0(w, x, n); }
-static float dot_q2_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q2_k(w, x, n); }
-static float dot_q4_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q4_k(w, x, n); }
-static float dot_iq2_w(const void *w, const void *x, int64_t n) { return quant_dot_iq2_xxs(w, x, n); }
+static void dot_f32_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_f32(w, x[i], n);
+}
+static void dot_f16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_f16(w, x[i], n);
+}
+static void dot_bf16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_bf16(w, x[i], n);
+}
+static void dot_q8_0_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q8_0_x(w, (const dsv4_q8_0_act *const *)x, nx, n, out);
+}
+static void dot_q2_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q2_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
+static void dot_q4_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q4_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
+static void dot_iq2_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_iq2_xxs_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
 
 /* Activation format and dot kernel for a weight type (ds4 CPU: Q8_0 weights take Q8_0
  * activations, K-quant/IQ2 weights Q8_K activations, float weights f32 activations). */
@@ -100,6 +115,7 @@ typedef struct {
 
 #define MM_ROW_TILE 8
 #define MM_TOK_TILE 32
+#define MM_DOT_X 8 /* activation rows per multi-row dot call */
 
 /* EXACT numerics: each weight row dequantized once, dotted with the f32 rows in double. */
 static void matmul_exact_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
@@ -121,10 +137,16 @@ static void matmul_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
             const uint32_t te = tb + MM_TOK_TILE < j->n ? tb + MM_TOK_TILE : j->n;
             for (uint64_t o = ob; o < oe; o++) {
                 const void *wrow = dsv4_tensor_row(j->w, j->row0 + o);
-                for (uint32_t t = tb; t < te; t++) {
-                    const void *xa = j->act ? (const void *)(j->act + t * j->act_bytes)
-                                            : (const void *)(j->x + t * j->x_stride);
-                    j->y[t * j->y_stride + o] = j->dot(wrow, xa, (int64_t)j->in);
+                /* up to MM_DOT_X tokens per call share the weight row's loads and decoding */
+                for (uint32_t t = tb; t < te; t += MM_DOT_X) {
+                    const int nx = te - t < MM_DOT_X ? (int)(te - t) : MM_DOT_X;
+                    const void *xa[MM_DOT_X];
+                    float r[MM_DOT_X];
+                    for (int i = 0; i < nx; i++)
+                        xa[i] = j->act ? (const void *)(j->act + (t + i) * j->act_bytes)
+                                       : (const void *)(j->x + (t + i) * j->x_stride);
+                    j->dot(wrow, xa, nx, (int64_t)j->in, r);
+                    for (int i = 0; i < nx; i++) j->y[(t + i) * j->y_stride + o] = r[i];
                 }
             }
         }

@@ -59,14 +59,30 @@ dsv4_status cpu_router_select(void *vctx, const float *logits, uint32_t n, uint3
 
 /* ---- routed experts, grouped by expert so each expert's rows are read once per sub-batch ---- */
 
-typedef float (*dot_fn)(const void *w, const void *x, int64_t n);
-static float dot_f32_w(const void *w, const void *x, int64_t n) { return quant_dot_f32(w, x, n); }
-static float dot_f16_w(const void *w, const void *x, int64_t n) { return quant_dot_f16(w, x, n); }
-static float dot_bf16_w(const void *w, const void *x, int64_t n) { return quant_dot_bf16(w, x, n); }
-static float dot_q8_0_w(const void *w, const void *x, int64_t n) { return quant_dot_q8_0(w, x, n); }
-static float dot_q2_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q2_k(w, x, n); }
-static float dot_q4_k_w(const void *w, const void *x, int64_t n) { return quant_dot_q4_k(w, x, n); }
-static float dot_iq2_w(const void *w, const void *x, int64_t n) { return quant_dot_iq2_xxs(w, x, n); }
+/* One expert row against nx activation rows; out[i] is bitwise the single-row dot of x[i]. */
+typedef void (*dot_fn)(const void *w, const void *const *x, int nx, int64_t n, float *out);
+
+static void dot_f32_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_f32(w, x[i], n);
+}
+static void dot_f16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_f16(w, x[i], n);
+}
+static void dot_bf16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    for (int i = 0; i < nx; i++) out[i] = quant_dot_bf16(w, x[i], n);
+}
+static void dot_q8_0_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q8_0_x(w, (const dsv4_q8_0_act *const *)x, nx, n, out);
+}
+static void dot_q2_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q2_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
+static void dot_q4_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_q4_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
+static void dot_iq2_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
+    quant_dot_iq2_xxs_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
+}
 
 typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
 
@@ -129,6 +145,18 @@ static void quant_x_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
     for (uint64_t t = t0; t < t1; t++) quant_row(j->kin, j->x + t * j->in, j->xq + t * j->xbytes, j->in);
 }
 
+#define MOE_DOT_X 8 /* pairs per multi-row dot call */
+
+static void store_mid(const moe_job *j, uint32_t pair, uint32_t r, float g, float u) {
+    if (j->clamp_on) {
+        if (g > j->clamp) g = j->clamp;
+        if (u > j->clamp) u = j->clamp;
+        if (u < -j->clamp) u = -j->clamp;
+    }
+    /* the route weight scales mid before the down projection */
+    j->mid[(uint64_t)pair * j->ff + r] = cpu_silu(g) * u * j->weights[pair];
+}
+
 static void gate_up_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
     moe_job *j = arg;
     float *gtmp = j->rowbuf ? j->rowbuf + (uint64_t)th * j->rowbuf_n : NULL;
@@ -141,19 +169,21 @@ static void gate_up_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
         if (gtmp) { /* EXACT: dequantize once per row, f32 activations, double dots */
             grow = cpu_row_f32(j->gate->type, grow, j->in, gtmp);
             urow = cpu_row_f32(j->up->type, urow, j->in, utmp);
-        }
-        for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
-            const uint32_t pair = j->pairs[p], t = pair / j->k;
-            const void *xa = j->xq + (uint64_t)t * j->xbytes;
-            float g = gtmp ? cpu_dot_exact(grow, xa, j->in) : j->dgu(grow, xa, j->in);
-            float u = gtmp ? cpu_dot_exact(urow, xa, j->in) : j->dgu(urow, xa, j->in);
-            if (j->clamp_on) {
-                if (g > j->clamp) g = j->clamp;
-                if (u > j->clamp) u = j->clamp;
-                if (u < -j->clamp) u = -j->clamp;
+            for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
+                const uint32_t pair = j->pairs[p];
+                const float *xa = (const float *)(j->xq + (uint64_t)(pair / j->k) * j->xbytes);
+                store_mid(j, pair, r, cpu_dot_exact(grow, xa, j->in), cpu_dot_exact(urow, xa, j->in));
             }
-            /* the route weight scales mid before the down projection */
-            j->mid[(uint64_t)pair * j->ff + r] = cpu_silu(g) * u * j->weights[pair];
+            continue;
+        }
+        for (uint32_t p = j->start[a]; p < j->start[a + 1]; p += MOE_DOT_X) {
+            const int nx = j->start[a + 1] - p < MOE_DOT_X ? (int)(j->start[a + 1] - p) : MOE_DOT_X;
+            const void *xa[MOE_DOT_X];
+            float g[MOE_DOT_X], u[MOE_DOT_X];
+            for (int q = 0; q < nx; q++) xa[q] = j->xq + (uint64_t)(j->pairs[p + q] / j->k) * j->xbytes;
+            j->dgu(grow, xa, nx, j->in, g);
+            j->dgu(urow, xa, nx, j->in, u);
+            for (int q = 0; q < nx; q++) store_mid(j, j->pairs[p + q], r, g[q], u[q]);
         }
     }
 }
@@ -170,11 +200,22 @@ static void down_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
     for (uint64_t i = i0; i < i1; i++) { /* item = (active expert, embd row) */
         const uint32_t a = (uint32_t)(i / j->embd), r = (uint32_t)(i % j->embd);
         const void *drow = dsv4_tensor_expert_row(j->down, j->act_expert[a], r);
-        if (dtmp) drow = cpu_row_f32(j->down->type, drow, j->ff, dtmp);
-        for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
-            const uint32_t pair = j->pairs[p];
-            const void *m = j->midq + (uint64_t)pair * j->mbytes;
-            j->y[(uint64_t)pair * j->embd + r] = dtmp ? cpu_dot_exact(drow, m, j->ff) : j->dd(drow, m, j->ff);
+        if (dtmp) {
+            drow = cpu_row_f32(j->down->type, drow, j->ff, dtmp);
+            for (uint32_t p = j->start[a]; p < j->start[a + 1]; p++) {
+                const uint32_t pair = j->pairs[p];
+                const float *m = (const float *)(j->midq + (uint64_t)pair * j->mbytes);
+                j->y[(uint64_t)pair * j->embd + r] = cpu_dot_exact(drow, m, j->ff);
+            }
+            continue;
+        }
+        for (uint32_t p = j->start[a]; p < j->start[a + 1]; p += MOE_DOT_X) {
+            const int nx = j->start[a + 1] - p < MOE_DOT_X ? (int)(j->start[a + 1] - p) : MOE_DOT_X;
+            const void *m[MOE_DOT_X];
+            float yv[MOE_DOT_X];
+            for (int q = 0; q < nx; q++) m[q] = j->midq + (uint64_t)j->pairs[p + q] * j->mbytes;
+            j->dd(drow, m, nx, j->ff, yv);
+            for (int q = 0; q < nx; q++) j->y[(uint64_t)j->pairs[p + q] * j->embd + r] = yv[q];
         }
     }
 }
