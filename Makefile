@@ -138,7 +138,12 @@ $(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS)) $(BUILD)/cuda/cuda_ops_check \
-	$(BUILD)/cuda/gemm_units_check
+	$(BUILD)/cuda/gemm_units_check $(BUILD)/cuda/smallops_units_check
+# Host-only check of the lane-split HC split and router top-k against the CPU backend (runs anywhere).
+$(BUILD)/cuda/smallops_units_check: tests/cuda/smallops_units_check.cu src/backend/cuda/cuda_smallops_units.cuh \
+		$(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Standalone GPU tests (main(), no cmocka; need a GPU to run): the attention kernels against the
 # CPU backend of libengine.a. Linked from the attention objects only, so other CUDA files in progress
 # cannot break it.
@@ -147,7 +152,12 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
-cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check
+cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check
+# Host-only emulation of the grouped MoE path against quant_dot_* and the CPU moe op (runs anywhere).
+$(BUILD)/cuda/moe_grouped_emu_check: tests/cuda/moe_grouped_emu_check.cu src/backend/cuda/cuda_moe_grouped.cuh \
+		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the Q8_0 tensor-core prefill GEMM against quant_dot_q8_0 (runs anywhere).
 $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/cuda/cuda_gemm_q8_0_mma.cuh \
 		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)

@@ -225,6 +225,134 @@ static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_
     free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
 }
 
+/* Routed experts of a prefill chunk: the CPU router's selection for random logits, then the op on
+ * both backends; the device result must equal the CPU's bit for bit (the grouped path for n >= 2,
+ * cuda_ops_moe_grouped.cu). */
+static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
+    const dsv4_tensor *bias = dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+    float *lg = hrand(c, (size_t)n * NE, 4.0f), *x = hrand(c, (size_t)n * E, 1.0f);
+    float *wt = malloc((size_t)n * K * 4), *o = malloc((size_t)n * E * 4), *got = malloc((size_t)n * E * 4);
+    int32_t *sel = malloc((size_t)n * K * 4);
+    if (!wt || !o || !got || !sel) abort();
+    dsv4_error ec = {0};
+    char lb[96];
+    snprintf(lb, sizeof lb, "moe bitwise %s/%s n=%u", dsv4_type_name(L->ffn_gate_exps.type),
+             dsv4_type_name(L->ffn_down_exps.type), n);
+    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) !=
+        DSV4_OK) {
+        printf("FAIL %-34s cpu router: %s\n", lb, ec.msg);
+        c->fails++, c->checks++;
+    } else {
+        float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
+        int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
+        float *dout = dcopy(c, o, (size_t)n * E * 4);
+        if (ran(c, lb,
+                CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp,
+                         o, &ec),
+                GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K,
+                         clamp, dout, &c->err),
+                &ec)) {
+            const size_t ys = (size_t)n * E;
+            /* The block dots are exact and summed in the CPU's order, but SiLU's expf on the device is
+             * correctly rounded while glibc's is 1 ulp off in rare cases (docs/VALIDATION.md "CUDA"); such
+             * a mid value can then round to another Q8_K code. So report the bitwise count, and fail only
+             * beyond that ulp-level effect: max |diff| > 1e-5 of the largest reference value. */
+            size_t differ = 0, first = ys;
+            double maxd = 0, maxr = 0;
+            bool read_ok = GPU->read(GC, got, dout, ys * 4, &c->err) == DSV4_OK;
+            if (!read_ok) differ = ys;
+            for (size_t i = 0; read_ok && i < ys; i++) {
+                const double r = fabs((double)o[i]), d = fabs((double)got[i] - (double)o[i]);
+                if (r > maxr) maxr = r;
+                if (!(d <= maxd)) maxd = d; /* NaN propagates as a failure */
+                if (memcmp(&got[i], &o[i], 4) != 0) {
+                    if (first == ys) first = i;
+                    differ++;
+                }
+            }
+            const bool bad = !read_ok || !(maxd <= 1e-5 * (maxr > 0 ? maxr : 1));
+            printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)", bad ? "FAIL" : "ok  ",
+                   lb, ys, ys - differ, ys, maxd, maxr);
+            if (first < ys) printf(" (first at %zu: %.9g vs %.9g)", first, got[first], o[first]);
+            printf("\n");
+            c->fails += bad;
+            c->checks++;
+        }
+        dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dout);
+    }
+    free(lg), free(x), free(wt), free(o), free(got), free(sel);
+}
+
+/* Seconds per GPU moe call (after one warm-up) with the grouped path on or off
+ * (DSV4_CUDA_MOE_GROUPED is read on every call). */
+static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const float *dx, uint32_t n,
+                       const int32_t *dsel, const float *dwt, float *dout, bool grouped, int reps) {
+    const char *prev = getenv("DSV4_CUDA_MOE_GROUPED");
+    char saved[16] = "";
+    if (prev) snprintf(saved, sizeof saved, "%s", prev);
+    setenv("DSV4_CUDA_MOE_GROUPED", grouped ? "1" : "0", 1);
+    const uint32_t K = c->m->cfg.n_expert_used;
+    double t = -1;
+    if (GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp, dout,
+                 &c->err) == DSV4_OK &&
+        GPU->sync(GC, &c->err) == DSV4_OK) {
+        const double t0 = now_s();
+        bool ok = true;
+        for (int r = 0; r < reps && ok; r++)
+            ok = GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K,
+                          clamp, dout, &c->err) == DSV4_OK;
+        if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
+    }
+    if (prev)
+        setenv("DSV4_CUDA_MOE_GROUPED", saved, 1);
+    else
+        unsetenv("DSV4_CUDA_MOE_GROUPED");
+    return t;
+}
+
+/* Prefill timing of the routed experts: grouped against generic on the same CPU-router selection;
+ * the two device results must agree bit for bit. */
+static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
+    const dsv4_tensor *bias = dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+    float *lg = hrand(c, (size_t)n * NE, 4.0f), *x = hrand(c, (size_t)n * E, 1.0f);
+    float *wt = malloc((size_t)n * K * 4), *a = malloc((size_t)n * E * 4), *b = malloc((size_t)n * E * 4);
+    int32_t *sel = malloc((size_t)n * K * 4);
+    if (!wt || !a || !b || !sel) abort();
+    dsv4_error ec = {0};
+    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) !=
+        DSV4_OK) {
+        printf("FAIL moe prefill timing: cpu router: %s\n", ec.msg);
+        c->fails++, c->checks++;
+        free(lg), free(x), free(wt), free(a), free(b), free(sel);
+        return;
+    }
+    float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
+    int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
+    float *dy = dcopy(c, a, (size_t)n * E * 4), *dy2 = dcopy(c, a, (size_t)n * E * 4);
+    const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, true, 5);
+    const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, false, 2);
+    const size_t ys = (size_t)n * E;
+    size_t differ = ys;
+    if (tg > 0 && tr > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+        GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+        differ = 0;
+        for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+    }
+    printf("%s moe prefill timing %s/%s n=%u k=%u: grouped %.3f ms (%.2f us/token), generic %.3f ms (%.1fx); "
+           "%zu of %zu differ\n",
+           differ ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
+           dsv4_type_name(L->ffn_down_exps.type), n, K, tg * 1e3, tg * 1e6 / n, tr * 1e3, tr / tg, differ,
+           ys);
+    c->fails += differ != 0;
+    c->checks++;
+    free(lg), free(x), free(wt), free(a), free(b), free(sel);
+    dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dy), dfree(c, dy2);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
@@ -546,6 +674,13 @@ int main(int argc, char **argv) {
             cmp_f(c, lb, o, dout, (size_t)n * E);
         free(lg), free(sel), free(wt), free(x), free(o);
         dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
+    }
+    /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path), then timing ---- */
+    if (numerics == DSV4_NUMERICS_DS4) {
+        const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
+        const uint32_t ns[4] = {2, 7, 64, 200};
+        for (int k = 0; k < 4; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
+        if (!strcmp(against, "cuda")) time_moe_prefill(c, LN, clamp, 256);
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);

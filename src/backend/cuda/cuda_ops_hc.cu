@@ -2,29 +2,50 @@
  * backend/cpu/cpu_hc.c and cpu_hc_split (cpu_kernels.c) with the same float order. */
 #include <cuda_fp16.h>
 
+#include <string.h>
+
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_smallops_units.cuh"
 
 #define HC_NEG_INF (-1e30f)
 #define HC_MAX 16
+#define CU_GRID_Y 65535u /* grid.y limit: token loops stride by it */
 
 /* ---- embed ---- */
 
+/* Block (x, t): 256 dims of token t, copied to every stream. The ids come by value (tk) for a
+ * few tokens, else from the device array tok. */
 template <int T>
-__global__ void embed_kernel(const uint8_t *emb, uint64_t row_bytes, const int32_t *tok, uint32_t n,
-                             uint32_t n_hc, uint32_t n_embd, float *out) {
-    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (uint64_t)n * n_embd) return;
-    const uint32_t t = (uint32_t)(i / n_embd), d = (uint32_t)(i % n_embd);
-    const uint8_t *row = emb + (uint64_t)tok[t] * row_bytes;
-    float v;
-    if (T == DSV4_TYPE_F32)
-        v = ((const float *)row)[d];
-    else if (T == DSV4_TYPE_F16)
-        v = __half2float(__ushort_as_half(((const uint16_t *)row)[d]));
-    else
-        v = __uint_as_float((uint32_t)((const uint16_t *)row)[d] << 16);
-    float *o = out + (uint64_t)t * n_hc * n_embd + d;
-    for (uint32_t h = 0; h < n_hc; h++) o[(uint64_t)h * n_embd] = v;
+__global__ void embed_kernel(const uint8_t *emb, uint64_t row_bytes, const int32_t *tok, const cu_tok_arg tk,
+                             uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out) {
+    const uint32_t d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= n_embd) return;
+    for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
+        const int32_t id = tok ? tok[t] : tk.v[t];
+        const uint8_t *row = emb + (uint64_t)id * row_bytes;
+        float v;
+        if (T == DSV4_TYPE_F32)
+            v = ((const float *)row)[d];
+        else if (T == DSV4_TYPE_F16)
+            v = __half2float(__ushort_as_half(((const uint16_t *)row)[d]));
+        else
+            v = __uint_as_float((uint32_t)((const uint16_t *)row)[d] << 16);
+        float *o = out + (uint64_t)t * n_hc * n_embd + d;
+        for (uint32_t h = 0; h < n_hc; h++) o[(uint64_t)h * n_embd] = v;
+    }
+}
+
+/* The ids of a call: by value when they fit the launch (decode: no upload, no wait on the
+ * staging buffer), else through cu_tokens. */
+static dsv4_status hc_tokens(cuda_ctx *c, const int32_t *tokens, uint32_t n, cu_tok_arg *tk,
+                             const int32_t **dtok, dsv4_error *err) {
+    memset(tk, 0, sizeof *tk);
+    *dtok = NULL;
+    if (n <= CU_TOK_INLINE) {
+        memcpy(tk->v, tokens, (size_t)n * sizeof(int32_t));
+        return DSV4_OK;
+    }
+    return cu_tokens(c, tokens, n, dtok, err);
 }
 
 dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, uint32_t n, uint32_t n_hc,
@@ -42,45 +63,171 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
     if (n == 0) return DSV4_OK;
     const uint8_t *ed = (const uint8_t *)cu_weight_dev(c, emb, err);
     if (!ed) return DSV4_ERR_INVALID;
+    cu_tok_arg tk;
     const int32_t *dtok = NULL;
-    dsv4_status st = cu_tokens(c, tokens, n, &dtok, err);
+    dsv4_status st = hc_tokens(c, tokens, n, &tk, &dtok, err);
     if (st != DSV4_OK) return st;
     const uint32_t n_embd = (uint32_t)emb->ne[0];
-    const unsigned blocks = cu_blocks((uint64_t)n * n_embd, 256);
+    const dim3 grid(cu_blocks(n_embd, 256), n < CU_GRID_Y ? n : CU_GRID_Y);
     if (emb->type == DSV4_TYPE_F32)
         embed_kernel<DSV4_TYPE_F32>
-            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+            <<<grid, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, tk, n, n_hc, n_embd, out_hc);
     else if (emb->type == DSV4_TYPE_F16)
         embed_kernel<DSV4_TYPE_F16>
-            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+            <<<grid, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, tk, n, n_hc, n_embd, out_hc);
     else
         embed_kernel<DSV4_TYPE_BF16>
-            <<<blocks, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, n, n_hc, n_embd, out_hc);
+            <<<grid, 256, 0, c->stream>>>(ed, emb->row_bytes, dtok, tk, n, n_hc, n_embd, out_hc);
     return cu_launched(err, "embed");
 }
 
 /* ---- shared pieces ---- */
 
-/* u[t][d] = sum_h x[t][h][d] * w[t*w_stride + h], h in order. */
-__global__ void wsum_kernel(const float *x, const float *w, uint32_t n, uint32_t n_hc, uint32_t n_embd,
-                            uint32_t w_stride, float *out) {
-    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (uint64_t)n * n_embd) return;
-    const uint64_t t = i / n_embd, d = i % n_embd;
-    const float *xt = x + t * n_hc * n_embd;
-    const float *wt = w + t * w_stride;
-    float acc = 0.0f;
-    for (uint32_t h = 0; h < n_hc; h++) acc += xt[(uint64_t)h * n_embd + d] * wt[h];
-    out[i] = acc;
+#define HCM_CHUNK 256  /* inputs per block of the decode mix: 32 lanes x 8 */
+#define HCS_THREADS 256
+
+/* Decode mix, partial dots. Block (p, t) takes token t's Σx² over the whole row (the rmsnorm op's
+ * tree, so s and flat = x * s are the values the rmsnorm op gives), then for every mix row m the
+ * dot of inputs [256 p, 256 p + 256) with flat: exact products, summed in double (8 per lane in
+ * order, then a xor butterfly). The row is read by every block (from L2); the weights once. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    hc_mix_part_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, uint32_t n, uint32_t hd,
+                       uint32_t n_mix, float rms_eps, double *part) {
+    __shared__ double red[RMS_THREADS / 32];
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, P = gridDim.x;
+    const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
+    for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
+        const float *xr = x + (uint64_t)t * hd;
+        const double tot = cu_row_sumsq(xr, hd, true, red);
+        const float s = 1.0f / sqrtf((float)(tot / (double)hd) + rms_eps);
+        const float4 a = *(const float4 *)(xr + i0), b = *(const float4 *)(xr + i0 + 4);
+        const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
+        for (uint32_t m = warp; m < n_mix; m += RMS_THREADS / 32) {
+            const uint4 q = *(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2);
+            const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+            double acc = 0.0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float w0 = __half2float(__ushort_as_half((unsigned short)(qw[j] & 0xffffu)));
+                const float w1 = __half2float(__ushort_as_half((unsigned short)(qw[j] >> 16)));
+                acc += (double)w0 * f[2 * j];
+                acc += (double)w1 * f[2 * j + 1];
+            }
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) part[((uint64_t)t * P + blockIdx.x) * n_mix + m] = acc;
+        }
+        __syncthreads(); /* red is reused by the next token */
+    }
 }
 
-/* flat = rmsnorm_noweight(x) (hd wide), mix = fn . flat (n x n_mix) in scratch. */
+struct hc_exp {
+    __device__ float operator()(float v) const { return cu_expf(v); }
+};
+
+/* Block (x, t): token t's mix (the partials of hc_mix_part_kernel summed in block order, or a
+ * row of the mix matrix), then its weights: the split of cpu_hc_split (pre/post one lane per
+ * element, the combine matrix one lane per row, then per column: the CPU's expressions in its
+ * order, rows and columns being independent) or the head weights; every block computes them and
+ * block 0 stores the split. Then u[t][d] = sum_h x[t][h][d] * w[h], h in order, for this
+ * block's dims. */
+template <bool HEAD>
+__global__ void __launch_bounds__(HCS_THREADS)
+    hc_weights_sum_kernel(const float *mix_in, const double *part, uint32_t P, const float *x, const float *scale,
+                          const float *base, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
+                          float eps, float *split_out, float *u) {
+    __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
+    __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
+    const uint32_t n_mix = HEAD ? n_hc : 2 * n_hc + n_hc * n_hc;
+    const uint64_t hd = (uint64_t)n_hc * n_embd;
+    for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
+        for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) {
+            if (part) {
+                const double *pp = part + (uint64_t)t * P * n_mix + m;
+                double acc = 0.0;
+#pragma unroll 16 /* loads in flight together; the sum stays in block order */
+                for (uint32_t p = 0; p < P; p++) acc += pp[(uint64_t)p * n_mix];
+                mix[m] = (float)acc;
+            } else {
+                mix[m] = mix_in[(uint64_t)t * n_mix + m];
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            const uint32_t lane = threadIdx.x;
+            const hc_exp ex;
+            if (HEAD) {
+                if (lane < n_hc) wts[lane] = cu_sigmoid_stable(mix[lane] * scale[0] + base[lane]) + eps;
+            } else {
+                if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
+                float *cm = wts + 2 * n_hc;
+                if (lane < n_hc)
+                    hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
+                __syncwarp();
+                for (uint32_t it = 0; it < iters; it++) {
+                    if (it > 0) {
+                        if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
+                        __syncwarp();
+                    }
+                    if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
+                    __syncwarp();
+                }
+            }
+        }
+        __syncthreads();
+        if (split_out && blockIdx.x == 0)
+            for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) split_out[(uint64_t)t * n_mix + m] = wts[m];
+        const float *xt = x + (uint64_t)t * hd;
+        for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < n_embd; d += gridDim.x * blockDim.x) {
+            float acc = 0.0f;
+#pragma unroll 4
+            for (uint32_t h = 0; h < n_hc; h++) acc += xt[(uint64_t)h * n_embd + d] * wts[h];
+            u[(uint64_t)t * n_embd + d] = acc;
+        }
+        __syncthreads(); /* mix and wts are reused by the next token */
+    }
+}
+
+/* Grid of hc_weights_sum_kernel: every block recomputes its token's weights, so a few tokens get
+ * one thread per dim, many tokens fewer blocks. The results do not depend on it. */
+static dim3 hc_sum_grid(uint32_t n, uint32_t n_embd) {
+    const unsigned per = n <= 4 ? HCS_THREADS : 4 * HCS_THREADS;
+    return dim3(cu_blocks(n_embd, per), n < CU_GRID_Y ? n : CU_GRID_Y);
+}
+
+/* The decode mix (hc_mix_part_kernel) replaces rmsnorm + the matmul op where the op would take
+ * the tuned matvec (one token, not EXACT, not DSV4_CUDA_MATVEC=generic: those keep the CPU's
+ * product bit for bit) for F16 weights in whole, aligned 256-input chunks. */
+static bool hc_fast_mix(const cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n, uint64_t hd) {
+    return n == 1 && c->numerics != DSV4_NUMERICS_EXACT && !c->generic_only && fn->type == DSV4_TYPE_F16 &&
+           hd % HCM_CHUNK == 0 && hd <= 0x7fffffffull && fn->row_bytes % 16 == 0 && ((uintptr_t)x_hc & 15) == 0;
+}
+
+/* The mix of n token rows: either partial dots (*part_out, *p_out chunks per token: the decode
+ * path) or the mix matrix (*mix_out, n x n_mix) from rmsnorm_noweight and the matmul op. */
 static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n, uint64_t hd,
-                          uint32_t n_mix, float rms_eps, float **mix_out, dsv4_error *err) {
+                          uint32_t n_mix, float rms_eps, float **mix_out, double **part_out, uint32_t *p_out,
+                          dsv4_error *err) {
+    *mix_out = NULL;
+    *part_out = NULL;
+    *p_out = 0;
     if (fn->ne[0] != hd || fn->ne[1] != n_mix)
         return dsv4_fail(err, DSV4_ERR_INVALID, "hc: tensor %s is %llux%llu, expected %llux%u",
                          fn->name ? fn->name : "?", (unsigned long long)fn->ne[0],
                          (unsigned long long)fn->ne[1], (unsigned long long)hd, n_mix);
+    if (hc_fast_mix(c, fn, x_hc, n, hd)) {
+        const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, fn, err);
+        if (!wd) return DSV4_ERR_INVALID;
+        if (((uintptr_t)wd & 15) == 0) {
+            const uint32_t P = (uint32_t)(hd / HCM_CHUNK);
+            double *part = (double *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * P * n_mix * sizeof(double), err);
+            if (!part) return DSV4_ERR_NOMEM;
+            hc_mix_part_kernel<<<dim3(P, n < CU_GRID_Y ? n : CU_GRID_Y), RMS_THREADS, 0, c->stream>>>(
+                x_hc, wd, fn->row_bytes, n, (uint32_t)hd, n_mix, rms_eps, part);
+            *part_out = part;
+            *p_out = P;
+            return cu_launched(err, "hc mix");
+        }
+    }
     float *flat = (float *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * hd * sizeof(float), err);
     if (!flat) return DSV4_ERR_NOMEM;
     float *mix = (float *)cu_scratch(c, CU_SLOT_MIX, (size_t)n * n_mix * sizeof(float), err);
@@ -106,60 +253,6 @@ static dsv4_status hc_vecs(cuda_ctx *c, const dsv4_tensor *scale, uint32_t n_sca
 
 /* ---- hc_pre ---- */
 
-/* One thread per token: cpu_hc_split. */
-__global__ void hc_split_kernel(const float *mix_all, const float *scale, const float *base, uint32_t n,
-                                uint32_t n_hc, uint32_t iters, float eps, float *out_all) {
-    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
-    const float *mix = mix_all + (uint64_t)t * n_mix;
-    float *out = out_all + (uint64_t)t * n_mix;
-    for (uint32_t i = 0; i < n_hc; i++) {
-        const float z = mix[i] * scale[0] + base[i];
-        out[i] = 1.0f / (1.0f + cu_expf(-z)) + eps;
-    }
-    for (uint32_t i = 0; i < n_hc; i++) {
-        const uint32_t o = n_hc + i;
-        const float z = mix[o] * scale[1] + base[o];
-        out[o] = 2.0f / (1.0f + cu_expf(-z));
-    }
-    float *cm = out + 2 * n_hc;
-    const float *m = mix + 2 * n_hc;
-    const float *b = base + 2 * n_hc;
-    for (uint32_t r = 0; r < n_hc; r++) {
-        float mx = HC_NEG_INF;
-        for (uint32_t j = 0; j < n_hc; j++) {
-            const float v = m[r * n_hc + j] * scale[2] + b[r * n_hc + j];
-            cm[r * n_hc + j] = v;
-            if (v > mx) mx = v;
-        }
-        float sum = 0.0f;
-        for (uint32_t j = 0; j < n_hc; j++) {
-            const float v = cu_expf(cm[r * n_hc + j] - mx);
-            cm[r * n_hc + j] = v;
-            sum += v;
-        }
-        const float inv = 1.0f / sum;
-        for (uint32_t j = 0; j < n_hc; j++) cm[r * n_hc + j] = cm[r * n_hc + j] * inv + eps;
-    }
-    for (uint32_t it = 0; it < iters; it++) {
-        if (it > 0) {
-            for (uint32_t r = 0; r < n_hc; r++) {
-                float sum = 0.0f;
-                for (uint32_t j = 0; j < n_hc; j++) sum += cm[r * n_hc + j];
-                const float inv = 1.0f / (sum + eps);
-                for (uint32_t j = 0; j < n_hc; j++) cm[r * n_hc + j] *= inv;
-            }
-        }
-        for (uint32_t j = 0; j < n_hc; j++) {
-            float sum = 0.0f;
-            for (uint32_t r = 0; r < n_hc; r++) sum += cm[r * n_hc + j];
-            const float inv = 1.0f / (sum + eps);
-            for (uint32_t r = 0; r < n_hc; r++) cm[r * n_hc + j] *= inv;
-        }
-    }
-}
-
 dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
                       float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err) {
@@ -172,49 +265,48 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     dsv4_status st = hc_vecs(c, scale, 3, base, n_mix, &sv, &bv, "hc", err);
     if (st != DSV4_OK || n == 0) return st;
     float *mix;
-    if ((st = hc_mix(c, fn, x_hc, n, hd, n_mix, rms_eps, &mix, err)) != DSV4_OK) return st;
-    hc_split_kernel<<<cu_blocks(n, 64), 64, 0, c->stream>>>(mix, sv, bv, n, n_hc, iters, hc_eps, split);
-    if ((st = cu_launched(err, "hc split")) != DSV4_OK) return st;
-    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, split, n, n_hc, n_embd,
-                                                                             n_mix, u);
-    return cu_launched(err, "hc pre sum");
+    double *part;
+    uint32_t P;
+    if ((st = hc_mix(c, fn, x_hc, n, hd, n_mix, rms_eps, &mix, &part, &P, err)) != DSV4_OK) return st;
+    hc_weights_sum_kernel<false><<<hc_sum_grid(n, n_embd), HCS_THREADS, 0, c->stream>>>(
+        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, iters, hc_eps, split, u);
+    return cu_launched(err, "hc pre split and sum");
 }
 
 /* ---- hc_post ---- */
 
+/* Block (x, t): 256 of token t's n_hc * n_embd outputs. */
 __global__ void hc_post_kernel(const float *f, const float *x, const float *split, uint32_t n, uint32_t n_hc,
                                uint32_t n_embd, float *out) {
-    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const uint64_t hd = (uint64_t)n_hc * n_embd;
-    if (i >= (uint64_t)n * hd) return;
-    const uint64_t t = i / hd;
-    const uint32_t dst = (uint32_t)((i % hd) / n_embd), d = (uint32_t)(i % n_embd);
+    const uint32_t hd = n_hc * n_embd;
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= hd) return;
+    const uint32_t dst = i / n_embd, d = i % n_embd;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
-    const float *post = split + t * n_mix + n_hc;
-    const float *comb = post + n_hc;
-    const float *xt = x + t * hd;
-    float acc = f[t * n_embd + d] * post[dst];
-    for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xt[(uint64_t)src * n_embd + d];
-    out[i] = acc;
+    for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
+        const float *post = split + (uint64_t)t * n_mix + n_hc;
+        const float *comb = post + n_hc;
+        const float *xt = x + (uint64_t)t * hd;
+        float acc = f[(uint64_t)t * n_embd + d] * post[dst];
+#pragma unroll 4
+        for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xt[(uint64_t)src * n_embd + d];
+        out[(uint64_t)t * hd + i] = acc;
+    }
 }
 
 dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n,
                        uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
-    const uint64_t total = (uint64_t)n * n_hc * n_embd;
-    if (!total) return DSV4_OK;
-    hc_post_kernel<<<cu_blocks(total, 256), 256, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
+    const uint64_t hd = (uint64_t)n_hc * n_embd;
+    if (!n || !hd) return DSV4_OK;
+    if (hd > 0x7fffffffull)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "hc post: %u x %u values per token", n_hc, n_embd);
+    const dim3 grid(cu_blocks(hd, 256), n < CU_GRID_Y ? n : CU_GRID_Y);
+    hc_post_kernel<<<grid, 256, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
     return cu_launched(err, "hc post");
 }
 
 /* ---- hc_head ---- */
-
-__global__ void hc_head_weights_kernel(float *mix, const float *scale, const float *base, uint32_t n,
-                                       uint32_t n_hc, float eps) {
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * n_hc) return;
-    mix[i] = cu_sigmoid_stable(mix[i] * scale[0] + base[i % n_hc]) + eps;
-}
 
 dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
                        const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, float rms_eps,
@@ -227,11 +319,10 @@ dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
     dsv4_status st = hc_vecs(c, scale, 1, base, n_hc, &sv, &bv, "hc head", err);
     if (st != DSV4_OK || n == 0) return st;
     float *mix;
-    if ((st = hc_mix(c, fn, x_hc, n, hd, n_hc, rms_eps, &mix, err)) != DSV4_OK) return st;
-    hc_head_weights_kernel<<<cu_blocks((uint64_t)n * n_hc, 64), 64, 0, c->stream>>>(mix, sv, bv, n, n_hc,
-                                                                                    hc_eps);
-    if ((st = cu_launched(err, "hc head weights")) != DSV4_OK) return st;
-    wsum_kernel<<<cu_blocks((uint64_t)n * n_embd, 256), 256, 0, c->stream>>>(x_hc, mix, n, n_hc, n_embd, n_hc,
-                                                                             y);
-    return cu_launched(err, "hc head sum");
+    double *part;
+    uint32_t P;
+    if ((st = hc_mix(c, fn, x_hc, n, hd, n_hc, rms_eps, &mix, &part, &P, err)) != DSV4_OK) return st;
+    hc_weights_sum_kernel<true><<<hc_sum_grid(n, n_embd), HCS_THREADS, 0, c->stream>>>(
+        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, 0, hc_eps, NULL, y);
+    return cu_launched(err, "hc head weights and sum");
 }

@@ -1,44 +1,84 @@
 /* Router selection and routed experts on the device (spec model-moe-gguf-tokenizer.md §2), ports
  * of backend/cpu/cpu_moe.c: selection, weights and the expert products stay on the device (no
  * host round trip); token ids for hash layers come from the host array the graph passes. */
+#include <string.h>
+
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_moe_grouped.h"
+#include "backend/cuda/cuda_smallops_units.cuh"
 
 #define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
 #define ROUTER_THREADS 256
 
-/* One block per token: the scores in parallel, then thread 0 selects exactly as the CPU does
- * (insertion top-k, ties to the lower index) and normalizes in slot order. An id that is not an
- * expert (a corrupt hash table) gets a NaN weight, which the products make visible. */
+/* One block per token. The scores in parallel; the top k (higher score first, ties to the lower
+ * index: the order the CPU's insertion top-k gives) in k passes of a block argmax over the experts
+ * not yet taken; the weights in slot order by thread 0, as the CPU. Scores with a NaN, whose
+ * insertion order no ranking reproduces, take the CPU's insertion loop itself. An id that is not
+ * an expert (a corrupt hash table) gets a NaN weight, which the products make visible. Hash
+ * layers read the token id by value (tk) for a few tokens, else from tok. */
 __global__ void __launch_bounds__(ROUTER_THREADS)
     router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
-                  const int32_t *tok, float scale, int32_t *sel, float *weights) {
+                  const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights) {
     extern __shared__ float sh[];
     float *p = sh, *s = sh + n_expert;
+    uint8_t *taken = (uint8_t *)(s + n_expert);
+    __shared__ float win_s[ROUTER_THREADS / 32];
+    __shared__ int32_t win_i[ROUTER_THREADS / 32];
     const uint32_t t = blockIdx.x;
     const float *lg = logits + (uint64_t)t * n_expert;
+    int32_t *st = sel + (uint64_t)t * k;
+    float *wt = weights + (uint64_t)t * k;
+    int has_nan = 0;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
         p[e] = sqrtf(cu_softplus(lg[e]));
         s[e] = bias ? p[e] + bias[e] : p[e];
+        taken[e] = 0;
+        has_nan |= isnan(s[e]) ? 1 : 0;
     }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    int32_t *st = sel + (uint64_t)t * k;
-    float *wt = weights + (uint64_t)t * k;
+    const bool serial = __syncthreads_or(has_nan) != 0;
     if (hash) {
-        const int32_t *row = hash + (uint64_t)tok[t] * k;
-        for (uint32_t i = 0; i < k; i++) st[i] = row[i];
-    } else {
-        for (uint32_t i = 0; i < k; i++) st[i] = -1;
-        for (uint32_t i = 0; i < n_expert; i++) {
-            for (uint32_t j = 0; j < k; j++) {
-                if (st[j] < 0 || s[i] > s[st[j]]) {
-                    for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
-                    st[j] = (int32_t)i;
-                    break;
+        if (threadIdx.x == 0) {
+            const int32_t *row = hash + (uint64_t)(tok ? tok[t] : tk.v[t]) * k;
+            for (uint32_t i = 0; i < k; i++) st[i] = row[i];
+        }
+    } else if (serial) {
+        if (threadIdx.x == 0) {
+            for (uint32_t i = 0; i < k; i++) st[i] = -1;
+            for (uint32_t i = 0; i < n_expert; i++) {
+                for (uint32_t j = 0; j < k; j++) {
+                    if (st[j] < 0 || s[i] > s[st[j]]) {
+                        for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
+                        st[j] = (int32_t)i;
+                        break;
+                    }
                 }
             }
         }
+    } else {
+        const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        for (uint32_t i = 0; i < k; i++) {
+            /* the order is total without NaN: every lane and warp ends with the same winner */
+            float v = 0.0f;
+            int32_t b = -1;
+            for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+                if (!taken[e] && rtu_before(s[e], (int32_t)e, v, b)) v = s[e], b = (int32_t)e;
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+                const int32_t ob = __shfl_xor_sync(0xffffffffu, b, o);
+                if (rtu_before(ov, ob, v, b)) v = ov, b = ob;
+            }
+            if (lane == 0) win_s[warp] = v, win_i[warp] = b;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (uint32_t w = 1; w < ROUTER_THREADS / 32; w++)
+                    if (rtu_before(win_s[w], win_i[w], v, b)) v = win_s[w], b = win_i[w];
+                st[i] = b;
+                if (b >= 0) taken[b] = 1;
+            }
+            __syncthreads();
+        }
     }
+    if (threadIdx.x != 0) return;
     float sum = 0.0f;
     for (uint32_t i = 0; i < k; i++) {
         const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
@@ -74,14 +114,20 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
         if (!(hash = (const int32_t *)cu_weight_dev(c, tid2eid, err))) return DSV4_ERR_INVALID;
     }
     if (n == 0) return DSV4_OK;
-    if (hash) {
-        dsv4_status st = cu_tokens(c, tokens, n, &dtok, err);
-        if (st != DSV4_OK) return st;
+    cu_tok_arg tk;
+    memset(&tk, 0, sizeof tk);
+    if (hash) { /* a few ids go by value: no upload, no wait on the staging buffer */
+        if (n <= CU_TOK_INLINE) {
+            memcpy(tk.v, tokens, (size_t)n * sizeof(int32_t));
+        } else {
+            dsv4_status st = cu_tokens(c, tokens, n, &dtok, err);
+            if (st != DSV4_OK) return st;
+        }
     }
-    const size_t smem = (size_t)2 * n_expert * sizeof(float);
+    const size_t smem = (size_t)2 * n_expert * sizeof(float) + n_expert;
     if (smem > 48 * 1024)
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 6144 on CUDA)", n_expert);
-    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, scale, sel,
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 5461 on CUDA)", n_expert);
+    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel,
                                                           weights);
     return cu_launched(err, "router select");
 }
@@ -148,6 +194,10 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
     const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
     if (!dd) return DSV4_ERR_INVALID;
+    /* prefill chunks: each expert's rows read once per tile of its tokens (same bits) */
+    const dsv4_status gs =
+        cu_moe_grouped(c, gate, up, down, gd, ud, dd, x, n, sel, weights, k, clamp, out, err);
+    if (gs != DSV4_ERR_UNSUPPORTED) return gs;
     const uint64_t pairs = (uint64_t)n * k;
     float *g = (float *)cu_scratch(c, CU_SLOT_G, pairs * ff * sizeof(float), err);
     float *u = g ? (float *)cu_scratch(c, CU_SLOT_U, pairs * ff * sizeof(float), err) : NULL;

@@ -1,0 +1,295 @@
+/* Grouped routed experts for prefill chunks (n >= 2). The generic path computes every (token,
+ * slot) pair against its expert on its own, so each selected expert's weights are read once per
+ * token. Here, all on the stream (no host sync):
+ *   1. the n input rows are quantized once (Q8_K, or Q8_0 for Q8_0 experts);
+ *   2. one CTA builds per-expert lists of pairs t*k + s (counting sort; within an expert, in
+ *      pair order) and cuts them into tiles of up to MG_TT pairs;
+ *   3. gate and up: a CTA per (row tile, expert tile); each thread owns one gate or up row, reads
+ *      it once and takes its dot with every pair of the tile; the up thread of a row then writes
+ *      mid = silu(min(g, c)) * clamp(u, +-c) * w for each pair;
+ *   4. each mid row is quantized for the down weights;
+ *   5. down: the same tiles, y per pair;
+ *   6. out[t] = ((0 + y_0) + y_1) + ... in slot order, as the CPU sums.
+ * Each product is quant_dot_* bit for bit (cuda_moe_grouped.cuh), so the op equals the generic
+ * path and the CPU. DSV4_CUDA_MOE_GROUPED=0 turns it off. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_moe_grouped.cuh"
+#include "backend/cuda/cuda_moe_grouped.h"
+
+#define MG_THREADS 256
+#define MG_ROWS_DUAL (MG_THREADS / 2) /* gate/up CTA: 128 gate rows and the same 128 up rows */
+#define MG_IDX_THREADS 1024
+#define MG_MAX_EXPERTS 4096
+#define MG_SMEM_DEFAULT (48 * 1024)
+
+static int mg_kind_of(uint32_t type) {
+    switch (type) {
+    case DSV4_TYPE_Q8_0: return GM_Q8_0;
+    case DSV4_TYPE_Q2_K: return GM_Q2_K;
+    case DSV4_TYPE_Q4_K: return GM_Q4_K;
+    case DSV4_TYPE_IQ2_XXS: return GM_IQ2_XXS;
+    default: return GM_NONE;
+    }
+}
+
+/* Per-expert pair lists and tiles. Counts with all threads; then warp 0 scans the counts, writes
+ * the tiles (expert, first list entry, pairs) and scatters the pairs stably: lanes holding the
+ * same expert take consecutive places in lane order (match_any), chunk after chunk. A pair whose
+ * expert id is out of range is left out (the sum kernel makes its slot NaN). */
+__global__ void __launch_bounds__(MG_IDX_THREADS)
+    mg_index_kernel(const int32_t *sel, int n_pairs, int n_expert, int4 *tiles, int *n_tiles, int32_t *list) {
+    extern __shared__ int mg_idx_sh[];
+    int *cnt = mg_idx_sh, *cur = mg_idx_sh + n_expert;
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_pairs; i += blockDim.x) {
+        const int e = sel[i];
+        if (e >= 0 && e < n_expert) atomicAdd(&cnt[e], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    int pbase = 0, tbase = 0;
+    for (int e0 = 0; e0 < n_expert; e0 += 32) {
+        const int e = e0 + lane;
+        const int c = e < n_expert ? cnt[e] : 0, nt = (c + MG_TT - 1) / MG_TT;
+        int ic = c, it = nt; /* inclusive scans over the lanes */
+        for (int o = 1; o < 32; o <<= 1) {
+            const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o);
+            if (lane >= o) ic += a, it += b;
+        }
+        const int off = pbase + ic - c, toff = tbase + it - nt;
+        if (e < n_expert) cur[e] = off;
+        for (int j = 0; j < nt; j++)
+            tiles[toff + j] = make_int4(e, off + j * MG_TT, min(MG_TT, c - j * MG_TT), 0);
+        pbase += __shfl_sync(0xffffffffu, ic, 31);
+        tbase += __shfl_sync(0xffffffffu, it, 31);
+    }
+    if (lane == 0) *n_tiles = tbase;
+    __syncwarp();
+    for (int i0 = 0; i0 < n_pairs; i0 += 32) {
+        const int i = i0 + lane;
+        const int e = i < n_pairs ? sel[i] : -1;
+        const bool ok = e >= 0 && e < n_expert;
+        const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1);
+        const unsigned below = same & ((1u << lane) - 1u);
+        if (ok) list[cur[e] + __popc(below)] = i;
+        __syncwarp();
+        if (ok && below == 0) cur[e] += __popc(same);
+        __syncwarp();
+    }
+}
+
+struct mg_params {
+    const uint8_t *w0, *w1; /* expert tensors (w1: up, gate/up kernel only) */
+    uint64_t row_bytes, expert_bytes;
+    int n_out, in;
+    const uint8_t *act; /* quantized activation rows; pair p uses row p / act_div */
+    uint64_t act_stride;
+    int act_div;
+    const int4 *tiles;
+    const int *n_tiles;
+    const int32_t *list;
+    const float *weights; /* route weights per pair (gate/up kernel) */
+    float clamp;
+    int clamp_on;
+    float *out; /* mid (gate/up) or y (down): pair p's row at p * out_stride */
+    uint64_t out_stride;
+    const uint64_t *grid;
+    const uint8_t *signs;
+};
+
+/* Dynamic shared memory of a grouped CTA: the tile, its pair ids, the gate values (gate/up), the
+ * IQ2_XXS tables. */
+static size_t mg_smem_bytes(int kind, int in, bool dual) {
+    return mg_xtile_bytes(kind, in) + 32 + (dual ? (size_t)MG_TT * MG_ROWS_DUAL * 4 : 0) +
+           (kind == GM_IQ2_XXS ? 384 * 8 : 0);
+}
+
+template <int K, bool DUAL> __global__ void __launch_bounds__(MG_THREADS) mg_kernel(const mg_params p) {
+    extern __shared__ __align__(16) uint8_t mg_smem[];
+    if ((int)blockIdx.y >= *p.n_tiles) return; /* the grid is sized for the worst case */
+    const int4 tl = p.tiles[blockIdx.y];
+    const int e = tl.x, start = tl.y, mt = tl.z;
+    const mg_xtile x = mg_xtile_at(mg_smem, K, p.in);
+    uint8_t *tail = mg_smem + mg_xtile_bytes(K, p.in);
+    int *pid = (int *)tail;
+    float *gsh = (float *)(tail + 32);
+    uint64_t *grid_s = (uint64_t *)(tail + 32 + (DUAL ? MG_TT * MG_ROWS_DUAL * 4 : 0));
+    uint64_t *smask_s = grid_s + 256;
+    if ((int)threadIdx.x < mt) pid[threadIdx.x] = p.list[start + threadIdx.x];
+    if (K == GM_IQ2_XXS) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) grid_s[i] = p.grid[i];
+        for (int i = threadIdx.x; i < 128; i += blockDim.x) smask_s[i] = mg_sign_mask(p.signs, i);
+    }
+    __syncthreads();
+    constexpr int WPB = K == GM_Q8_0 ? 9 : 73; /* = mg_act_block_words(K) */
+    const int wpr = x.nblk * WPB;
+    for (int t = 0; t < mt; t++) {
+        const uint32_t *row = (const uint32_t *)(p.act + (uint64_t)(pid[t] / p.act_div) * p.act_stride);
+        for (int i = threadIdx.x; i < wpr; i += blockDim.x) {
+            const int b = i / WPB;
+            mg_stage_put(x, K, t, b, i - b * WPB, row[i]);
+        }
+    }
+    __syncthreads();
+    constexpr int ROWS = DUAL ? MG_ROWS_DUAL : MG_THREADS;
+    const int lr = (int)threadIdx.x % ROWS, which = (int)threadIdx.x / ROWS;
+    const int r = (int)blockIdx.x * ROWS + lr;
+    float acc[MG_TT];
+#pragma unroll
+    for (int t = 0; t < MG_TT; t++) acc[t] = 0.0f;
+    if (r < p.n_out) {
+        const uint8_t *w = (which ? p.w1 : p.w0) + (uint64_t)e * p.expert_bytes + (uint64_t)r * p.row_bytes;
+        mg_row<K>(w, x, mt, grid_s, smask_s, acc);
+    }
+    if constexpr (DUAL) {
+        if (which == 0 && r < p.n_out) {
+#pragma unroll
+            for (int t = 0; t < MG_TT; t++)
+                if (t < mt) gsh[t * ROWS + lr] = acc[t];
+        }
+        __syncthreads();
+        if (which == 1 && r < p.n_out) {
+#pragma unroll
+            for (int t = 0; t < MG_TT; t++) {
+                if (t < mt) {
+                    const int pr = pid[t];
+                    float gv = gsh[t * ROWS + lr], uv = acc[t];
+                    if (p.clamp_on) { /* as moe_mid_kernel and the CPU's store_mid */
+                        if (gv > p.clamp) gv = p.clamp;
+                        if (uv > p.clamp) uv = p.clamp;
+                        if (uv < -p.clamp) uv = -p.clamp;
+                    }
+                    p.out[(uint64_t)pr * p.out_stride + r] = cu_silu(gv) * uv * p.weights[pr];
+                }
+            }
+        }
+    } else {
+        if (r < p.n_out) {
+#pragma unroll
+            for (int t = 0; t < MG_TT; t++)
+                if (t < mt) p.out[(uint64_t)pid[t] * p.out_stride + r] = acc[t];
+        }
+    }
+}
+
+/* out[t][d] = sum over slots in order from 0.0f; a slot with an expert id out of range is NaN. */
+__global__ void mg_sum_kernel(const float *y, const int32_t *sel, int n_expert, uint32_t n, uint32_t k,
+                              uint32_t embd, float *out) {
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (uint64_t)n * embd) return;
+    const uint64_t t = i / embd, d = i % embd;
+    float acc = 0.0f;
+    for (uint32_t s = 0; s < k; s++) {
+        const int32_t e = sel[t * k + s];
+        acc += e >= 0 && e < n_expert ? y[(t * k + s) * embd + d] : __int_as_float(0x7fc00000);
+    }
+    out[i] = acc;
+}
+
+typedef void (*mg_fn)(const mg_params);
+static mg_fn mg_kernel_of(int kind, bool dual) {
+    switch (kind) {
+    case GM_Q8_0: return dual ? mg_kernel<GM_Q8_0, true> : mg_kernel<GM_Q8_0, false>;
+    case GM_Q2_K: return dual ? mg_kernel<GM_Q2_K, true> : mg_kernel<GM_Q2_K, false>;
+    case GM_Q4_K: return dual ? mg_kernel<GM_Q4_K, true> : mg_kernel<GM_Q4_K, false>;
+    case GM_IQ2_XXS: return dual ? mg_kernel<GM_IQ2_XXS, true> : mg_kernel<GM_IQ2_XXS, false>;
+    default: return NULL;
+    }
+}
+
+/* Can this kernel get smem bytes of dynamic shared memory (raising its limit if needed)? */
+static bool mg_smem_ok(const cuda_ctx *c, mg_fn f, size_t smem) {
+    if (smem <= MG_SMEM_DEFAULT) return true;
+    if (smem > c->caps.smem_per_block_optin) return false;
+    if (cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+static bool mg_enabled(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_GROUPED");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
+                           const dsv4_tensor *down, const uint8_t *gd, const uint8_t *ud, const uint8_t *dd,
+                           const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                           float clamp, float *out, dsv4_error *err) {
+    /* ---- decline (nothing launched) ---- */
+    if (n < 2 || k == 0 || c->generic_only || c->numerics != DSV4_NUMERICS_DS4 || !mg_enabled())
+        return DSV4_ERR_UNSUPPORTED;
+    const int kg = mg_kind_of(gate->type), kd = mg_kind_of(down->type);
+    if (kg == GM_NONE || kd == GM_NONE || up->type != gate->type) return DSV4_ERR_UNSUPPORTED;
+    const uint64_t E = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
+    const uint64_t P = (uint64_t)n * k;
+    if (E == 0 || E > MG_MAX_EXPERTS || in % mg_block_elems(kg) || ff % mg_block_elems(kd) ||
+        in > (1u << 20) || ff > (1u << 20) || embd > (1u << 30) || P > (1u << 24))
+        return DSV4_ERR_UNSUPPORTED;
+    /* 4-byte aligned bases (each tensor is its own cudaMalloc); rows of whole blocks */
+    if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
+    const uint64_t max_tiles = (P + (uint64_t)(MG_TT - 1) * (E < P ? E : P) + MG_TT - 1) / MG_TT;
+    if (max_tiles > 65535) return DSV4_ERR_UNSUPPORTED;
+    const mg_fn fgu = mg_kernel_of(kg, true), fd = mg_kernel_of(kd, false);
+    const size_t smem_gu = mg_smem_bytes(kg, (int)in, true), smem_d = mg_smem_bytes(kd, (int)ff, false);
+    if (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d)) return DSV4_ERR_UNSUPPORTED;
+
+    /* ---- scratch (grow-only: no allocation once the largest chunk has run) ---- */
+    const size_t tiles_bytes = (size_t)max_tiles * sizeof(int4);
+    uint8_t *idx = (uint8_t *)cu_scratch(c, CU_SLOT_G, tiles_bytes + 16 + P * sizeof(int32_t), err);
+    float *mid = idx ? (float *)cu_scratch(c, CU_SLOT_MID, P * ff * sizeof(float), err) : NULL;
+    float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, P * embd * sizeof(float), err) : NULL;
+    if (!y) return DSV4_ERR_NOMEM;
+    int4 *tiles = (int4 *)idx;
+    int *n_tiles = (int *)(idx + tiles_bytes);
+    int32_t *list = (int32_t *)(idx + tiles_bytes + 16);
+
+    /* ---- 1. input rows ---- */
+    const void *xq;
+    uint64_t xq_stride;
+    dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
+    if (st != DSV4_OK) return st;
+    /* ---- 2. lists and tiles ---- */
+    mg_index_kernel<<<1, MG_IDX_THREADS, 2 * E * sizeof(int), c->stream>>>(sel, (int)P, (int)E, tiles,
+                                                                           n_tiles, list);
+    if ((st = cu_launched(err, "moe grouped lists")) != DSV4_OK) return st;
+    /* ---- 3. gate and up -> mid ---- */
+    mg_params p;
+    memset(&p, 0, sizeof p);
+    p.w0 = gd, p.w1 = ud;
+    p.row_bytes = gate->row_bytes, p.expert_bytes = ff * gate->row_bytes;
+    p.n_out = (int)ff, p.in = (int)in;
+    p.act = (const uint8_t *)xq, p.act_stride = xq_stride, p.act_div = (int)k;
+    p.tiles = tiles, p.n_tiles = n_tiles, p.list = list;
+    p.weights = weights, p.clamp = clamp, p.clamp_on = clamp > 1.0e-6f;
+    p.out = mid, p.out_stride = ff;
+    p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
+    const dim3 ggu((unsigned)((ff + MG_ROWS_DUAL - 1) / MG_ROWS_DUAL), (unsigned)max_tiles);
+    fgu<<<ggu, MG_THREADS, smem_gu, c->stream>>>(p);
+    if ((st = cu_launched(err, "moe grouped gate/up")) != DSV4_OK) return st;
+    /* ---- 4. mid rows quantized for the down weights ---- */
+    const void *mq;
+    uint64_t mq_stride;
+    st = cu_quant_rows(c, down->type, mid, ff, ff, (uint32_t)P, CU_SLOT_MIDQ, &mq, &mq_stride, err);
+    if (st != DSV4_OK) return st;
+    /* ---- 5. down -> y ---- */
+    p.w0 = dd, p.w1 = NULL;
+    p.row_bytes = down->row_bytes, p.expert_bytes = embd * down->row_bytes;
+    p.n_out = (int)embd, p.in = (int)ff;
+    p.act = (const uint8_t *)mq, p.act_stride = mq_stride, p.act_div = 1;
+    p.weights = NULL;
+    p.out = y, p.out_stride = embd;
+    const dim3 gd3((unsigned)((embd + MG_THREADS - 1) / MG_THREADS), (unsigned)max_tiles);
+    fd<<<gd3, MG_THREADS, smem_d, c->stream>>>(p);
+    if ((st = cu_launched(err, "moe grouped down")) != DSV4_OK) return st;
+    /* ---- 6. slots summed in order ---- */
+    mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
+                                                                             (uint32_t)embd, out);
+    return cu_launched(err, "moe grouped sum");
+}

@@ -1,0 +1,117 @@
+/* Pieces of the small CUDA ops that must keep the CPU's exact float order, written once for the
+ * device kernels (cuda_ops_hc.cu, cuda_ops_moe.cu, cuda_ops_dense.cu) and the host check
+ * tests/cuda/smallops_units_check.cu (which runs them lane by lane against cpu_hc_split and
+ * cpu_topk_desc). The exp function is a parameter so the host check can use the CPU's expf. */
+#ifndef DSV4_CUDA_SMALLOPS_UNITS_CUH
+#define DSV4_CUDA_SMALLOPS_UNITS_CUH
+
+#include <stdint.h>
+
+#define HCU_NEG_INF (-1e30f)
+
+/* ---- HC split (cpu_hc_split), cut at the points where rows / columns are independent ---- */
+
+/* Element i < 2 n_hc of the split: the pre weights (i < n_hc), then the post weights. */
+#pragma nv_exec_check_disable /* E is a host functor in the host check, a device one in the kernels */
+template <class E>
+__host__ __device__ inline float hcu_pre_post(const float *mix, const float *scale, const float *base,
+                                              uint32_t n_hc, float eps, uint32_t i, E ex) {
+    if (i < n_hc) {
+        const float z = mix[i] * scale[0] + base[i];
+        return 1.0f / (1.0f + ex(-z)) + eps;
+    }
+    const float z = mix[i] * scale[1] + base[i];
+    return 2.0f / (1.0f + ex(-z));
+}
+
+/* Row r of the combine matrix: softmax over the row, + eps (m, b: the comb parts of mix, base). */
+#pragma nv_exec_check_disable /* E is a host functor in the host check, a device one in the kernels */
+template <class E>
+__host__ __device__ inline void hcu_comb_softmax_row(const float *m, float scale2, const float *b,
+                                                     uint32_t n_hc, uint32_t r, float eps, float *c, E ex) {
+    float *cr = c + r * n_hc;
+    float mx = HCU_NEG_INF;
+    for (uint32_t j = 0; j < n_hc; j++) {
+        const float v = m[r * n_hc + j] * scale2 + b[r * n_hc + j];
+        cr[j] = v;
+        if (v > mx) mx = v;
+    }
+    float sum = 0.0f;
+    for (uint32_t j = 0; j < n_hc; j++) {
+        const float v = ex(cr[j] - mx);
+        cr[j] = v;
+        sum += v;
+    }
+    const float inv = 1.0f / sum;
+    for (uint32_t j = 0; j < n_hc; j++) cr[j] = cr[j] * inv + eps;
+}
+
+/* Sinkhorn row pass of row r (iterations after the first). */
+__host__ __device__ inline void hcu_comb_row_pass(float *c, uint32_t n_hc, uint32_t r, float eps) {
+    float *cr = c + r * n_hc;
+    float sum = 0.0f;
+    for (uint32_t j = 0; j < n_hc; j++) sum += cr[j];
+    const float inv = 1.0f / (sum + eps);
+    for (uint32_t j = 0; j < n_hc; j++) cr[j] *= inv;
+}
+
+/* Sinkhorn column pass of column j. */
+__host__ __device__ inline void hcu_comb_col_pass(float *c, uint32_t n_hc, uint32_t j, float eps) {
+    float sum = 0.0f;
+    for (uint32_t r = 0; r < n_hc; r++) sum += c[r * n_hc + j];
+    const float inv = 1.0f / (sum + eps);
+    for (uint32_t r = 0; r < n_hc; r++) c[r * n_hc + j] *= inv;
+}
+
+/* ---- router top-k ---- */
+
+/* Does (sa, a) rank before (sb, b)? Higher score first, ties to the lower index: the order
+ * cpu_topk_desc's insertion produces for scores without NaN. Index -1 is "none" and ranks last. */
+__host__ __device__ inline bool rtu_before(float sa, int32_t a, float sb, int32_t b) {
+    if (a < 0) return false;
+    if (b < 0) return true;
+    return sa > sb || (sa == sb && a < b);
+}
+
+/* Token ids passed by value in the launch (no upload, no host wait) when a call has few. */
+#define CU_TOK_INLINE 32
+struct cu_tok_arg {
+    int32_t v[CU_TOK_INLINE];
+};
+
+#ifdef __CUDACC__
+/* ---- device: the row sum of squares shared by rmsnorm and the HC mix ---- */
+#define RMS_THREADS 256
+
+/* Σx² of a row in double, in one fixed tree for a given width (whatever the launch, the number
+ * of rows or the alignment): thread t adds the 4-element groups t, t + 256, ... element by
+ * element, then the lanes (xor butterfly: every lane ends with the same value) and the 8 warp
+ * sums in order. Call with RMS_THREADS threads; every thread gets the total. vec: the row is
+ * 16-byte aligned and width % 4 == 0 (same sums, wider loads). */
+__device__ inline double cu_row_sumsq(const float *xr, uint32_t width, bool vec, double *part) {
+    double ss = 0.0;
+    const uint32_t groups = (width + 3) / 4;
+    if (vec) {
+        const float4 *x4 = (const float4 *)xr;
+#pragma unroll 8
+        for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS) {
+            const float4 v = x4[g];
+            ss += (double)v.x * v.x;
+            ss += (double)v.y * v.y;
+            ss += (double)v.z * v.z;
+            ss += (double)v.w * v.w;
+        }
+    } else {
+        for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS)
+            for (uint32_t i = 4 * g; i < 4 * g + 4 && i < width; i++) ss += (double)xr[i] * xr[i];
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+    for (int i = 0; i < RMS_THREADS / 32; i++) tot += part[i];
+    return tot;
+}
+#endif
+
+#endif

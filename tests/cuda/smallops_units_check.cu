@@ -1,0 +1,151 @@
+/* Host-only check of the pieces the small CUDA ops split across lanes
+ * (src/backend/cuda/cuda_smallops_units.cuh), against the CPU backend, bit for bit:
+ *  - the HC split: pre/post one element at a time, the combine rows and the Sinkhorn row and
+ *    column passes run in reverse order (as independent lanes may) must give cpu_hc_split's
+ *    bytes, with the CPU's expf as the exp function;
+ *  - the router top-k: k passes of an argmax reduced the way router_kernel reduces (per-thread
+ *    strided scan, xor butterfly over 32 lanes, warps in order), over scores with many ties,
+ *    signed zeros and infinities, must give cpu_topk_desc's ids in its slot order.
+ * Needs no GPU (exit 0 = pass). Build: make BUILD=build-x cuda -> build-x/cuda/smallops_units_check */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_smallops_units.cuh"
+extern "C" {
+#include "backend/cpu/cpu_internal.h" /* cpu_hc_split, cpu_topk_desc */
+}
+
+static uint64_t g_s = 7;
+static uint64_t nxt(void) {
+    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+
+struct host_exp {
+    float operator()(float v) const { return expf(v); }
+};
+
+static int check_split(uint32_t n_hc, uint32_t iters, float mag) {
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+    float mix[2 * 16 + 16 * 16], base[2 * 16 + 16 * 16], ref[2 * 16 + 16 * 16], got[2 * 16 + 16 * 16];
+    const float scale[3] = {0.5f + uni(), 0.5f + uni(), 0.5f + uni()};
+    for (uint32_t i = 0; i < n_mix; i++) mix[i] = mag * uni(), base[i] = uni();
+    const float eps = 1e-6f;
+    cpu_hc_split(mix, scale, base, n_hc, iters, eps, ref);
+    const host_exp ex;
+    for (uint32_t i = 2 * n_hc; i-- > 0;) got[i] = hcu_pre_post(mix, scale, base, n_hc, eps, i, ex);
+    float *cm = got + 2 * n_hc;
+    for (uint32_t r = n_hc; r-- > 0;)
+        hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, r, eps, cm, ex);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0)
+            for (uint32_t r = n_hc; r-- > 0;) hcu_comb_row_pass(cm, n_hc, r, eps);
+        for (uint32_t j = n_hc; j-- > 0;) hcu_comb_col_pass(cm, n_hc, j, eps);
+    }
+    if (memcmp(ref, got, n_mix * sizeof(float)) != 0) {
+        for (uint32_t i = 0; i < n_mix; i++)
+            if (memcmp(&ref[i], &got[i], sizeof(float)) != 0) {
+                fprintf(stderr, "FAIL hc split n_hc=%u iters=%u mag=%g: element %u is %.9g, cpu %.9g\n", n_hc,
+                        iters, mag, i, got[i], ref[i]);
+                break;
+            }
+        return 1;
+    }
+    return 0;
+}
+
+/* router_kernel's selection with `threads` threads (a multiple of 32). */
+static void topk_emulated(const float *s, uint32_t n, uint32_t k, uint32_t threads, int32_t *out) {
+    unsigned char *taken = (unsigned char *)calloc(n, 1);
+    float *v = (float *)malloc(threads * sizeof(float));
+    int32_t *b = (int32_t *)malloc(threads * sizeof(int32_t));
+    for (uint32_t i = 0; i < k; i++) {
+        for (uint32_t t = 0; t < threads; t++) {
+            v[t] = 0.0f, b[t] = -1;
+            for (uint32_t e = t; e < n; e += threads)
+                if (!taken[e] && rtu_before(s[e], (int32_t)e, v[t], b[t])) v[t] = s[e], b[t] = (int32_t)e;
+        }
+        for (uint32_t w = 0; w < threads / 32; w++) {
+            float *wv = v + 32 * w;
+            int32_t *wb = b + 32 * w;
+            for (int o = 16; o > 0; o >>= 1) {
+                float nv[32];
+                int32_t nb[32];
+                for (int l = 0; l < 32; l++) {
+                    nv[l] = wv[l], nb[l] = wb[l];
+                    if (rtu_before(wv[l ^ o], wb[l ^ o], wv[l], wb[l])) nv[l] = wv[l ^ o], nb[l] = wb[l ^ o];
+                }
+                memcpy(wv, nv, sizeof nv);
+                memcpy(wb, nb, sizeof nb);
+            }
+        }
+        float bv = v[0];
+        int32_t bb = b[0];
+        for (uint32_t w = 1; w < threads / 32; w++)
+            if (rtu_before(v[32 * w], b[32 * w], bv, bb)) bv = v[32 * w], bb = b[32 * w];
+        out[i] = bb;
+        if (bb >= 0) taken[bb] = 1;
+    }
+    free(taken);
+    free(v);
+    free(b);
+}
+
+static int check_topk(uint32_t n, uint32_t k, uint32_t threads, int levels) {
+    float *s = (float *)malloc(n * sizeof(float));
+    int32_t ref[512], got[512];
+    for (uint32_t e = 0; e < n; e++) {
+        const uint64_t r = nxt();
+        if (levels > 0) {
+            const int q = (int)(r % (uint64_t)levels);
+            s[e] = q == 0 ? -0.0f : q == 1 ? 0.0f : q == 2 && levels > 6 ? INFINITY : (float)q * 0.25f;
+        } else {
+            s[e] = uni() * 3.0f;
+        }
+    }
+    cpu_topk_desc(s, n, k, ref);
+    topk_emulated(s, n, k, threads, got);
+    free(s);
+    if (memcmp(ref, got, k * sizeof(int32_t)) != 0) {
+        for (uint32_t i = 0; i < k; i++)
+            if (ref[i] != got[i]) {
+                fprintf(stderr, "FAIL top-k n=%u k=%u threads=%u levels=%d: slot %u is %d, cpu %d\n", n, k,
+                        threads, levels, i, got[i], ref[i]);
+                break;
+            }
+        return 1;
+    }
+    return 0;
+}
+
+int main(void) {
+    int fails = 0, checks = 0;
+    const uint32_t hcs[] = {1, 2, 3, 4, 5, 8, 16};
+    const uint32_t its[] = {0, 1, 2, 20};
+    const float mags[] = {0.01f, 1.0f, 30.0f};
+    for (uint32_t a = 0; a < sizeof hcs / sizeof *hcs; a++)
+        for (uint32_t b = 0; b < sizeof its / sizeof *its; b++)
+            for (uint32_t m = 0; m < sizeof mags / sizeof *mags; m++)
+                for (int rep = 0; rep < 20; rep++, checks++) fails += check_split(hcs[a], its[b], mags[m]);
+    const uint32_t ns[] = {1, 7, 64, 256, 300, 512};
+    const uint32_t ks[] = {1, 2, 6, 8};
+    const int lv[] = {0, 2, 3, 5, 9};
+    for (uint32_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (uint32_t b = 0; b < sizeof ks / sizeof *ks; b++)
+            for (uint32_t l = 0; l < sizeof lv / sizeof *lv; l++)
+                for (uint32_t th = 32; th <= 256; th *= 8)
+                    for (int rep = 0; rep < 8; rep++) {
+                        const uint32_t k = ks[b] < ns[a] ? ks[b] : ns[a];
+                        checks++;
+                        fails += check_topk(ns[a], k, th, lv[l]);
+                    }
+    for (int rep = 0; rep < 4; rep++, checks++) fails += check_topk(256, 256, 256, 5); /* k = n: a full sort */
+    printf("%s: %d of %d checks failed\n", fails ? "SMALLOPS UNITS FAILED" : "SMALLOPS UNITS PASSED", fails,
+           checks);
+    return fails ? 1 : 0;
+}
