@@ -7,65 +7,15 @@
 
 /* ---- matmul ---- */
 
-typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
-/* One weight row against nx activation rows; out[i] is bitwise the single-row dot of x[i]. */
-typedef void (*dot_fn)(const void *w, const void *const *x, int nx, int64_t n, float *out);
-
-static void dot_f32_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_f32(w, x[i], n);
-}
-static void dot_f16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_f16(w, x[i], n);
-}
-static void dot_bf16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_bf16(w, x[i], n);
-}
-static void dot_q8_0_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q8_0_x(w, (const dsv4_q8_0_act *const *)x, nx, n, out);
-}
-static void dot_q2_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q2_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-static void dot_q4_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q4_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-static void dot_iq2_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_iq2_xxs_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-
-/* Activation format and dot kernel for a weight type (ds4 CPU: Q8_0 weights take Q8_0
- * activations, K-quant/IQ2 weights Q8_K activations, float weights f32 activations). */
-static bool kernel_for(uint32_t type, act_kind *kind, dot_fn *dot, uint32_t *block) {
-    switch (type) {
-    case DSV4_TYPE_F32: *kind = ACT_F32, *dot = dot_f32_w, *block = 1; return true;
-    case DSV4_TYPE_F16: *kind = ACT_F32, *dot = dot_f16_w, *block = 1; return true;
-    case DSV4_TYPE_BF16: *kind = ACT_F32, *dot = dot_bf16_w, *block = 1; return true;
-    case DSV4_TYPE_Q8_0: *kind = ACT_Q8_0, *dot = dot_q8_0_w, *block = DSV4_QK8_0; return true;
-    case DSV4_TYPE_Q2_K: *kind = ACT_Q8_K, *dot = dot_q2_k_w, *block = DSV4_QK_K; return true;
-    case DSV4_TYPE_Q4_K: *kind = ACT_Q8_K, *dot = dot_q4_k_w, *block = DSV4_QK_K; return true;
-    case DSV4_TYPE_IQ2_XXS: *kind = ACT_Q8_K, *dot = dot_iq2_w, *block = DSV4_QK_K; return true;
-    default: return false;
-    }
-}
-
 bool cpu_supports_weight_type(void *ctx, uint32_t type) {
     (void)ctx;
-    act_kind k;
-    dot_fn d;
-    uint32_t b;
-    return kernel_for(type, &k, &d, &b);
-}
-
-static size_t act_row_bytes(act_kind kind, uint64_t n) {
-    switch (kind) {
-    case ACT_Q8_0: return (size_t)(n / DSV4_QK8_0) * sizeof(dsv4_q8_0_act);
-    case ACT_Q8_K: return (size_t)(n / DSV4_QK_K) * sizeof(dsv4_q8_k);
-    default: return 0;
-    }
+    cpu_act_kind k;
+    cpu_dot_fn d;
+    return cpu_kernel_for(type, &k, &d, NULL);
 }
 
 typedef struct {
-    act_kind kind;
+    cpu_act_kind kind;
     const float *x;
     uint64_t x_stride, in;
     void *act;
@@ -77,20 +27,21 @@ static void quant_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
     quant_job *j = arg;
     for (uint64_t t = t0; t < t1; t++) {
         void *dst = (uint8_t *)j->act + t * j->act_bytes;
-        if (j->kind == ACT_Q8_0) {
-            quant_act_q8_0(j->x + t * j->x_stride, dst, (int64_t)j->in);
-        } else {
-            quant_act_q8_k(j->x + t * j->x_stride, dst, (int64_t)j->in);
-        }
+        cpu_act_quant_row(j->kind, j->x + t * j->x_stride, dst, j->in);
     }
 }
 
 /* Quantize n activation rows for `kind` into scratch; for f32 returns NULL (use x directly). */
-static dsv4_status quantize_acts(cpu_ctx *c, act_kind kind, const float *x, uint64_t x_stride, uint64_t in,
-                                 uint32_t n, int slot, void **out, size_t *row_bytes, dsv4_error *err) {
+static dsv4_status quantize_acts(cpu_ctx *c, cpu_act_kind kind, const float *x, uint64_t x_stride,
+                                 uint64_t in, uint32_t n, int slot, void **out, size_t *row_bytes,
+                                 dsv4_error *err) {
     *out = NULL;
-    *row_bytes = act_row_bytes(kind, in);
-    if (kind == ACT_F32) return DSV4_OK;
+    /* f32 activations are read in place: no buffer, no row size */
+    if (kind == CPU_ACT_F32) {
+        *row_bytes = 0;
+        return DSV4_OK;
+    }
+    *row_bytes = cpu_act_bytes(kind, in);
     void *act = cpu_scratch(c, slot, *row_bytes * n);
     if (!act) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for %u activation rows", n);
     quant_job j = {kind, x, x_stride, in, act, *row_bytes};
@@ -102,7 +53,7 @@ static dsv4_status quantize_acts(cpu_ctx *c, act_kind kind, const float *x, uint
 typedef struct {
     const dsv4_tensor *w;
     uint64_t row0, in;
-    dot_fn dot;
+    cpu_dot_fn dot;
     const float *x;
     uint64_t x_stride;
     const uint8_t *act;
@@ -156,10 +107,10 @@ static void matmul_worker(void *arg, uint64_t o0, uint64_t o1, uint32_t th) {
 dsv4_status cpu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                        uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err) {
     cpu_ctx *c = vctx;
-    act_kind kind;
-    dot_fn dot;
+    cpu_act_kind kind;
+    cpu_dot_fn dot;
     uint32_t block;
-    if (!kernel_for(w->type, &kind, &dot, &block))
+    if (!cpu_kernel_for(w->type, &kind, &dot, &block))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
                          "matmul: tensor %s has type %s, which the CPU backend cannot multiply",
                          w->name ? w->name : "?", dsv4_type_name(w->type));

@@ -114,4 +114,15 @@ dsv4_status cpu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
                     const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                     float clamp, float *out, dsv4_error *err);
 
+/* Weight type -> activation format + dot kernel (cpu_dot.c), shared by matmul and the experts. */
+typedef enum { CPU_ACT_F32, CPU_ACT_Q8_0, CPU_ACT_Q8_K } cpu_act_kind;
+/* One weight row against nx activation rows; out[i] is bitwise the single-row dot of x[i]. */
+typedef void (*cpu_dot_fn)(const void *w, const void *const *x, int nx, int64_t n, float *out);
+/* false for types without a CPU dot; block (may be NULL) gets the type's block size. */
+bool cpu_kernel_for(uint32_t type, cpu_act_kind *kind, cpu_dot_fn *dot, uint32_t *block);
+/* Bytes of one activation row of n values in `kind` (f32: n floats). */
+size_t cpu_act_bytes(cpu_act_kind kind, uint64_t n);
+/* x (n floats) -> dst in `kind` (f32: a copy). */
+void cpu_act_quant_row(cpu_act_kind kind, const float *x, void *dst, uint64_t n);
+
 #endif

@@ -59,70 +59,14 @@ dsv4_status cpu_router_select(void *vctx, const float *logits, uint32_t n, uint3
 
 /* ---- routed experts, grouped by expert so each expert's rows are read once per sub-batch ---- */
 
-/* One expert row against nx activation rows; out[i] is bitwise the single-row dot of x[i]. */
-typedef void (*dot_fn)(const void *w, const void *const *x, int nx, int64_t n, float *out);
-
-static void dot_f32_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_f32(w, x[i], n);
-}
-static void dot_f16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_f16(w, x[i], n);
-}
-static void dot_bf16_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    for (int i = 0; i < nx; i++) out[i] = quant_dot_bf16(w, x[i], n);
-}
-static void dot_q8_0_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q8_0_x(w, (const dsv4_q8_0_act *const *)x, nx, n, out);
-}
-static void dot_q2_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q2_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-static void dot_q4_k_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_q4_k_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-static void dot_iq2_w(const void *w, const void *const *x, int nx, int64_t n, float *out) {
-    quant_dot_iq2_xxs_x(w, (const dsv4_q8_k *const *)x, nx, n, out);
-}
-
-typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
-
-static bool kernel_for(uint32_t type, act_kind *kind, dot_fn *dot) {
-    switch (type) {
-    case DSV4_TYPE_F32: *kind = ACT_F32, *dot = dot_f32_w; return true;
-    case DSV4_TYPE_F16: *kind = ACT_F32, *dot = dot_f16_w; return true;
-    case DSV4_TYPE_BF16: *kind = ACT_F32, *dot = dot_bf16_w; return true;
-    case DSV4_TYPE_Q8_0: *kind = ACT_Q8_0, *dot = dot_q8_0_w; return true;
-    case DSV4_TYPE_Q2_K: *kind = ACT_Q8_K, *dot = dot_q2_k_w; return true;
-    case DSV4_TYPE_Q4_K: *kind = ACT_Q8_K, *dot = dot_q4_k_w; return true;
-    case DSV4_TYPE_IQ2_XXS: *kind = ACT_Q8_K, *dot = dot_iq2_w; return true;
-    default: return false;
-    }
-}
-
-static size_t act_bytes(act_kind kind, uint64_t n) {
-    switch (kind) {
-    case ACT_Q8_0: return (size_t)(n / DSV4_QK8_0) * sizeof(dsv4_q8_0_act);
-    case ACT_Q8_K: return (size_t)(n / DSV4_QK_K) * sizeof(dsv4_q8_k);
-    default: return (size_t)n * sizeof(float);
-    }
-}
-
-static void quant_row(act_kind kind, const float *x, void *dst, uint64_t n) {
-    switch (kind) {
-    case ACT_Q8_0: quant_act_q8_0(x, dst, (int64_t)n); break;
-    case ACT_Q8_K: quant_act_q8_k(x, dst, (int64_t)n); break;
-    default: memcpy(dst, x, n * sizeof(float)); break;
-    }
-}
-
 #define MOE_SUB 64 /* tokens per sub-batch: bounds the scratch, results do not depend on it */
 
 typedef struct {
     const dsv4_tensor *gate, *up, *down;
     uint32_t k, in, ff, embd, clamp_on;
     float clamp;
-    act_kind kin, kmid;
-    dot_fn dgu, dd;
+    cpu_act_kind kin, kmid;
+    cpu_dot_fn dgu, dd;
     size_t xbytes, mbytes;
     const float *x;       /* sub-batch rows */
     const float *weights; /* sub-batch n x k */
@@ -142,7 +86,8 @@ typedef struct {
 static void quant_x_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
     (void)th;
     moe_job *j = arg;
-    for (uint64_t t = t0; t < t1; t++) quant_row(j->kin, j->x + t * j->in, j->xq + t * j->xbytes, j->in);
+    for (uint64_t t = t0; t < t1; t++)
+        cpu_act_quant_row(j->kin, j->x + t * j->in, j->xq + t * j->xbytes, j->in);
 }
 
 #define MOE_DOT_X 8 /* pairs per multi-row dot call */
@@ -191,7 +136,8 @@ static void gate_up_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
 static void quant_mid_worker(void *arg, uint64_t p0, uint64_t p1, uint32_t th) {
     (void)th;
     moe_job *j = arg;
-    for (uint64_t p = p0; p < p1; p++) quant_row(j->kmid, j->mid + p * j->ff, j->midq + p * j->mbytes, j->ff);
+    for (uint64_t p = p0; p < p1; p++)
+        cpu_act_quant_row(j->kmid, j->mid + p * j->ff, j->midq + p * j->mbytes, j->ff);
 }
 
 static void down_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
@@ -226,10 +172,10 @@ dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, 
     cpu_ctx *c = vctx;
     moe_job j;
     memset(&j, 0, sizeof(j));
-    act_kind kup;
-    dot_fn dup;
-    if (!kernel_for(gate->type, &j.kin, &j.dgu) || !kernel_for(up->type, &kup, &dup) ||
-        gate->type != up->type || !kernel_for(down->type, &j.kmid, &j.dd))
+    cpu_act_kind kup;
+    cpu_dot_fn dup;
+    if (!cpu_kernel_for(gate->type, &j.kin, &j.dgu, NULL) || !cpu_kernel_for(up->type, &kup, &dup, NULL) ||
+        gate->type != up->type || !cpu_kernel_for(down->type, &j.kmid, &j.dd, NULL))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
                          "moe: expert types %s/%s/%s are not supported (gate and up must match)",
                          dsv4_type_name(gate->type), dsv4_type_name(up->type), dsv4_type_name(down->type));
@@ -243,12 +189,12 @@ dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, 
                          down->name ? down->name : "?");
     j.clamp = clamp, j.clamp_on = clamp > 1.0e-6f;
     if (c->numerics == DSV4_NUMERICS_EXACT) {
-        j.kin = j.kmid = ACT_F32; /* activations stay f32; rows are dequantized in the workers */
+        j.kin = j.kmid = CPU_ACT_F32; /* activations stay f32; rows are dequantized in the workers */
         j.rowbuf_n = 2 * (j.in > j.ff ? j.in : j.ff);
         j.rowbuf = cpu_scratch(c, CPU_SLOT_ACT, (size_t)dsv4_tp_threads(c->tp) * j.rowbuf_n * sizeof(float));
         if (!j.rowbuf) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in moe");
     }
-    j.xbytes = act_bytes(j.kin, j.in), j.mbytes = act_bytes(j.kmid, j.ff);
+    j.xbytes = cpu_act_bytes(j.kin, j.in), j.mbytes = cpu_act_bytes(j.kmid, j.ff);
 
     const uint32_t sub = n < MOE_SUB ? n : MOE_SUB;
     const size_t npair = (size_t)sub * k;
