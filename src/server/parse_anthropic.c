@@ -8,11 +8,6 @@
 
 static const char *const TEXT_TYPES[] = {"text", NULL};
 
-static bool need(srv_err *e, const char *path, const char *what) {
-    srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' %s", path, what);
-    return false;
-}
-
 static bool user_blocks(srv_request *r, json_t *content, const char *path, srv_err *e) {
     dsv4_strbuf text = {0};
     dsv4_error de;
@@ -25,7 +20,7 @@ static bool user_blocks(srv_request *r, json_t *content, const char *path, srv_e
         const char *type = NULL;
         if (!json_is_object(b) || !rq_string(b, p, "type", &type, e) || !type) {
             if (!json_is_object(b) || !type)
-                ok = need(e, p, "must be an object with a type");
+                ok = rq_need(e, p, "must be an object with a type");
             else
                 ok = false;
             break;
@@ -42,7 +37,7 @@ static bool user_blocks(srv_request *r, json_t *content, const char *path, srv_e
             const char *use_id = NULL;
             if (!(ok = rq_string(b, p, "tool_use_id", &use_id, e))) break;
             if (!use_id) {
-                ok = need(e, p, "needs a tool_use_id");
+                ok = rq_need(e, p, "needs a tool_use_id");
                 break;
             }
             dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_TOOL);
@@ -100,14 +95,14 @@ static bool assistant_blocks(srv_request *r, const srv_parse_ctx *ctx, json_t *c
             const char *name = NULL;
             if (!rq_string(b, p, "name", &name, e) || !rq_string(b, p, "id", &ids[n_ids], e)) goto fail;
             if (!name || !*name || !ids[n_ids]) {
-                need(e, p, "needs a name and an id");
+                rq_need(e, p, "needs a name and an id");
                 goto fail;
             }
             n_ids++;
             json_t *input = json_object_get(b, "input");
             rq_path(cp, sizeof cp, "%s.input", p);
             if (input && !json_is_null(input) && !json_is_object(input)) {
-                need(e, cp, "must be an object");
+                rq_need(e, cp, "must be an object");
                 goto fail;
             }
             if (!rq_add_call(r, m, name, input, cp, e)) goto fail;
@@ -119,7 +114,7 @@ static bool assistant_blocks(srv_request *r, const srv_parse_ctx *ctx, json_t *c
         }
         continue;
     bad_obj:
-        need(e, p, "must be an object with a type");
+        rq_need(e, p, "must be an object with a type");
         goto fail;
     }
     if (text.data && !(m->content = rq_own(r, text.data))) goto oom_owned;
@@ -143,32 +138,26 @@ fail:
 bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_err *e) {
     bool has_max = false;
     if (!rq_max_tokens(root, "max_tokens", r, &has_max, e)) return false;
-    if (!has_max) return need(e, "max_tokens", "is required");
+    if (!has_max) return rq_need(e, "max_tokens", "is required");
     json_t *sys = json_object_get(root, "system");
     if (sys && !json_is_null(sys)) {
         dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_SYSTEM);
         if (!m) return rq_oom(e);
         if (!rq_text_content(r, sys, "system", TEXT_TYPES, &m->content, e)) return false;
     }
-    json_t *msgs = json_object_get(root, "messages");
-    if (!msgs || json_is_null(msgs)) return need(e, "messages", "is required");
-    if (!json_is_array(msgs)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages",
-                    "'messages' must be an array");
-        return false;
-    }
-    if (json_array_size(msgs) == 0) return need(e, "messages", "must not be empty");
+    json_t *msgs;
+    if (!rq_messages(root, &msgs, e)) return false;
     size_t i;
     json_t *mj;
     json_array_foreach(msgs, i, mj) {
         char p[64], cp[80];
         rq_path(p, sizeof p, "messages[%zu]", i);
-        if (!json_is_object(mj)) return need(e, p, "must be an object");
+        if (!json_is_object(mj)) return rq_need(e, p, "must be an object");
         const char *role = NULL;
         if (!rq_string(mj, p, "role", &role, e)) return false;
         rq_path(cp, sizeof cp, "%s.role", p);
         if (!role || (strcmp(role, "user") && strcmp(role, "assistant")))
-            return need(e, cp, "must be user or assistant");
+            return rq_need(e, cp, "must be user or assistant");
         json_t *content = json_object_get(mj, "content");
         rq_path(cp, sizeof cp, "%s.content", p);
         const bool user = role[0] == 'u';
@@ -188,17 +177,17 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
     if (!rq_stop(root, "stop_sequences", r, e)) return false;
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return need(e, "tools", "must be an array");
+        if (!json_is_array(tools)) return rq_need(e, "tools", "must be an array");
         json_t *t;
         json_array_foreach(tools, i, t) {
             char p[64];
             rq_path(p, sizeof p, "tools[%zu]", i);
-            if (!json_is_object(t)) return need(e, p, "must be an object");
+            if (!json_is_object(t)) return rq_need(e, p, "must be an object");
             json_t *schema = json_object_get(t, "input_schema");
             char sp[80];
             rq_path(sp, sizeof sp, "%s.input_schema", p);
             if (schema && !json_is_null(schema) && !json_is_object(schema))
-                return need(e, sp, "must be an object");
+                return rq_need(e, sp, "must be an object");
             if (!rq_add_tool(r, json_object_get(t, "name"), json_object_get(t, "description"), schema, p, e))
                 return false;
         }
@@ -235,7 +224,7 @@ bool rq_parse_messages(json_t *root, const srv_parse_ctx *ctx, srv_request *r, s
         const char *type = NULL;
         if (!rq_string(th, "thinking", "type", &type, e)) return false;
         if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive")))
-            return need(e, "thinking.type", "must be enabled or disabled");
+            return rq_need(e, "thinking.type", "must be enabled or disabled");
         enabled = strcmp(type, "disabled") != 0;
         int64_t budget;
         if (!rq_int(th, "thinking", "budget_tokens", 0, RQ_MAX_TOKENS_LIMIT, &budget, NULL, e)) return false;

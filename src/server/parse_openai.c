@@ -6,11 +6,6 @@
 
 static const char *const CHAT_TEXT_TYPES[] = {"text", "input_text", "output_text", NULL};
 
-static bool need(srv_err *e, const char *path, const char *what) {
-    srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' %s", path, what);
-    return false;
-}
-
 /* "think": false/true (ds4 extension) */
 static bool think_switch(json_t *root, int *enabled, srv_err *e) {
     bool v = false, has = false;
@@ -22,21 +17,21 @@ static bool think_switch(json_t *root, int *enabled, srv_err *e) {
 static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return need(e, "tools", "must be an array");
+        if (!json_is_array(tools)) return rq_need(e, "tools", "must be an array");
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
             char p[64];
             rq_path(p, sizeof p, "tools[%zu]", i);
-            if (!json_is_object(t)) return need(e, p, "must be an object");
+            if (!json_is_object(t)) return rq_need(e, p, "must be an object");
             const char *type = NULL;
             if (!rq_string(t, p, "type", &type, e)) return false;
             if (type && strcmp(type, "function") != 0)
-                return need(e, p, "has an unsupported type (only function)");
+                return rq_need(e, p, "has an unsupported type (only function)");
             json_t *fn = json_object_get(t, "function");
             char fp[80];
             rq_path(fp, sizeof fp, "%s.function", p);
-            if (!json_is_object(fn)) return need(e, fp, "must be an object");
+            if (!json_is_object(fn)) return rq_need(e, fp, "must be an object");
             if (!rq_add_tool(r, json_object_get(fn, "name"), json_object_get(fn, "description"),
                              json_object_get(fn, "parameters"), fp, e))
                 return false;
@@ -51,7 +46,7 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
             else if (!strcmp(s, "required")) {
                 if (!rq_force_tool(r, NULL, "tool_choice", e)) return false;
             } else if (strcmp(s, "auto") != 0)
-                return need(e, "tool_choice", "must be none, auto, required or a function object");
+                return rq_need(e, "tool_choice", "must be none, auto, required or a function object");
         } else if (json_is_object(tc)) {
             /* {"type":"function","function":{"name":F}}, or {"type":"allowed_tools",
              * "allowed_tools":{"mode":"auto"|"required",...}} (the subset is not enforced) */
@@ -61,7 +56,7 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
             if (type && !strcmp(type, "function")) {
                 if (json_is_object(fn) && !rq_string(fn, "tool_choice.function", "name", &name, e))
                     return false;
-                if (!name) return need(e, "tool_choice.function.name", "must be a string");
+                if (!name) return rq_need(e, "tool_choice.function.name", "must be a string");
                 if (!rq_force_tool(r, name, "tool_choice.function.name", e)) return false;
             } else if (type && !strcmp(type, "allowed_tools") && json_is_object(at)) {
                 const char *mode = NULL;
@@ -69,7 +64,7 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
                 if (mode && !strcmp(mode, "required") && !rq_force_tool(r, NULL, "tool_choice", e))
                     return false;
             } else {
-                return need(e, "tool_choice", "must be none, auto, required or a function object");
+                return rq_need(e, "tool_choice", "must be none, auto, required or a function object");
             }
         } else {
             srv_err_set(e, 400, "invalid_request_error", "invalid_type", "tool_choice",
@@ -83,7 +78,7 @@ static bool parse_tools_openai(json_t *root, srv_request *r, srv_err *e) {
 static bool parse_assistant_calls(srv_request *r, const srv_parse_ctx *ctx, json_t *calls, const char *path,
                                   dsv4_chat_message *m, srv_err *e) {
     if (!calls || json_is_null(calls)) return true;
-    if (!json_is_array(calls)) return need(e, path, "must be an array");
+    if (!json_is_array(calls)) return rq_need(e, path, "must be an array");
     const size_t n = json_array_size(calls);
     const char **ids = rq_own(r, calloc(n ? n : 1, sizeof *ids));
     if (!ids) return rq_oom(e);
@@ -91,18 +86,18 @@ static bool parse_assistant_calls(srv_request *r, const srv_parse_ctx *ctx, json
         json_t *c = json_array_get(calls, j);
         char p[96], fp[112];
         rq_path(p, sizeof p, "%s[%zu]", path, j);
-        if (!json_is_object(c)) return need(e, p, "must be an object");
+        if (!json_is_object(c)) return rq_need(e, p, "must be an object");
         if (!rq_string(c, p, "id", &ids[j], e)) return false;
         json_t *fn = json_object_get(c, "function");
         rq_path(fp, sizeof fp, "%s.function", p);
-        if (!json_is_object(fn)) return need(e, fp, "must be an object");
+        if (!json_is_object(fn)) return rq_need(e, fp, "must be an object");
         const char *name = NULL;
         if (!rq_string(fn, fp, "name", &name, e)) return false;
-        if (!name || !*name) return need(e, fp, "needs a non-empty name");
+        if (!name || !*name) return rq_need(e, fp, "needs a non-empty name");
         json_t *args = json_object_get(fn, "arguments");
         rq_path(fp, sizeof fp, "%s.function.arguments", p);
         if (args && !json_is_null(args) && !json_is_string(args) && !json_is_object(args))
-            return need(e, fp, "must be a JSON string");
+            return rq_need(e, fp, "must be a JSON string");
         if (!rq_add_call(r, m, name, args, fp, e)) return false;
     }
     rq_replay_dsml(r, ctx, m, ids, n);
@@ -110,24 +105,18 @@ static bool parse_assistant_calls(srv_request *r, const srv_parse_ctx *ctx, json
 }
 
 bool rq_parse_chat(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_err *e) {
-    json_t *msgs = json_object_get(root, "messages");
-    if (!msgs || json_is_null(msgs)) return need(e, "messages", "is required");
-    if (!json_is_array(msgs)) {
-        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages",
-                    "'messages' must be an array");
-        return false;
-    }
-    if (json_array_size(msgs) == 0) return need(e, "messages", "must not be empty");
+    json_t *msgs;
+    if (!rq_messages(root, &msgs, e)) return false;
     size_t i;
     json_t *mj;
     json_array_foreach(msgs, i, mj) {
         char p[64], cp[80];
         rq_path(p, sizeof p, "messages[%zu]", i);
-        if (!json_is_object(mj)) return need(e, p, "must be an object");
+        if (!json_is_object(mj)) return rq_need(e, p, "must be an object");
         const char *role_s = NULL;
         if (!rq_string(mj, p, "role", &role_s, e)) return false;
         dsv4_chat_role role;
-        if (!role_s) return need(e, p, "needs a role");
+        if (!role_s) return rq_need(e, p, "needs a role");
         if (!dsv4_chat_role_from_name(role_s, &role)) {
             rq_path(cp, sizeof cp, "%s.role", p);
             srv_err_set(e, 400, "invalid_request_error", "invalid_value", cp,
@@ -176,7 +165,7 @@ bool rq_parse_chat(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_e
 
 bool rq_parse_completions(json_t *root, const srv_parse_ctx *ctx, srv_request *r, srv_err *e) {
     json_t *p = json_object_get(root, "prompt");
-    if (!p || json_is_null(p)) return need(e, "prompt", "is required");
+    if (!p || json_is_null(p)) return rq_need(e, "prompt", "is required");
     const char *text = NULL;
     if (json_is_string(p)) {
         text = json_string_value(p);

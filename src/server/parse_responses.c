@@ -9,11 +9,6 @@
 static const char *const RESP_TEXT_TYPES[] = {"input_text",   "output_text",    "text",
                                               "summary_text", "reasoning_text", NULL};
 
-static bool need(srv_err *e, const char *path, const char *what) {
-    srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' %s", path, what);
-    return false;
-}
-
 /* The assistant message that function_call items attach to: the last message if it is an
  * assistant turn with no later user/tool message, else a new one. */
 static dsv4_chat_message *assistant_tail(srv_request *r) {
@@ -52,13 +47,13 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
     json_array_foreach(input, i, it) {
         char p[64], cp[96];
         rq_path(p, sizeof p, "input[%zu]", i);
-        if (!json_is_object(it)) return need(e, p, "must be an object");
+        if (!json_is_object(it)) return rq_need(e, p, "must be an object");
         const char *type = NULL, *role_s = NULL;
         if (!rq_string(it, p, "type", &type, e) || !rq_string(it, p, "role", &role_s, e)) return false;
         if (!type) type = role_s ? "message" : "";
         if (!strcmp(type, "message")) {
             dsv4_chat_role role;
-            if (!role_s) return need(e, p, "needs a role");
+            if (!role_s) return rq_need(e, p, "needs a role");
             if (!dsv4_chat_role_from_name(role_s, &role) || role == DSV4_ROLE_TOOL) {
                 rq_path(cp, sizeof cp, "%s.role", p);
                 srv_err_set(e, 400, "invalid_request_error", "invalid_value", cp,
@@ -79,15 +74,16 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
             const char *name = NULL, *call_id = NULL;
             if (!rq_string(it, p, "name", &name, e) || !rq_string(it, p, "call_id", &call_id, e))
                 return false;
-            if (!name || !*name) return need(e, p, "needs a name");
-            if (!call_id) return need(e, p, "needs a call_id");
+            if (!name || !*name) return rq_need(e, p, "needs a name");
+            if (!call_id) return rq_need(e, p, "needs a call_id");
             dsv4_chat_message *m = assistant_tail(r);
             if (!m) return rq_oom(e);
             if (pending_reasoning && !m->reasoning) m->reasoning = pending_reasoning;
             pending_reasoning = NULL;
             json_t *args = json_object_get(it, "arguments");
             rq_path(cp, sizeof cp, "%s.arguments", p);
-            if (args && !json_is_null(args) && !json_is_string(args)) return need(e, cp, "must be a string");
+            if (args && !json_is_null(args) && !json_is_string(args))
+                return rq_need(e, cp, "must be a string");
             if (!rq_add_call(r, m, name, args, cp, e)) return false;
             if (ids.owner != m) flush_ids(r, ctx, &ids), ids.owner = m;
             if (ids.n == ids.cap) {
@@ -102,9 +98,9 @@ static bool parse_input(json_t *input, const srv_parse_ctx *ctx, srv_request *r,
         } else if (!strcmp(type, "function_call_output")) {
             const char *call_id = NULL;
             if (!rq_string(it, p, "call_id", &call_id, e)) return false;
-            if (!call_id) return need(e, p, "needs a call_id");
+            if (!call_id) return rq_need(e, p, "needs a call_id");
             json_t *output = json_object_get(it, "output");
-            if (!output || json_is_null(output)) return need(e, p, "needs an output");
+            if (!output || json_is_null(output)) return rq_need(e, p, "needs an output");
             flush_ids(r, ctx, &ids);
             dsv4_chat_message *m = rq_add_msg(r, DSV4_ROLE_TOOL);
             if (!m) return rq_oom(e);
@@ -143,19 +139,19 @@ bool rq_parse_responses(json_t *root, const srv_parse_ctx *ctx, srv_request *r, 
         if (!(m->content = rq_strdup(r, instr))) return rq_oom(e);
     }
     json_t *input = json_object_get(root, "input");
-    if (!input || json_is_null(input)) return need(e, "input", "is required");
+    if (!input || json_is_null(input)) return rq_need(e, "input", "is required");
     if (!parse_input(input, ctx, r, e)) return false;
     if (!rq_max_tokens(root, "max_output_tokens", r, NULL, e)) return false;
     if (!rq_stop(root, "stop", r, e)) return false;
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) return need(e, "tools", "must be an array");
+        if (!json_is_array(tools)) return rq_need(e, "tools", "must be an array");
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
             char p[64];
             rq_path(p, sizeof p, "tools[%zu]", i);
-            if (!json_is_object(t)) return need(e, p, "must be an object");
+            if (!json_is_object(t)) return rq_need(e, p, "must be an object");
             const char *type = NULL;
             if (!rq_string(t, p, "type", &type, e)) return false;
             if (!type || strcmp(type, "function") != 0) continue; /* built-in tools are not offered */

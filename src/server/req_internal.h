@@ -19,6 +19,10 @@ bool rq_oom(srv_err *e);
 
 /* Field getters: an absent or null field leaves *present false and succeeds; a present field of
  * the wrong type or out of range fails with a 400 naming path.key. */
+/* 400 invalid_value: "'path' what". Always returns false. */
+bool rq_need(srv_err *e, const char *path, const char *what);
+/* root.messages: required, a non-empty array. */
+bool rq_messages(json_t *root, json_t **out, srv_err *e);
 bool rq_string(json_t *o, const char *path, const char *key, const char **out, srv_err *e);
 bool rq_bool(json_t *o, const char *path, const char *key, bool *out, bool *present, srv_err *e);
 bool rq_number(json_t *o, const char *path, const char *key, double lo, double hi, double *out, bool *present,

@@ -145,6 +145,24 @@ static bool out_of_range(srv_err *e, const char *path, const char *key, const ch
     return false;
 }
 
+bool rq_need(srv_err *e, const char *path, const char *what) {
+    srv_err_set(e, 400, "invalid_request_error", "invalid_value", path, "'%s' %s", path, what);
+    return false;
+}
+
+bool rq_messages(json_t *root, json_t **out, srv_err *e) {
+    json_t *msgs = json_object_get(root, "messages");
+    *out = msgs;
+    if (!msgs || json_is_null(msgs)) return rq_need(e, "messages", "is required");
+    if (!json_is_array(msgs)) {
+        srv_err_set(e, 400, "invalid_request_error", "invalid_type", "messages",
+                    "'messages' must be an array");
+        return false;
+    }
+    if (json_array_size(msgs) == 0) return rq_need(e, "messages", "must not be empty");
+    return true;
+}
+
 bool rq_string(json_t *o, const char *path, const char *key, const char **out, srv_err *e) {
     json_t *v = json_object_get(o, key);
     *out = NULL;
