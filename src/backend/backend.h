@@ -104,6 +104,12 @@ typedef struct dsv4_backend_ops {
      * IQ2: Q8_K; float weights: f32). */
     dsv4_status (*matmul)(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                           uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
+    /* Optional (NULL: graph/ calls matmul once per group): a block-diagonal product. Group g takes
+     * rows [g*R, (g+1)*R) of W (R = rows(W) / n_groups) and inputs x[t*x_stride + g*in : + in]
+     * (in = W.ne[0]) into y[t*y_stride + g*R : + R]. Each value is what matmul gives for it. */
+    dsv4_status (*matmul_grouped)(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
+                                  uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride,
+                                  dsv4_error *err);
     /* out = a + b (n floats). */
     dsv4_status (*add)(void *ctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err);
     /* out = silu(min(g, clamp)) * clamp(u, -clamp, clamp) (no clamp when clamp <= 1e-6). */

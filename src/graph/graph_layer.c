@@ -186,9 +186,13 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */
     GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
     const uint32_t G = c->n_out_group, OL = c->o_lora_rank, gdim = QD / G;
-    for (uint32_t gi = 0; gi < G; gi++)
-        GB(OPS->matmul(BCTX, &L->attn_output_a, (uint64_t)gi * OL, OL, w->heads + (uint64_t)gi * gdim, QD, n,
-                       w->low + (uint64_t)gi * OL, (uint64_t)G * OL, err));
+    if (OPS->matmul_grouped && L->attn_output_a.ne[0] == gdim) {
+        GB(OPS->matmul_grouped(BCTX, &L->attn_output_a, G, w->heads, QD, n, w->low, (uint64_t)G * OL, err));
+    } else {
+        for (uint32_t gi = 0; gi < G; gi++)
+            GB(OPS->matmul(BCTX, &L->attn_output_a, (uint64_t)gi * OL, OL, w->heads + (uint64_t)gi * gdim, QD,
+                           n, w->low + (uint64_t)gi * OL, (uint64_t)G * OL, err));
+    }
     GB(OPS->matmul(BCTX, &L->attn_output_b, 0, E, w->low, (uint64_t)G * OL, n, w->attn_out, E, err));
     return OPS->hc_post(BCTX, w->attn_out, w->hc_cur, w->split, n, c->n_hc, E, w->hc_mid, err);
 }

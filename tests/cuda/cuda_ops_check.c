@@ -128,6 +128,26 @@ static void check_matmul(chk *c, const char *name, const dsv4_tensor *w, uint64_
     free(x), free(y), dfree(c, dx), dfree(c, dy);
 }
 
+/* matmul_grouped on the device against the CPU's matmul run once per group (the op's
+ * definition): G groups of rows(W)/G rows, group g reading inputs [g*in, (g+1)*in) of each row. */
+static void check_matmul_grouped(chk *c, const dsv4_tensor *w, uint32_t G, uint32_t n) {
+    if (!dsv4_tensor_present(w) || !GPU->matmul_grouped) return;
+    const uint64_t in = w->ne[0], R = w->ne[1] / G, xst = in * G, yst = R * G + 5;
+    const size_t xs = (size_t)xst * n, ys = (size_t)yst * n;
+    float *x = hrand(c, xs, 1.0f), *y = calloc(ys, sizeof(float));
+    float *dx = dcopy(c, x, xs * 4), *dy = dcopy(c, y, ys * 4);
+    dsv4_error ec = {0};
+    dsv4_status sc = DSV4_OK;
+    for (uint32_t g = 0; g < G && sc == DSV4_OK; g++)
+        sc = CPU->matmul(CC, w, (uint64_t)g * R, R, x + (uint64_t)g * in, xst, n, y + (uint64_t)g * R, yst,
+                         &ec);
+    char label[96];
+    snprintf(label, sizeof label, "matmul_grouped %s G=%u n=%u", dsv4_type_name(w->type), G, n);
+    if (ran(c, label, sc, GPU->matmul_grouped(GC, w, G, dx, xst, n, dy, yst, &c->err), &ec))
+        cmp_f(c, label, y, dy, ys);
+    free(x), free(y), dfree(c, dx), dfree(c, dy);
+}
+
 /* Q8_0 with n >= 2 tokens (the tensor-core prefill path, cuda_gemm_q8_0_mma.cu, or with
  * DSV4_CUDA_PREFILL_MMA=0 the generic kernel): every value must equal the CPU's bit for bit, and
  * the 3 floats after each output row must stay untouched. */
@@ -273,8 +293,8 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
                 }
             }
             const bool bad = !read_ok || !(maxd <= 1e-5 * (maxr > 0 ? maxr : 1));
-            printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)", bad ? "FAIL" : "ok  ",
-                   lb, ys, ys - differ, ys, maxd, maxr);
+            printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)",
+                   bad ? "FAIL" : "ok  ", lb, ys, ys - differ, ys, maxd, maxr);
             if (first < ys) printf(" (first at %zu: %.9g vs %.9g)", first, got[first], o[first]);
             printf("\n");
             c->fails += bad;
@@ -490,6 +510,7 @@ int main(int argc, char **argv) {
         const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
         if (G > 1) /* group 1 of the grouped output projection: row offset and strided rows */
             check_matmul(c, "attn_output_a g1", &L0->attn_output_a, OL, OL, (uint64_t)H * Dh, n);
+        if (G > 1) check_matmul_grouped(c, &L0->attn_output_a, G, n);
         check_matmul(c, "attn_output_b", &L0->attn_output_b, 0, E, (uint64_t)G * OL, n);
         check_matmul(c, "hc_attn_fn", &L0->hc_attn_fn, 0, MIX, HD, n);
         check_matmul(c, "compressor_kv", &L4->attn_compressor_kv, 0, L4->attn_compressor_kv.ne[1], E, n);

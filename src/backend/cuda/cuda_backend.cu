@@ -191,6 +191,7 @@ static void cu_destroy(void *vctx) {
         if (c->scratch[i]) cudaFree(c->scratch[i]);
     if (c->d_iq2_grid) cudaFree(c->d_iq2_grid);
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
+    if (c->d_iota) cudaFree(c->d_iota);
     if (c->pin_tok) cudaFreeHost(c->pin_tok);
     if (c->pin_ev) cudaEventDestroy(c->pin_ev);
     if (c->xev) cudaEventDestroy(c->xev);
@@ -220,6 +221,7 @@ static const dsv4_backend_ops cuda_ops = {
     .hc_head = cu_hc_head,
     .rmsnorm = cu_rmsnorm,
     .matmul = cu_matmul,
+    .matmul_grouped = cu_matmul_grouped,
     .add = cu_add,
     .swiglu = cu_swiglu,
     .rope_tail = cu_rope_tail,

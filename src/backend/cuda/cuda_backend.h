@@ -69,6 +69,7 @@ typedef struct cuda_ctx {
     /* tables of the generic quantized kernels */
     uint64_t *d_iq2_grid; /* 256 */
     uint8_t *d_iq2_signs; /* 128 */
+    int32_t *d_iota;      /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
     /* scratch */
     void *scratch[CU_SLOTS];
     size_t scratch_bytes[CU_SLOTS];
@@ -150,6 +151,10 @@ bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_byte
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
 bool cu_supports_weight_type(void *ctx, uint32_t type);
+/* The matmul_grouped op (one launch for one token, else one matmul per group). */
+#define CU_IOTA 64
+dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
+                              uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
 
 /* Row RMS norm (cuda_ops_dense.cu): y = x * 1/sqrt(mean(x^2) + eps) (* w when w != NULL). */
 dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,

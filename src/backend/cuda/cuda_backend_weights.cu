@@ -219,5 +219,9 @@ dsv4_status cu_tables_init(cuda_ctx *c, dsv4_error *err) {
         e = cudaMemcpy(c->d_iq2_grid, dsv4_iq2xxs_grid, sizeof dsv4_iq2xxs_grid, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemcpy(c->d_iq2_signs, dsv4_ksigns_iq2xs, sizeof dsv4_ksigns_iq2xs, cudaMemcpyHostToDevice);
+    int32_t iota[CU_IOTA];
+    for (int i = 0; i < CU_IOTA; i++) iota[i] = i;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_iota, sizeof iota);
+    if (e == cudaSuccess) e = cudaMemcpy(c->d_iota, iota, sizeof iota, cudaMemcpyHostToDevice);
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "IQ2_XXS tables");
 }

@@ -270,3 +270,41 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     return cu_gemm_generic(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, act, act_stride, 1,
                            n, y, y_stride, err);
 }
+
+/* The grouped op: one token takes a single quantization of the whole row and one launch of the
+ * expert matvec, the groups playing the experts (ids 0..G-1, activation slices act_bytes(in)
+ * apart); every other case is one matmul per group. */
+dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
+                              uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    const uint64_t in = w->ne[0], rows = w->ne[1] * w->ne[2] * w->ne[3];
+    if (n_groups == 0 || rows % n_groups != 0)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "matmul_grouped: %llu rows of tensor %s do not split in %u groups",
+                         (unsigned long long)rows, w->name ? w->name : "?", n_groups);
+    const uint64_t R = rows / n_groups;
+    const int kind = gm_kind_of(w->type);
+    if (n == 1 && kind != GM_NONE && c->numerics != DSV4_NUMERICS_EXACT && n_groups <= CU_IOTA &&
+        in % gm_block_elems(kind) == 0) {
+        const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
+        if (!wd) return DSV4_ERR_INVALID;
+        if (cu_mv_ok(c, w->type, wd, w->row_bytes, in)) {
+            const void *act;
+            uint64_t act_stride;
+            dsv4_status st =
+                cu_quant_rows(c, w->type, x, x_stride, in * n_groups, 1, CU_SLOT_ACT, &act, &act_stride, err);
+            if (st != DSV4_OK) return st;
+            st = dsv4_cuda_matvec_experts(&c->mv, w->type, wd, (int64_t)in, (int64_t)R, (int64_t)n_groups,
+                                          c->d_iota, (int)n_groups, act, (int64_t)cu_act_bytes(w->type, in),
+                                          y, c->stream, err);
+            if (st != DSV4_ERR_UNSUPPORTED) return st;
+            dsv4_error_clear(err); /* declined shape: nothing was launched */
+        }
+    }
+    for (uint32_t g = 0; g < n_groups; g++) {
+        const dsv4_status st = cu_matmul(vctx, w, (uint64_t)g * R, R, x + (uint64_t)g * in, x_stride, n,
+                                         y + (uint64_t)g * R, y_stride, err);
+        if (st != DSV4_OK) return st;
+    }
+    return DSV4_OK;
+}

@@ -190,6 +190,19 @@ static dsv4_status pw_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uin
     return base->matmul(ctx, w, row0, n_out, x, x_stride, n, y, y_stride, err);
 }
 
+static dsv4_status pw_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
+                                     uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride,
+                                     dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    char key[DSV4_OPPROF_KEY], nb[24];
+    n_bucket(nb, sizeof nb, n);
+    snprintf(key, sizeof key, "matmul_grouped %s n=%s groups=%u in=%llu out=%llu", dsv4_type_name(w->type),
+             nb, n_groups, (unsigned long long)w->ne[0], (unsigned long long)w->ne[1]);
+    const dsv4_backend_ops *base = c->prof->base;
+    prof_scope s(c, key, true);
+    return base->matmul_grouped(ctx, w, n_groups, x, x_stride, n, y, y_stride, err);
+}
+
 static dsv4_status pw_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                           const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                           float clamp, float *out, dsv4_error *err) {
@@ -263,6 +276,7 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(hc_head, PW(hc_head, true));
     PW_SET(rmsnorm, PW(rmsnorm, true));
     PW_SET(matmul, pw_matmul);
+    PW_SET(matmul_grouped, pw_matmul_grouped);
     PW_SET(add, PW(add, true));
     PW_SET(swiglu, PW(swiglu, true));
     PW_SET(rope_tail, PW(rope_tail, true));
