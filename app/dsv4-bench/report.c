@@ -136,7 +136,31 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
                 (unsigned long long)c->fallback, (unsigned long long)c->faulted,
                 (unsigned long long)c->skipped);
     }
-    fprintf(f, "},\n");
+    fprintf(f, "},\n  \"steps_recorded\": %llu,\n  \"steps_unrecorded\": %llu,\n",
+            (unsigned long long)s.steps_recorded, (unsigned long long)s.steps_unrecorded);
+    /* each tier's device: memory in use now (weights, buffers incl. KV, scratch) and step graphs */
+    fprintf(f, "  \"devices\": [");
+    for (uint32_t t = 0; t < pl->n_tiers; t++) {
+        dsv4_device_info di;
+        dsv4_error err = {0};
+        if (dsv4_engine_tier_device_info(e, t, &di, &err) != DSV4_OK) continue;
+        fprintf(f, "%s\n    {\"tier\": %u, \"backend\": ", t ? "," : "", t);
+        jstr(f, di.backend);
+        fprintf(f, ", \"name\": ");
+        jstr(f, di.name);
+        fprintf(f,
+                ", \"total_mem\": %llu, \"free_mem\": %llu, \"weight_bytes\": %llu, \"buffer_bytes\": %llu, "
+                "\"scratch_bytes\": %llu, \"used_mem\": %llu, \"step_graphs\": {\"launched\": %llu, "
+                "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu}}",
+                (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
+                (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
+                (unsigned long long)di.scratch_bytes,
+                (unsigned long long)(di.total_mem > di.free_mem ? di.total_mem - di.free_mem : 0),
+                (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
+                (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
+                (unsigned long long)di.steps_failed);
+    }
+    fprintf(f, "\n  ],\n");
 }
 
 int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, uint32_t prompt_tokens,

@@ -81,4 +81,13 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
     dsv4_engine_stats_get(c->engine, &es);
     dsv4_engine_stats_format(&es, buf, sizeof buf);
     fputs(buf, stderr);
+    dsv4_device_info di;
+    dsv4_error err = {0};
+    if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.steps_launched + di.steps_failed)
+        fprintf(stderr,
+                "step graphs: launched %llu (updated %llu, instantiated %llu), update refused %llu, "
+                "failed %llu\n",
+                (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
+                (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
+                (unsigned long long)di.steps_failed);
 }

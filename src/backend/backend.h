@@ -170,6 +170,17 @@ typedef struct dsv4_backend_ops {
                                uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps,
                                float hc_eps, float *u_normed, float *split, dsv4_error *err);
 
+    /* ---- step recording (optional; NULL: every op runs as it is issued) ---- */
+    /* step_begin: the ops issued until step_end form one step, which the backend may record and
+     * run as a whole (a CUDA Graph, re-recorded per step and updated in place). key names the shape
+     * of the step's op sequence (equal keys: the same ops, arguments may differ); the backend keeps
+     * one recording per key. DSV4_ERR_UNSUPPORTED: it will not record this step (ops then run as
+     * issued). Between the two no op may read to the host or synchronize. step_end(abort=false)
+     * runs the step; when it fails (or abort), nothing of the step has run and the caller issues
+     * the same ops again, unrecorded. */
+    dsv4_status (*step_begin)(void *ctx, uint64_t key, dsv4_error *err);
+    dsv4_status (*step_end)(void *ctx, bool abort, dsv4_error *err);
+
     /* ---- tiers (optional; NULL when the backend has a single device / host memory) ---- */
     /* Make this backend's device current for the calling thread (a tier switch). */
     dsv4_status (*activate)(void *ctx, dsv4_error *err);

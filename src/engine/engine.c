@@ -190,6 +190,8 @@ size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n)
             dsv4_fusion_name((dsv4_fused_op)f), (unsigned long long)s->fusion[f].selected,
             (unsigned long long)s->fusion[f].fallback, (unsigned long long)s->fusion[f].faulted,
             (unsigned long long)s->fusion[f].skipped);
+    OUT("decode steps: recorded %llu, unrecorded after a failed recording %llu\n",
+        (unsigned long long)s->steps_recorded, (unsigned long long)s->steps_unrecorded);
 #undef OUT
     return o < n ? o : (n ? n - 1 : 0);
 }

@@ -184,6 +184,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->fusion_disable = p->fusion_disable;
     g->fusion_fault = p->fusion_fault;
     g->force_bounce = p->force_bounce;
+    g->record_steps = !p->no_step_record;
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
     dsv4_status st = DSV4_OK;
@@ -344,8 +345,9 @@ dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, 
     return kv_xfer(g, kv, off, n, NULL, host, err);
 }
 
-/* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches. */
-static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv4_graph_hooks *h,
+/* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches. A
+ * recorded step (rec) ends before the first read. */
+static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv4_graph_hooks *h, bool rec,
                                dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_model *m = g->m;
@@ -357,6 +359,10 @@ static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv
         GB(OPS->rmsnorm(BCTX, g->w.hy, &m->output_norm, nb, c->n_embd, c->rms_eps, g->w.hyn, err));
         GB(OPS->matmul(BCTX, &m->output, 0, c->n_vocab, g->w.hyn, c->n_embd, nb, g->w.logits, c->n_vocab,
                        err));
+        if (rec && r == r0) {
+            GB(OPS->step_end(BCTX, false, err));
+            g->step_open = false;
+        }
         GB(OPS->read(BCTX, g->host_logits, g->w.logits, (size_t)nb * c->n_vocab * sizeof(float), err));
         if (h && h->on_logits)
             for (uint32_t i = 0; i < nb; i++)
@@ -365,15 +371,62 @@ static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv
     return DSV4_OK;
 }
 
+/* The op sequence of a decode step changes only where a compressor closes a window or the
+ * indexer switches on; the step's recording key names that. */
+static uint64_t step_key(const dsv4_graph *g, const dsv4_kv_state *kv) {
+    const uint32_t p = kv->pos;
+    uint64_t key = 1469598103934665603ull; /* FNV-1a over one flag byte per layer */
+    for (uint32_t il = 0; il < g->cfg->n_layer; il++) {
+        const uint32_t R = kv->layout.layers[il].ratio;
+        uint32_t f = 0;
+        if (R) f = ((p + 1) % R == 0) | (R == 4 && (p + 1) / R > g->cfg->idx_top_k ? 2u : 0u);
+        key = (key ^ f) * 1099511628211ull;
+    }
+    return key;
+}
+
+static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
+                            const dsv4_graph_hooks *h, bool rec, bool *damaged, dsv4_error *err);
+
 dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
                             const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
-    const dsv4_config *c = g->cfg;
     *damaged = false;
     if (n == 0) return DSV4_OK;
     if ((uint64_t)kv->pos + n > kv->layout.n_ctx)
         return dsv4_fail(err, DSV4_ERR_RANGE, "%u tokens at position %u exceed the context of %u tokens", n,
                          kv->pos, kv->layout.n_ctx);
     if (n > g->cap) GB(alloc_ws(g, n, err));
+    /* Record a decode step when the backend can (one tier, no host read inside the step). Nothing
+     * of a recorded step runs before step_end, so a failed recording is issued again, unrecorded,
+     * with the statistics it counted rolled back. */
+    if (n == 1 && g->n_tiers == 1 && OPS->step_begin && OPS->step_end && g->record_steps &&
+        !(h && h->on_indexer)) {
+        const dsv4_exec_stats saved = g->stats;
+        dsv4_status st = OPS->step_begin(BCTX, step_key(g, kv), err);
+        if (st == DSV4_OK) {
+            g->step_open = true;
+            st = eval_ops(g, kv, tokens, n, h, true, damaged, err);
+            if (!g->step_open) { /* the step ran (a failure after it is a real one) */
+                if (st == DSV4_OK) g->stats.steps_recorded++;
+                return st;
+            }
+            g->step_open = false;
+            OPS->step_end(BCTX, true, err); /* nothing of the step ran */
+            g->stats = saved;
+            *damaged = false;
+            if (st == DSV4_ERR_CANCELLED) return st;
+            g->stats.steps_unrecorded++;
+        } else if (st != DSV4_ERR_UNSUPPORTED) {
+            return st;
+        }
+        dsv4_error_clear(err);
+    }
+    return eval_ops(g, kv, tokens, n, h, false, damaged, err);
+}
+
+static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
+                            const dsv4_graph_hooks *h, bool rec, bool *damaged, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
     const dsv4_tier_mode mode = n == 1 ? DSV4_TIER_DECODE : DSV4_TIER_BATCH;
     g->mode = mode;
     /* the embedding writes the hidden state fresh on its tier: nothing to carry */
@@ -392,7 +445,7 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }
     GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));
-    GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, err));
+    GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, rec, err));
     /* every tier's queue has drained into the head tier's (each copy waited for its source) */
     GB(OPS->sync(BCTX, err));
     kv->pos += n;

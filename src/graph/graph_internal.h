@@ -48,6 +48,8 @@ struct dsv4_graph {
     dsv4_bounce bounce;
     bool fusion;
     uint32_t fusion_disable, fusion_fault;
+    bool record_steps; /* decode steps go through step_begin/step_end when the backend offers them */
+    bool step_open;    /* a recorded step has begun and not yet run */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */
     uint32_t cap;       /* tokens the workspace holds */

@@ -32,6 +32,9 @@ typedef struct dsv4_exec_stats {
     uint64_t tier_bytes[DSV4_TIER_MODES];
     uint64_t xcopy[DSV4_XCOPY_PATHS]; /* cross-tier copies by path */
     dsv4_fusion_counts fusion[DSV4_FUSED_COUNT];
+    /* decode steps the backend recorded and ran as a whole (step_begin/step_end), and recordings
+     * that failed so the step was issued again unrecorded */
+    uint64_t steps_recorded, steps_unrecorded;
 } dsv4_exec_stats;
 
 /* "hc_pre_norm", ... (NULL for an unknown op). */

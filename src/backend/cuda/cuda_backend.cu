@@ -19,6 +19,10 @@ dsv4_status cu_launched(dsv4_error *err, const char *what) {
 void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     if (bytes == 0) bytes = 256;
     if (c->scratch_bytes[slot] >= bytes) return c->scratch[slot];
+    if (c->step_capturing) { /* freeing waits for the device: not inside a recording */
+        dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda: scratch slot %d grows during a step recording", slot);
+        return NULL;
+    }
     size_t sz = (bytes + 255) & ~(size_t)255;
     sz += sz / 4; /* headroom so slowly growing chunks do not reallocate each time */
     sz = (sz + 255) & ~(size_t)255;
@@ -185,6 +189,7 @@ static void cu_destroy(void *vctx) {
     if (!c) return;
     cudaSetDevice(c->device);
     cu_prof_finish(c);
+    cu_step_free(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
     cu_weights_free(c);
     for (int i = 0; i < CU_SLOTS; i++)
@@ -234,6 +239,8 @@ static const dsv4_backend_ops cuda_ops = {
     .router_select = cu_router_select,
     .moe = cu_moe,
     .hc_pre_norm = NULL,
+    .step_begin = cu_step_begin,
+    .step_end = cu_step_end,
     .activate = cu_activate,
     .copy_from = cu_copy_from,
     .host_alloc = cu_host_alloc,
@@ -282,6 +289,7 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     if (st == DSV4_OK) {
         const char *mv = getenv("DSV4_CUDA_MATVEC");
         c->generic_only = mv && strcmp(mv, "generic") == 0;
+        cu_step_init(c);
         st = cu_tables_init(c, err);
     }
     if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
@@ -321,5 +329,10 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->n_weights = c->map_n;
     out->buffer_bytes = c->buffer_bytes;
     for (int i = 0; i < CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
+    out->steps_launched = c->step_stats.launched;
+    out->steps_updated = c->step_stats.updated;
+    out->steps_instantiated = c->step_stats.instantiated;
+    out->steps_update_failed = c->step_stats.update_failed;
+    out->steps_failed = c->step_stats.failed;
     return DSV4_OK;
 }

@@ -54,6 +54,17 @@ typedef struct cu_buf {
     size_t bytes;
 } cu_buf;
 
+/* Recorded decode steps (cuda_step.cu): one executable graph per step key. */
+#define CU_STEP_EXECS 16
+typedef struct cu_step_exec {
+    uint64_t key;
+    cudaGraphExec_t exec;
+    uint64_t last_use;
+} cu_step_exec;
+typedef struct cu_step_stats {
+    uint64_t launched, updated, instantiated, update_failed, failed;
+} cu_step_stats;
+
 typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
@@ -94,6 +105,11 @@ typedef struct cuda_ctx {
     cudaEvent_t xev;
     uint64_t n_sync[CU_SYNC_KINDS];
     struct cu_prof *prof; /* DSV4_CUDA_PROFILE=1: the per-op profiler, else NULL */
+    /* step recording (cuda_step.cu) */
+    bool step_enabled, step_capturing;
+    uint64_t step_key, step_clock;
+    cu_step_exec step_exec[CU_STEP_EXECS];
+    cu_step_stats step_stats;
 } cuda_ctx;
 
 /* cudaError_t -> dsv4_status with the op name and the CUDA message. */
@@ -160,6 +176,11 @@ dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups
 dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
                         float eps, float *y, dsv4_error *err);
 
+/* ---- step recording (cuda_step.cu) ---- */
+dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
+dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);
+void cu_step_init(cuda_ctx *c); /* reads DSV4_CUDA_GRAPH */
+void cu_step_free(cuda_ctx *c);
 /* ---- tier ops (cuda_tier.cu) ---- */
 dsv4_status cu_activate(void *ctx, dsv4_error *err);
 dsv4_status cu_copy_from(void *ctx, void *dst, const dsv4_backend *src_b, const void *src, size_t bytes,

@@ -263,6 +263,9 @@ static void pw_host_free(void *ctx, void *ptr) {
 static void install(cu_prof *p, const dsv4_backend_ops *base) {
     p->base = base;
     p->ops = *base; /* name, supports_weight_type, fused_available and destroy pass through */
+    /* per-op events need the ops to run as issued: no step recording while profiling */
+    p->ops.step_begin = NULL;
+    p->ops.step_end = NULL;
     PW_SET(buf_alloc, PW(buf_alloc, false));
     PW_SET(buf_free, pw_buf_free);
     PW_SET(write, PW(write, true));
