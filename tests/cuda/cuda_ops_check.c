@@ -225,9 +225,9 @@ static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_
     free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
 }
 
-/* Routed experts of a prefill chunk: the CPU router's selection for random logits, then the op on
- * both backends; the device result must equal the CPU's bit for bit (the grouped path for n >= 2,
- * cuda_ops_moe_grouped.cu). */
+/* Routed experts of one token or a prefill chunk: the CPU router's selection for random logits,
+ * then the op on both backends; the device result must equal the CPU's bit for bit (n == 1: the
+ * fused decode path of cuda_ops_moe.cu; n >= 2: the grouped path, cuda_ops_moe_grouped.cu). */
 static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
@@ -273,8 +273,8 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
                 }
             }
             const bool bad = !read_ok || !(maxd <= 1e-5 * (maxr > 0 ? maxr : 1));
-            printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)", bad ? "FAIL" : "ok  ",
-                   lb, ys, ys - differ, ys, maxd, maxr);
+            printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)",
+                   bad ? "FAIL" : "ok  ", lb, ys, ys - differ, ys, maxd, maxr);
             if (first < ys) printf(" (first at %zu: %.9g vs %.9g)", first, got[first], o[first]);
             printf("\n");
             c->fails += bad;
@@ -285,14 +285,15 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
     free(lg), free(x), free(wt), free(o), free(got), free(sel);
 }
 
-/* Seconds per GPU moe call (after one warm-up) with the grouped path on or off
- * (DSV4_CUDA_MOE_GROUPED is read on every call). */
+/* Seconds per GPU moe call (after one warm-up) with the path that `env` switches on or off
+ * (DSV4_CUDA_MOE_GROUPED, DSV4_CUDA_MOE_DECODE_FUSED: read on every call). */
 static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const float *dx, uint32_t n,
-                       const int32_t *dsel, const float *dwt, float *dout, bool grouped, int reps) {
-    const char *prev = getenv("DSV4_CUDA_MOE_GROUPED");
+                       const int32_t *dsel, const float *dwt, float *dout, const char *env, bool on,
+                       int reps) {
+    const char *prev = getenv(env);
     char saved[16] = "";
     if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv("DSV4_CUDA_MOE_GROUPED", grouped ? "1" : "0", 1);
+    setenv(env, on ? "1" : "0", 1);
     const uint32_t K = c->m->cfg.n_expert_used;
     double t = -1;
     if (GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp, dout,
@@ -306,14 +307,15 @@ static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const f
         if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
     }
     if (prev)
-        setenv("DSV4_CUDA_MOE_GROUPED", saved, 1);
+        setenv(env, saved, 1);
     else
-        unsetenv("DSV4_CUDA_MOE_GROUPED");
+        unsetenv(env);
     return t;
 }
 
-/* Prefill timing of the routed experts: grouped against generic on the same CPU-router selection;
- * the two device results must agree bit for bit. */
+/* Timing of the routed experts: for n >= 2 grouped against generic, for n == 1 the fused decode
+ * path (5 launches) against the unfused one (7), on the same CPU-router selection; the two device
+ * results must agree bit for bit. */
 static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
@@ -333,8 +335,9 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
     int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
     float *dy = dcopy(c, a, (size_t)n * E * 4), *dy2 = dcopy(c, a, (size_t)n * E * 4);
-    const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, true, 5);
-    const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, false, 2);
+    const char *env = n == 1 ? "DSV4_CUDA_MOE_DECODE_FUSED" : "DSV4_CUDA_MOE_GROUPED";
+    const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, n == 1 ? 200 : 5);
+    const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, false, n == 1 ? 200 : 2);
     const size_t ys = (size_t)n * E;
     size_t differ = ys;
     if (tg > 0 && tr > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
@@ -342,11 +345,11 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
         differ = 0;
         for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
     }
-    printf("%s moe prefill timing %s/%s n=%u k=%u: grouped %.3f ms (%.2f us/token), generic %.3f ms (%.1fx); "
+    printf("%s moe %s timing %s/%s n=%u k=%u: %s %.3f ms (%.2f us/token), %s %.3f ms (%.2fx); "
            "%zu of %zu differ\n",
-           differ ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
-           dsv4_type_name(L->ffn_down_exps.type), n, K, tg * 1e3, tg * 1e6 / n, tr * 1e3, tr / tg, differ,
-           ys);
+           differ ? "FAIL" : "ok  ", n == 1 ? "decode" : "prefill", dsv4_type_name(L->ffn_gate_exps.type),
+           dsv4_type_name(L->ffn_down_exps.type), n, K, n == 1 ? "fused" : "grouped", tg * 1e3, tg * 1e6 / n,
+           n == 1 ? "unfused" : "generic", tr * 1e3, tr / tg, differ, ys);
     c->fails += differ != 0;
     c->checks++;
     free(lg), free(x), free(wt), free(a), free(b), free(sel);
@@ -678,9 +681,12 @@ int main(int argc, char **argv) {
     /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4) {
         const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
-        const uint32_t ns[4] = {2, 7, 64, 200};
-        for (int k = 0; k < 4; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
-        if (!strcmp(against, "cuda")) time_moe_prefill(c, LN, clamp, 256);
+        const uint32_t ns[5] = {1, 2, 7, 64, 200};
+        for (int k = 0; k < 5; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
+        if (!strcmp(against, "cuda")) {
+            time_moe_prefill(c, LN, clamp, 1); /* decode: fused against unfused, bitwise */
+            time_moe_prefill(c, LN, clamp, 256);
+        }
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);
