@@ -12,6 +12,7 @@
 #include "backend/backend_registry.h"
 #include "graph/rope.h"
 #include "model/model.h"
+#include "quant/quant.h"
 
 typedef struct {
     dsv4_backend cpu, gpu;
@@ -170,10 +171,12 @@ static double now_s(void) {
  * (DSV4_CUDA_PREFILL_MMA is read on every call); dy receives the device result. */
 static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
                           float *dy, bool mma, int reps) {
-    const char *prev = getenv("DSV4_CUDA_PREFILL_MMA");
+    /* the switch of the weight type's tensor-core path */
+    const char *env = w->type == DSV4_TYPE_F16 ? "DSV4_CUDA_PREFILL_F16" : "DSV4_CUDA_PREFILL_MMA";
+    const char *prev = getenv(env);
     char saved[16] = "";
     if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv("DSV4_CUDA_PREFILL_MMA", mma ? "1" : "0", 1);
+    setenv(env, mma ? "1" : "0", 1);
     double t = -1;
     if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
         GPU->sync(GC, &c->err) == DSV4_OK) {
@@ -184,16 +187,17 @@ static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const fl
         if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
     }
     if (prev)
-        setenv("DSV4_CUDA_PREFILL_MMA", saved, 1);
+        setenv(env, saved, 1);
     else
-        unsetenv("DSV4_CUDA_PREFILL_MMA");
+        unsetenv(env);
     return t;
 }
 
 /* Prefill timing of a Q8_0 weight: tensor cores against the generic kernel, same inputs; the two
  * device results must agree bit for bit (both are the CPU's numbers). */
 static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
-    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_Q8_0) return;
+    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+    const bool f16 = w->type == DSV4_TYPE_F16; /* not bitwise: the two results are only compared */
     const uint64_t in = w->ne[0], n_out = w->ne[1];
     const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
     float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
@@ -210,19 +214,74 @@ static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_
     const double tm = time_matmul(c, w, n_out, dx, n, dy, true, 5);
     const double tg = time_matmul(c, w, n_out, dx, n, dy2, false, 2);
     size_t differ = ys;
+    double maxd = 0, maxr = 0;
     if (tm > 0 && tg > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
         GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
         differ = 0;
-        for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+        for (size_t i = 0; i < ys; i++) {
+            differ += memcmp(&a[i], &b[i], 4) != 0;
+            const double d = fabs((double)a[i] - (double)b[i]);
+            if (!(d <= maxd)) maxd = d;
+            if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
+        }
     }
-    const double ops = 2.0 * (double)in * (double)n_out * n;
-    printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f TOPS int8, %.2f us/token), "
-           "generic %.3f ms (%.1fx); %zu of %zu differ\n",
-           differ ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
-           ops / tm / 1e12, tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys);
-    c->fails += differ != 0;
+    const double ops = 2.0 * (double)in * (double)n_out * n, rel = maxr > 0 ? maxd / maxr : maxd;
+    const bool bad = f16 ? !(tm > 0 && tg > 0 && rel <= 2e-3) : differ != 0;
+    printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f %s, %.2f us/token), "
+           "generic %.3f ms (%.1fx); %zu of %zu differ (rel %.2e)\n",
+           bad ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
+           ops / tm / 1e12, f16 ? "TFLOPS f16" : "TOPS int8", tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys,
+           rel);
+    c->fails += bad;
     c->checks++;
     free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
+}
+
+/* F16 weights with n >= 8 tokens: the tensor-core GEMM with f16-rounded activations
+ * (cuda_gemm_f16_mma.h), not bitwise. Two bounds on max|d| / max|ref| over the n x n_out outputs:
+ * against the CPU's f32 result 2e-3 (the f16 rounding of x, |dx| <= 2^-11 |x|, gives ~3e-4 on
+ * these random inputs), and against a float64 sum of the same f16 operands 1e-4 (only the f32
+ * accumulation differs: ~sqrt(in) 2^-24). The 3 floats after each output row stay untouched. */
+static void check_matmul_f16(chk *c, const char *name, const dsv4_tensor *w, uint64_t n_out, uint32_t n) {
+    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_F16) return;
+    const uint64_t in = w->ne[0], ys = n_out + 3;
+    float *x = hrand(c, (size_t)in * n, 1.0f), *y = calloc((size_t)ys * n, 4),
+          *got = malloc((size_t)ys * n * 4);
+    if (!y || !got) abort();
+    float *dx = dcopy(c, x, (size_t)in * n * 4), *dy = dcopy(c, y, (size_t)ys * n * 4);
+    dsv4_error ec = {0};
+    char label[96];
+    snprintf(label, sizeof label, "matmul f16 mma %s %llu->%llu n=%u", name, (unsigned long long)in,
+             (unsigned long long)n_out, n);
+    if (ran(c, label, CPU->matmul(CC, w, 0, n_out, x, in, n, y, ys, &ec),
+            GPU->matmul(GC, w, 0, n_out, dx, in, n, dy, ys, &c->err), &ec)) {
+        bool ok = GPU->read(GC, got, dy, (size_t)ys * n * 4, &c->err) == DSV4_OK;
+        double d_cpu = 0, d_64 = 0, r_cpu = 0, r_64 = 0;
+        size_t pad = 0;
+        for (uint32_t t = 0; ok && t < n; t++) {
+            const float *xt = x + (size_t)t * in;
+            for (uint64_t o = 0; o < n_out; o++) {
+                const uint16_t *wr = (const uint16_t *)dsv4_tensor_row(w, o);
+                double s = 0;
+                for (uint64_t i = 0; i < in; i++)
+                    s += (double)dsv4_f16_to_f32(wr[i]) * (double)dsv4_f16_round(xt[i]);
+                const double g = got[(size_t)t * ys + o], cref = y[(size_t)t * ys + o];
+                if (!(fabs(g - cref) <= d_cpu)) d_cpu = fabs(g - cref);
+                if (!(fabs(g - s) <= d_64)) d_64 = fabs(g - s);
+                if (fabs(cref) > r_cpu) r_cpu = fabs(cref);
+                if (fabs(s) > r_64) r_64 = fabs(s);
+            }
+            for (uint64_t o = n_out; o < ys; o++) pad += got[(size_t)t * ys + o] != 0.0f;
+        }
+        const double rc = r_cpu > 0 ? d_cpu / r_cpu : d_cpu, r6 = r_64 > 0 ? d_64 / r_64 : d_64;
+        ok = ok && rc <= 2e-3 && r6 <= 1e-4 && pad == 0;
+        printf("%s %-44s rel to cpu %.3e (<= 2e-3), to float64 of f16 operands %.3e (<= 1e-4), %zu padding "
+               "writes\n",
+               ok ? "ok  " : "FAIL", label, rc, r6, pad);
+        c->fails += !ok;
+        c->checks++;
+    }
+    free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
 }
 
 /* Routed experts of one token or a prefill chunk: the CPU router's selection for random logits,
@@ -525,6 +584,29 @@ int main(int argc, char **argv) {
             time_prefill(c, "attn_q_a", &L0->attn_q_a, 2048);
             time_prefill(c, "attn_output_b", &L0->attn_output_b, 2048);
             time_prefill(c, "ffn_down_shexp", &L0->ffn_down_shexp, 2048);
+        }
+    }
+    /* ---- F16 prefill products on the tensor cores (n >= 8), the flash shapes, then timing ---- */
+    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
+        const dsv4_layer_weights *LR = &m->layers[lr];
+        const struct {
+            const char *name;
+            const dsv4_tensor *w;
+        } f16w[6] = {{"compressor_kv r4", &L4->attn_compressor_kv},
+                     {"compressor_kv rlong", &LR->attn_compressor_kv},
+                     {"indexer_compressor_kv", &L4->indexer_compressor_kv},
+                     {"ffn_gate_inp", &L0->ffn_gate_inp},
+                     {"hc_attn_fn", &L0->hc_attn_fn},
+                     {"indexer_proj", &L4->indexer_proj}};
+        const uint32_t nf[3] = {8, 37, 256};
+        for (int i = 0; i < 6; i++) {
+            if (i == 1 && !lr) continue;
+            for (int k = 0; k < 3; k++) check_matmul_f16(c, f16w[i].name, f16w[i].w, f16w[i].w->ne[1], nf[k]);
+        }
+        for (int i = 0; i < 6; i++) {
+            if (i == 1 && !lr) continue;
+            time_prefill(c, f16w[i].name, f16w[i].w, 256);
+            time_prefill(c, f16w[i].name, f16w[i].w, 2048);
         }
     }
     /* ---- rope, fp8, hadamard+fp4, f16 store ---- */
