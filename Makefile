@@ -170,7 +170,12 @@ $(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cud
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
-bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench
+bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
+	$(BUILD)/bench/cuda_prefill_f16_bench
+$(BUILD)/bench/cuda_prefill_f16_bench: bench/kernels/cuda_prefill_f16_bench.cu $(BUILD)/libcuda_backend.a \
+		$(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 $(BUILD)/bench/cuda_prefill_q8_0_bench: bench/kernels/cuda_prefill_q8_0_bench.cu $(BUILD)/libcuda_backend.a \
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)
