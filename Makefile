@@ -152,7 +152,8 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
-cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check
+cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
+	$(BUILD)/cuda/f16_mma_emu_check
 # Host-only emulation of the grouped MoE path against quant_dot_* and the CPU moe op (runs anywhere).
 $(BUILD)/cuda/moe_grouped_emu_check: tests/cuda/moe_grouped_emu_check.cu src/backend/cuda/cuda_moe_grouped.cuh \
 		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,engine)
@@ -163,8 +164,18 @@ $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/c
 		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+# Host-only emulation of the F16 tensor-core prefill GEMM against a float64 sum (runs anywhere).
+$(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cuda/cuda_gemm_f16_mma.cuh \
+		$(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
-bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench
+bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
+	$(BUILD)/bench/cuda_prefill_f16_bench
+$(BUILD)/bench/cuda_prefill_f16_bench: bench/kernels/cuda_prefill_f16_bench.cu $(BUILD)/libcuda_backend.a \
+		$(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 $(BUILD)/bench/cuda_prefill_q8_0_bench: bench/kernels/cuda_prefill_q8_0_bench.cu $(BUILD)/libcuda_backend.a \
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)

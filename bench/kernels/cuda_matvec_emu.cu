@@ -61,16 +61,18 @@ template <int F> static void emulate(const mv_params &p, int grid, const uint8_t
             int n = p.R;
             if (end - c < n) n = end - c;
             if (p.out - r0 < n) n = p.out - r0;
-            const int e = p.ids ? p.ids[slot] : 0;
+            const uint8_t *base;
+            const int si = mv_src(p, slot, &base); /* the kernel's slot mapping (pair launches) */
+            const int e = p.ids ? p.ids[si] : 0;
             const bool valid = e >= 0 && e < p.n_expert;
             memset(stage, 0xcd, (size_t)p.stage_bytes); /* stale bytes beyond the tile */
             if (valid)
-                memcpy(stage, p.w + (long long)e * p.expert_bytes + (long long)r0 * p.row_bytes,
+                memcpy(stage, base + (long long)e * p.expert_bytes + (long long)r0 * p.row_bytes,
                        (size_t)n * p.row_bytes);
-            if (act_slot < 0 || (p.x_stride != 0 && slot != act_slot)) {
+            if (act_slot < 0 || (p.x_stride != 0 && si != act_slot)) {
                 for (int t = 0; t < MV_THREADS; t++)
-                    mv_load_act<F>(p, act, x_all + (long long)slot * p.x_stride, t);
-                act_slot = slot;
+                    mv_load_act<F>(p, act, x_all + (long long)si * p.x_stride, t);
+                act_slot = si;
             }
             const int groups = (n + RPL - 1) / RPL, items = groups * p.nseg;
             for (int it = 0; it < items; it++) {
@@ -106,17 +108,19 @@ template <int F> static void emulate(const mv_params &p, int grid, const uint8_t
     free(red);
 }
 
+/* pair: a second tensor w2 in the same launch (dsv4_cuda_matvec_experts_pair), slots k..2k-1 */
 static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int x_per_slot, int tile,
-               int grid) {
+               int grid, int pair) {
     const int f = mv_format_of(type);
     const int rpl = f == MV_IQ2_XXS ? 4 : 2;
     const int64_t rb = mv_row_bytes(f, in);
     const int64_t ne = n_expert > 0 ? n_expert : 1;
-    uint8_t *w = (uint8_t *)malloc((size_t)(rb * out * ne));
-    for (int64_t r = 0; r < out * ne; r++) {
+    uint8_t *w = (uint8_t *)malloc((size_t)(rb * out * ne * 2)), *w2 = w + rb * out * ne;
+    for (int64_t r = 0; r < 2 * out * ne; r++) {
         uint64_t s = mix64((uint64_t)r * 31 + type);
         quant_fill_random_row(type, &s, 0.05f, w + r * rb, in);
     }
+    const int slots = pair ? 2 * k : k;
     const int kx = x_per_slot ? k : 1;
     float *x = (float *)malloc(sizeof(float) * in * kx);
     uint64_t s = 7;
@@ -151,15 +155,16 @@ static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int 
     p.in = (int)in;
     p.out = (int)out;
     p.n_expert = (int)ne;
-    p.k = k;
+    p.k = slots;
+    if (pair) p.w2 = w2, p.k1 = k;
     p.R = (int)R;
     p.nseg = (int)nseg;
     p.S = 3;
     p.stage_bytes = (int)((((R > rpl ? R : rpl) * rb + 16) + 15) & ~15);
     p.act_bytes = (int)mv_act_smem(f, in);
     p.units = (int)units;
-    float *y = (float *)malloc(sizeof(float) * out * k);
-    for (int64_t i = 0; i < out * k; i++) y[i] = 12345.0f;
+    float *y = (float *)malloc(sizeof(float) * out * slots);
+    for (int64_t i = 0; i < out * slots; i++) y[i] = 12345.0f;
     switch (f) {
     case MV_Q8_0: emulate<MV_Q8_0>(p, grid, xa, y); break;
     case MV_IQ2_XXS: emulate<MV_IQ2_XXS>(p, grid, xa, y); break;
@@ -169,15 +174,16 @@ static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int 
     }
     int bad = 0;
     double maxe = 0;
-    for (int j = 0; j < k; j++) {
+    for (int js = 0; js < slots; js++) {
+        const int j = js % k; /* ids / activation index; slots >= k read w2 */
         const bool valid = n_expert == 0 || ids[j] >= 0;
         for (int64_t r = 0; r < out; r++) {
-            const float v = y[j * out + r];
+            const float v = y[js * out + r];
             if (!valid) {
                 if (!isnan(v)) bad++;
                 continue;
             }
-            const uint8_t *wr = w + (n_expert ? (int64_t)ids[j] * rb * out : 0) + r * rb;
+            const uint8_t *wr = (js >= k ? w2 : w) + (n_expert ? (int64_t)ids[j] * rb * out : 0) + r * rb;
             const float ref = cpu_dot(type, wr, xa + (x_per_slot ? j * ab : 0), in);
             float sabs = 0; /* loose scale: |ref| + 1e-3 * sqrt(in) std products */
             sabs = fabsf(ref) + 1e-2f;
@@ -192,9 +198,9 @@ static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int 
         }
     }
     printf(
-        "%-8s in=%-5lld out=%-5lld k=%d xslot=%d tile=%-6d grid=%-3d R=%lld nseg=%lld: %s (max rel %.2g)\n",
-        dsv4_type_name(type), (long long)in, (long long)out, k, x_per_slot, tile, grid, (long long)R,
-        (long long)nseg, bad ? "FAIL" : "ok", maxe);
+        "%-8s in=%-5lld out=%-5lld k=%d%s xslot=%d tile=%-6d grid=%-3d R=%lld nseg=%lld: %s (max rel %.2g)\n",
+        dsv4_type_name(type), (long long)in, (long long)out, k, pair ? " pair" : "", x_per_slot, tile, grid,
+        (long long)R, (long long)nseg, bad ? "FAIL" : "ok", maxe);
     free(w);
     free(x);
     free(xa);
@@ -209,12 +215,14 @@ int main(void) {
     for (int t = 0; t < 5; t++) {
         const uint32_t ty = types[t];
         const int64_t in1 = ty == DSV4_TYPE_Q2_K ? 2048 : 4096;
-        fails += run(ty, in1, 96, 0, 1, 0, 12288, 7);
-        fails += run(ty, in1, 64, 0, 1, 0, 65536, 3);
-        fails += run(ty, 8192, 20, 0, 1, 0, 4096, 5);
-        fails += run(ty, ty == DSV4_TYPE_IQ2_XXS ? 2048 : 1024, 50, 0, 1, 0, 16384, 4);
-        fails += run(ty, in1, 40, 9, 4, 1, 16384, 6);
-        fails += run(ty, in1, 33, 9, 3, 0, 8192, 5);
+        fails += run(ty, in1, 96, 0, 1, 0, 12288, 7, 0);
+        fails += run(ty, in1, 64, 0, 1, 0, 65536, 3, 0);
+        fails += run(ty, 8192, 20, 0, 1, 0, 4096, 5, 0);
+        fails += run(ty, ty == DSV4_TYPE_IQ2_XXS ? 2048 : 1024, 50, 0, 1, 0, 16384, 4, 0);
+        fails += run(ty, in1, 40, 9, 4, 1, 16384, 6, 0);
+        fails += run(ty, in1, 33, 9, 3, 0, 8192, 5, 0);
+        fails += run(ty, in1, 33, 9, 3, 0, 8192, 5, 1);  /* gate + up in one launch, shared x */
+        fails += run(ty, in1, 40, 9, 4, 1, 16384, 7, 1); /* per-slot x, CTAs straddling the two */
     }
     printf("EMU RESULT: %s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;

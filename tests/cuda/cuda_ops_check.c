@@ -12,6 +12,7 @@
 #include "backend/backend_registry.h"
 #include "graph/rope.h"
 #include "model/model.h"
+#include "quant/quant.h"
 
 typedef struct {
     dsv4_backend cpu, gpu;
@@ -190,10 +191,12 @@ static double now_s(void) {
  * (DSV4_CUDA_PREFILL_MMA is read on every call); dy receives the device result. */
 static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
                           float *dy, bool mma, int reps) {
-    const char *prev = getenv("DSV4_CUDA_PREFILL_MMA");
+    /* the switch of the weight type's tensor-core path */
+    const char *env = w->type == DSV4_TYPE_F16 ? "DSV4_CUDA_PREFILL_F16" : "DSV4_CUDA_PREFILL_MMA";
+    const char *prev = getenv(env);
     char saved[16] = "";
     if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv("DSV4_CUDA_PREFILL_MMA", mma ? "1" : "0", 1);
+    setenv(env, mma ? "1" : "0", 1);
     double t = -1;
     if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
         GPU->sync(GC, &c->err) == DSV4_OK) {
@@ -204,16 +207,17 @@ static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const fl
         if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
     }
     if (prev)
-        setenv("DSV4_CUDA_PREFILL_MMA", saved, 1);
+        setenv(env, saved, 1);
     else
-        unsetenv("DSV4_CUDA_PREFILL_MMA");
+        unsetenv(env);
     return t;
 }
 
 /* Prefill timing of a Q8_0 weight: tensor cores against the generic kernel, same inputs; the two
  * device results must agree bit for bit (both are the CPU's numbers). */
 static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
-    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_Q8_0) return;
+    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+    const bool f16 = w->type == DSV4_TYPE_F16; /* not bitwise: the two results are only compared */
     const uint64_t in = w->ne[0], n_out = w->ne[1];
     const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
     float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
@@ -230,24 +234,79 @@ static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_
     const double tm = time_matmul(c, w, n_out, dx, n, dy, true, 5);
     const double tg = time_matmul(c, w, n_out, dx, n, dy2, false, 2);
     size_t differ = ys;
+    double maxd = 0, maxr = 0;
     if (tm > 0 && tg > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
         GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
         differ = 0;
-        for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+        for (size_t i = 0; i < ys; i++) {
+            differ += memcmp(&a[i], &b[i], 4) != 0;
+            const double d = fabs((double)a[i] - (double)b[i]);
+            if (!(d <= maxd)) maxd = d;
+            if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
+        }
     }
-    const double ops = 2.0 * (double)in * (double)n_out * n;
-    printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f TOPS int8, %.2f us/token), "
-           "generic %.3f ms (%.1fx); %zu of %zu differ\n",
-           differ ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
-           ops / tm / 1e12, tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys);
-    c->fails += differ != 0;
+    const double ops = 2.0 * (double)in * (double)n_out * n, rel = maxr > 0 ? maxd / maxr : maxd;
+    const bool bad = f16 ? !(tm > 0 && tg > 0 && rel <= 2e-3) : differ != 0;
+    printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f %s, %.2f us/token), "
+           "generic %.3f ms (%.1fx); %zu of %zu differ (rel %.2e)\n",
+           bad ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
+           ops / tm / 1e12, f16 ? "TFLOPS f16" : "TOPS int8", tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys,
+           rel);
+    c->fails += bad;
     c->checks++;
     free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
 }
 
-/* Routed experts of a prefill chunk: the CPU router's selection for random logits, then the op on
- * both backends; the device result must equal the CPU's bit for bit (the grouped path for n >= 2,
- * cuda_ops_moe_grouped.cu). */
+/* F16 weights with n >= 8 tokens: the tensor-core GEMM with f16-rounded activations
+ * (cuda_gemm_f16_mma.h), not bitwise. Two bounds on max|d| / max|ref| over the n x n_out outputs:
+ * against the CPU's f32 result 2e-3 (the f16 rounding of x, |dx| <= 2^-11 |x|, gives ~3e-4 on
+ * these random inputs), and against a float64 sum of the same f16 operands 1e-4 (only the f32
+ * accumulation differs: ~sqrt(in) 2^-24). The 3 floats after each output row stay untouched. */
+static void check_matmul_f16(chk *c, const char *name, const dsv4_tensor *w, uint64_t n_out, uint32_t n) {
+    if (!dsv4_tensor_present(w) || w->type != DSV4_TYPE_F16) return;
+    const uint64_t in = w->ne[0], ys = n_out + 3;
+    float *x = hrand(c, (size_t)in * n, 1.0f), *y = calloc((size_t)ys * n, 4),
+          *got = malloc((size_t)ys * n * 4);
+    if (!y || !got) abort();
+    float *dx = dcopy(c, x, (size_t)in * n * 4), *dy = dcopy(c, y, (size_t)ys * n * 4);
+    dsv4_error ec = {0};
+    char label[96];
+    snprintf(label, sizeof label, "matmul f16 mma %s %llu->%llu n=%u", name, (unsigned long long)in,
+             (unsigned long long)n_out, n);
+    if (ran(c, label, CPU->matmul(CC, w, 0, n_out, x, in, n, y, ys, &ec),
+            GPU->matmul(GC, w, 0, n_out, dx, in, n, dy, ys, &c->err), &ec)) {
+        bool ok = GPU->read(GC, got, dy, (size_t)ys * n * 4, &c->err) == DSV4_OK;
+        double d_cpu = 0, d_64 = 0, r_cpu = 0, r_64 = 0;
+        size_t pad = 0;
+        for (uint32_t t = 0; ok && t < n; t++) {
+            const float *xt = x + (size_t)t * in;
+            for (uint64_t o = 0; o < n_out; o++) {
+                const uint16_t *wr = (const uint16_t *)dsv4_tensor_row(w, o);
+                double s = 0;
+                for (uint64_t i = 0; i < in; i++)
+                    s += (double)dsv4_f16_to_f32(wr[i]) * (double)dsv4_f16_round(xt[i]);
+                const double g = got[(size_t)t * ys + o], cref = y[(size_t)t * ys + o];
+                if (!(fabs(g - cref) <= d_cpu)) d_cpu = fabs(g - cref);
+                if (!(fabs(g - s) <= d_64)) d_64 = fabs(g - s);
+                if (fabs(cref) > r_cpu) r_cpu = fabs(cref);
+                if (fabs(s) > r_64) r_64 = fabs(s);
+            }
+            for (uint64_t o = n_out; o < ys; o++) pad += got[(size_t)t * ys + o] != 0.0f;
+        }
+        const double rc = r_cpu > 0 ? d_cpu / r_cpu : d_cpu, r6 = r_64 > 0 ? d_64 / r_64 : d_64;
+        ok = ok && rc <= 2e-3 && r6 <= 1e-4 && pad == 0;
+        printf("%s %-44s rel to cpu %.3e (<= 2e-3), to float64 of f16 operands %.3e (<= 1e-4), %zu padding "
+               "writes\n",
+               ok ? "ok  " : "FAIL", label, rc, r6, pad);
+        c->fails += !ok;
+        c->checks++;
+    }
+    free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
+}
+
+/* Routed experts of one token or a prefill chunk: the CPU router's selection for random logits,
+ * then the op on both backends; the device result must equal the CPU's bit for bit (n == 1: the
+ * fused decode path of cuda_ops_moe.cu; n >= 2: the grouped path, cuda_ops_moe_grouped.cu). */
 static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
@@ -305,14 +364,15 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
     free(lg), free(x), free(wt), free(o), free(got), free(sel);
 }
 
-/* Seconds per GPU moe call (after one warm-up) with the grouped path on or off
- * (DSV4_CUDA_MOE_GROUPED is read on every call). */
+/* Seconds per GPU moe call (after one warm-up) with the path that `env` switches on or off
+ * (DSV4_CUDA_MOE_GROUPED, DSV4_CUDA_MOE_DECODE_FUSED: read on every call). */
 static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const float *dx, uint32_t n,
-                       const int32_t *dsel, const float *dwt, float *dout, bool grouped, int reps) {
-    const char *prev = getenv("DSV4_CUDA_MOE_GROUPED");
+                       const int32_t *dsel, const float *dwt, float *dout, const char *env, bool on,
+                       int reps) {
+    const char *prev = getenv(env);
     char saved[16] = "";
     if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv("DSV4_CUDA_MOE_GROUPED", grouped ? "1" : "0", 1);
+    setenv(env, on ? "1" : "0", 1);
     const uint32_t K = c->m->cfg.n_expert_used;
     double t = -1;
     if (GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp, dout,
@@ -326,14 +386,15 @@ static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const f
         if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
     }
     if (prev)
-        setenv("DSV4_CUDA_MOE_GROUPED", saved, 1);
+        setenv(env, saved, 1);
     else
-        unsetenv("DSV4_CUDA_MOE_GROUPED");
+        unsetenv(env);
     return t;
 }
 
-/* Prefill timing of the routed experts: grouped against generic on the same CPU-router selection;
- * the two device results must agree bit for bit. */
+/* Timing of the routed experts: for n >= 2 grouped against generic, for n == 1 the fused decode
+ * path (5 launches) against the unfused one (7), on the same CPU-router selection; the two device
+ * results must agree bit for bit. */
 static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
@@ -353,8 +414,9 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
     int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
     float *dy = dcopy(c, a, (size_t)n * E * 4), *dy2 = dcopy(c, a, (size_t)n * E * 4);
-    const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, true, 5);
-    const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, false, 2);
+    const char *env = n == 1 ? "DSV4_CUDA_MOE_DECODE_FUSED" : "DSV4_CUDA_MOE_GROUPED";
+    const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, n == 1 ? 200 : 5);
+    const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, false, n == 1 ? 200 : 2);
     const size_t ys = (size_t)n * E;
     size_t differ = ys;
     if (tg > 0 && tr > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
@@ -362,11 +424,11 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
         differ = 0;
         for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
     }
-    printf("%s moe prefill timing %s/%s n=%u k=%u: grouped %.3f ms (%.2f us/token), generic %.3f ms (%.1fx); "
+    printf("%s moe %s timing %s/%s n=%u k=%u: %s %.3f ms (%.2f us/token), %s %.3f ms (%.2fx); "
            "%zu of %zu differ\n",
-           differ ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
-           dsv4_type_name(L->ffn_down_exps.type), n, K, tg * 1e3, tg * 1e6 / n, tr * 1e3, tr / tg, differ,
-           ys);
+           differ ? "FAIL" : "ok  ", n == 1 ? "decode" : "prefill", dsv4_type_name(L->ffn_gate_exps.type),
+           dsv4_type_name(L->ffn_down_exps.type), n, K, n == 1 ? "fused" : "grouped", tg * 1e3, tg * 1e6 / n,
+           n == 1 ? "unfused" : "generic", tr * 1e3, tr / tg, differ, ys);
     c->fails += differ != 0;
     c->checks++;
     free(lg), free(x), free(wt), free(a), free(b), free(sel);
@@ -545,6 +607,29 @@ int main(int argc, char **argv) {
             time_prefill(c, "ffn_down_shexp", &L0->ffn_down_shexp, 2048);
         }
     }
+    /* ---- F16 prefill products on the tensor cores (n >= 8), the flash shapes, then timing ---- */
+    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
+        const dsv4_layer_weights *LR = &m->layers[lr];
+        const struct {
+            const char *name;
+            const dsv4_tensor *w;
+        } f16w[6] = {{"compressor_kv r4", &L4->attn_compressor_kv},
+                     {"compressor_kv rlong", &LR->attn_compressor_kv},
+                     {"indexer_compressor_kv", &L4->indexer_compressor_kv},
+                     {"ffn_gate_inp", &L0->ffn_gate_inp},
+                     {"hc_attn_fn", &L0->hc_attn_fn},
+                     {"indexer_proj", &L4->indexer_proj}};
+        const uint32_t nf[3] = {8, 37, 256};
+        for (int i = 0; i < 6; i++) {
+            if (i == 1 && !lr) continue;
+            for (int k = 0; k < 3; k++) check_matmul_f16(c, f16w[i].name, f16w[i].w, f16w[i].w->ne[1], nf[k]);
+        }
+        for (int i = 0; i < 6; i++) {
+            if (i == 1 && !lr) continue;
+            time_prefill(c, f16w[i].name, f16w[i].w, 256);
+            time_prefill(c, f16w[i].name, f16w[i].w, 2048);
+        }
+    }
     /* ---- rope, fp8, hadamard+fp4, f16 store ---- */
     for (uint32_t li = 0; li < 2; li++) {
         const uint32_t il = li ? l4 : 0;
@@ -699,9 +784,12 @@ int main(int argc, char **argv) {
     /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4) {
         const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
-        const uint32_t ns[4] = {2, 7, 64, 200};
-        for (int k = 0; k < 4; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
-        if (!strcmp(against, "cuda")) time_moe_prefill(c, LN, clamp, 256);
+        const uint32_t ns[5] = {1, 2, 7, 64, 200};
+        for (int k = 0; k < 5; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
+        if (!strcmp(against, "cuda")) {
+            time_moe_prefill(c, LN, clamp, 1); /* decode: fused against unfused, bitwise */
+            time_moe_prefill(c, LN, clamp, 256);
+        }
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);

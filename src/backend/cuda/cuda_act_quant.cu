@@ -4,12 +4,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_matvec.h"
 #include "backend/cuda/cuda_mv_common.cuh"
 
 #define ACT_WARPS 8
-
-static __device__ __forceinline__ int clamp_i8(int v) { return v > 127 ? 127 : (v < -128 ? -128 : v); }
 
 /* One warp per block of 32: lane = element. Output: f32 d, then 32 int8 (36 B, dsv4_q8_0_act). */
 __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_0_kernel(const float *x, uint8_t *out, int64_t nb) {
@@ -28,8 +27,7 @@ __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_0_kernel(const float *x
     o[4 + lane] = (uint8_t)(int8_t)q;
 }
 
-/* One warp per block of 256: lane owns elements 8*lane .. 8*lane+7. The largest |x| wins, the
- * lowest index among equal magnitudes (the CPU's strict '>' scan keeps the first one). */
+/* One warp per block of 256 (cuda_act_quant.cuh). */
 __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_k_kernel(const float *x, uint8_t *out, int64_t nb) {
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * ACT_WARPS + (threadIdx.x >> 5);
@@ -37,49 +35,7 @@ __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_k_kernel(const float *x
     const float4 *xp = (const float4 *)(x + b * 256 + lane * 8);
     const float4 v0 = xp[0], v1 = xp[1];
     const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    float am = 0.0f, mv = 0.0f;
-    int ai = 0x7fffffff;
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const float ax = fabsf(v[k]);
-        if (ax > am) {
-            am = ax;
-            mv = v[k];
-            ai = lane * 8 + k;
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float am2 = __shfl_xor_sync(0xffffffffu, am, o);
-        const float mv2 = __shfl_xor_sync(0xffffffffu, mv, o);
-        const int ai2 = __shfl_xor_sync(0xffffffffu, ai, o);
-        if (am2 > am || (am2 == am && ai2 < ai)) {
-            am = am2;
-            mv = mv2;
-            ai = ai2;
-        }
-    }
-    uint8_t *ob = out + b * 292;
-    if (am == 0.0f) {
-        uint32_t *w = (uint32_t *)ob; /* 73 words: d, qs, bsums */
-        for (int i = lane; i < 73; i += 32) w[i] = 0;
-        return;
-    }
-    const float iscale = __fdiv_rn(-127.0f, mv);
-    uint32_t pk[2] = {0, 0};
-    int sum = 0;
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const int q = clamp_i8(__float2int_rn(__fmul_rn(iscale, v[k])));
-        sum += q;
-        pk[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
-    }
-    uint32_t *qw = (uint32_t *)(ob + 4 + lane * 8);
-    qw[0] = pk[0];
-    qw[1] = pk[1];
-    const int pair = sum + __shfl_down_sync(0xffffffffu, sum, 1); /* 16 elements = lanes 2j, 2j+1 */
-    if ((lane & 1) == 0) *(int16_t *)(ob + 260 + lane) = (int16_t)pair;
-    if (lane == 0) *(float *)ob = __fdiv_rn(1.0f, iscale);
+    act_q8_k_block(v, lane, out + b * 292);
 }
 
 static dsv4_status launch_check(const char *what, dsv4_error *err) {

@@ -70,9 +70,11 @@ static __device__ __forceinline__ int mv_issue(const mv_params &p, uint8_t *dst,
     int n = p.R;
     if (end - v < n) n = end - v;
     if (p.out - r < n) n = p.out - r;
-    const int e = p.ids ? __ldg(p.ids + slot) : 0;
+    const uint8_t *base;
+    const int si = mv_src(p, slot, &base);
+    const int e = p.ids ? __ldg(p.ids + si) : 0;
     if (e >= 0 && e < p.n_expert) {
-        const uint8_t *src = p.w + (long long)e * p.expert_bytes + (long long)r * p.row_bytes;
+        const uint8_t *src = base + (long long)e * p.expert_bytes + (long long)r * p.row_bytes;
         const int bytes = n * p.row_bytes;
         for (int o = tid * 16; o < bytes; o += MV_THREADS * 16) cp_async16(dst + o, src + o);
     }
@@ -111,8 +113,9 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
 
     /* prologue: weights of stage 0 first, then (same group) the activations and the IQ2_XXS
      * grid, then stages 1..S-2; nothing waits before all of them are in flight. */
-    const int slot0 = begin / p.out;
-    int f = begin, fs = 0; /* next row to fetch, its stage buffer */
+    const uint8_t *base0;
+    const int slot0 = mv_src(p, begin / p.out, &base0); /* activation index of the first row */
+    int f = begin, fs = 0;                              /* next row to fetch, its stage buffer */
     if (f < end) f += mv_issue(p, stage0, f, end, tid);
     mv_act_async<F>(p, act, p.x + (long long)slot0 * p.x_stride, tid);
     if (F == MV_IQ2_XXS) mv_grid_async(p.grid, lut, tid);
@@ -140,12 +143,14 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
         int n = p.R;
         if (end - c < n) n = end - c;
         if (p.out - r0 < n) n = p.out - r0;
-        if (p.x_stride != 0 && slot != act_slot) {
-            mv_load_act<F>(p, act, p.x + (long long)slot * p.x_stride, tid);
-            act_slot = slot;
+        const uint8_t *base;
+        const int si = mv_src(p, slot, &base);
+        if (p.x_stride != 0 && si != act_slot) {
+            mv_load_act<F>(p, act, p.x + (long long)si * p.x_stride, tid);
+            act_slot = si;
             __syncthreads();
         }
-        const int e = p.ids ? __ldg(p.ids + slot) : 0;
+        const int e = p.ids ? __ldg(p.ids + si) : 0;
         const bool valid = e >= 0 && e < p.n_expert;
         const uint8_t *tile = stage0 + cs * p.stage_bytes;
         const int groups = (n + RPL - 1) / RPL;
@@ -318,10 +323,11 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     return DSV4_OK;
 }
 
-extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w,
-                                                int64_t in, int64_t out, int64_t n_expert, const int32_t *ids,
-                                                int k, const void *x, int64_t x_stride_bytes, float *y,
-                                                struct CUstream_st *stream, dsv4_error *err) {
+/* k slots on w, or with w2 set 2k slots (k on w, then k on w2, same ids and activations). */
+static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, const void *w2,
+                             int64_t in, int64_t out, int64_t n_expert, const int32_t *ids, int k,
+                             const void *x, int64_t x_stride_bytes, float *y, struct CUstream_st *stream,
+                             dsv4_error *err) {
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec: weight type %u has no CUDA matvec",
@@ -344,7 +350,11 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uin
         return dsv4_fail(err, DSV4_ERR_INVALID,
                          "dsv4_cuda_matvec(%s): x and its slot stride must be 4-byte aligned",
                          mv_format_name(f));
-    if ((int64_t)k * out > INT_MAX || in > INT_MAX / 4)
+    if (w2 && (((uintptr_t)w2 & 15) != 0 || k > INT_MAX / 2))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec(%s): second tensor not 16-byte aligned",
+                         mv_format_name(f));
+    const int slots = w2 ? 2 * k : k;
+    if ((int64_t)slots * out > INT_MAX || in > INT_MAX / 4)
         return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_matvec(%s): k*out=%lld rows or in=%lld too large",
                          mv_format_name(f), (long long)k * out, (long long)in);
     if (f == MV_IQ2_XXS && !ctx->d_iq2_grid)
@@ -352,9 +362,11 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uin
     mv_params p;
     memset(&p, 0, sizeof p);
     int grid = 0, smem = 0;
-    dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, err);
+    dsv4_status st = mv_plan(ctx, f, in, out, slots, &p, &grid, &smem, err);
     if (st != DSV4_OK) return st;
     p.w = (const uint8_t *)w;
+    p.w2 = (const uint8_t *)w2;
+    p.k1 = k;
     p.ids = ids;
     p.x = (const uint8_t *)x;
     p.y = y;
@@ -365,8 +377,24 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uin
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",
-                         mv_format_name(f), (long long)in, (long long)out, k, cudaGetErrorString(e));
+                         mv_format_name(f), (long long)in, (long long)out, slots, cudaGetErrorString(e));
     return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w,
+                                                int64_t in, int64_t out, int64_t n_expert, const int32_t *ids,
+                                                int k, const void *x, int64_t x_stride_bytes, float *y,
+                                                struct CUstream_st *stream, dsv4_error *err) {
+    return mv_launch(ctx, type, w, NULL, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err);
+}
+
+extern "C" dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx, uint32_t type,
+                                                     const void *wa, const void *wb, int64_t in, int64_t out,
+                                                     int64_t n_expert, const int32_t *ids, int k,
+                                                     const void *x, int64_t x_stride_bytes, float *y,
+                                                     struct CUstream_st *stream, dsv4_error *err) {
+    if (!wb) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec_experts_pair: second tensor is NULL");
+    return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err);
 }
 
 extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in,

@@ -77,6 +77,15 @@ dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uint32_t type,
                                      int64_t x_stride_bytes, float *y, struct CUstream_st *stream,
                                      dsv4_error *err);
 
+/* Two expert tensors of one type and shape (gate and up) over the same ids and activations, one
+ * launch: y[s*out + r] for s < 2k, slots 0..k-1 from wa as dsv4_cuda_matvec_experts would write
+ * them and slots k..2k-1 from wb (slot s uses ids[s - k] and x_{s - k}). Each row's value is the
+ * same bits as the single-tensor call gives (the launch plan depends on in/out, not on k). */
+dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *wa,
+                                          const void *wb, int64_t in, int64_t out, int64_t n_expert,
+                                          const int32_t *ids, int k, const void *x, int64_t x_stride_bytes,
+                                          float *y, struct CUstream_st *stream, dsv4_error *err);
+
 /* The launch geometry a matvec of this shape gets under ctx's tuning ("R=.. nseg=.. S=.. grid=..
  * smem=.."), for benchmarks and logs. */
 dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in, int64_t out, int k,

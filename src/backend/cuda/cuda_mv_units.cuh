@@ -35,7 +35,21 @@ struct mv_params {
     int lg_nseg;
     int S; /* stages */
     int stage_bytes, act_bytes, red_bytes, units;
+    /* Two tensors in one launch (gate and up of the same experts): slots >= k1 read w2, with the
+     * id and activation of slot - k1. w2 NULL: every slot reads w. */
+    const uint8_t *w2;
+    int k1;
 };
+
+/* Slot -> (tensor base, index into ids and the activations). */
+static inline __host__ __device__ int mv_src(const mv_params &p, int slot, const uint8_t **base) {
+    if (p.w2 && slot >= p.k1) {
+        *base = p.w2;
+        return slot - p.k1;
+    }
+    *base = p.w;
+    return slot;
+}
 
 /* ---- format traits ---- */
 __host__ __device__ constexpr int mv_rpl(int f) { return f == MV_IQ2_XXS ? 4 : 2; }

@@ -8,8 +8,9 @@
  * quant/dot_scalar.c writes it) and the terms are added in block order, so a value equals the
  * CPU's bit for bit (the file is built with --fmad=false). F16/BF16 use 8 lanes that reproduce
  * the CPU's 8 running sums and its combination tree; F32 sums in double sequentially (lane 0), as
- * quant_dot_f32. EXACT numerics bypass all of this (cu_gemm_exact). Correct first: the
- * tensor-core prefill replaces the generic kernel for large n later. */
+ * quant_dot_f32. EXACT numerics bypass all of this (cu_gemm_exact). Several tokens on the tensor
+ * cores: Q8_0 bitwise the CPU (cuda_gemm_q8_0_mma.h); F16 for n >= CU_F16_MMA_MIN_N with
+ * f16-rounded activations, as ds4's own CUDA prefill, NOT bitwise (cuda_gemm_f16_mma.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,10 +18,15 @@ extern "C" {
 #include "quant/quant.h"
 }
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_gemm_f16_mma.h"
 #include "backend/cuda/cuda_gemm_q8_0_mma.h"
 #include "backend/cuda/cuda_gemm_units.cuh"
 
 #define GM_WARPS 8
+/* F16 weights go to the tensor cores from this many tokens on. Below it a 64-token tile is mostly
+ * idle and the generic kernel (bitwise the CPU) costs a few microseconds, so short chunks keep the
+ * CPU's bits. */
+#define CU_F16_MMA_MIN_N 8
 
 static int gm_kind_of(uint32_t type) {
     switch (type) {
@@ -254,6 +260,21 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     dsv4_status st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
     if (st != DSV4_OK) return st;
     const uint8_t *wslice = wd + row0 * w->row_bytes;
+    /* F16 prefill on the tensor cores (DS4 numerics only; DSV4_CUDA_PREFILL_F16=0 or
+     * DSV4_CUDA_MATVEC=generic: off) */
+    if (n >= CU_F16_MMA_MIN_N && w->type == DSV4_TYPE_F16 && !c->generic_only &&
+        dsv4_cuda_f16_mma_enabled() && dsv4_cuda_f16_mma_device_ok(c->caps.cc_major) &&
+        dsv4_cuda_f16_mma_ok(wslice, w->row_bytes, in, n_out, n)) {
+        void *x16 = cu_scratch(c, CU_SLOT_ACT, dsv4_cuda_f16_mma_x16_bytes(in, n), err);
+        if (!x16) return DSV4_ERR_NOMEM;
+        const size_t pb = dsv4_cuda_f16_mma_part_bytes(in, n_out, n, c->caps.sm_count);
+        float *part = pb ? (float *)cu_scratch(c, CU_SLOT_PACK, pb, err) : NULL;
+        if (pb && !part) return DSV4_ERR_NOMEM;
+        st = dsv4_cuda_gemm_f16_mma(wslice, w->row_bytes, in, n_out, x, x_stride, n, y, y_stride, x16, part,
+                                    c->caps.sm_count, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* declined (alignment): nothing was launched */
+    }
     if (n == 1 && cu_mv_ok(c, w->type, wslice, w->row_bytes, in)) {
         st = dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;

@@ -1,8 +1,10 @@
 /* Router selection and routed experts on the device (spec model-moe-gguf-tokenizer.md §2), ports
  * of backend/cpu/cpu_moe.c: selection, weights and the expert products stay on the device (no
  * host round trip); token ids for hash layers come from the host array the graph passes. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_moe_grouped.h"
 #include "backend/cuda/cuda_smallops_units.cuh"
@@ -148,6 +150,33 @@ __global__ void moe_mid_kernel(const float *g, const float *u, const float *w, u
     mid[i] = cu_silu(gv) * uv * w[i / ff];
 }
 
+/* moe_mid_kernel's values, quantized to Q8_K in the same kernel: one warp per block of 256 mid
+ * values (ff % 256 == 0, so a block never straddles two pairs); the same expression, built with the
+ * same flags as moe_mid_kernel, then act_q8_k_block, which dsv4_cuda_quant_act_rows also runs: the
+ * bytes equal moe_mid_kernel + the Q8_K quantizer's. g and u are pairs * ff floats each. */
+#define MIDQ_WARPS 8
+__global__ void __launch_bounds__(MIDQ_WARPS * 32)
+    moe_mid_q8k_kernel(const float *g, const float *u, const float *w, uint64_t nblocks, uint32_t ff,
+                       float clamp, int clamp_on, uint8_t *midq) {
+    const uint64_t b = (uint64_t)blockIdx.x * MIDQ_WARPS + (threadIdx.x >> 5);
+    if (b >= nblocks) return; /* whole warps leave together */
+    const int lane = threadIdx.x & 31;
+    const uint64_t i0 = b * 256 + (uint64_t)lane * 8;
+    const float wr = w[i0 / ff];
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float gv = g[i0 + j], uv = u[i0 + j];
+        if (clamp_on) {
+            if (gv > clamp) gv = clamp;
+            if (uv > clamp) uv = clamp;
+            if (uv < -clamp) uv = -clamp;
+        }
+        v[j] = cu_silu(gv) * uv * wr;
+    }
+    act_q8_k_block(v, lane, midq + b * 292);
+}
+
 /* out[t][d] = sum over slots in order. */
 __global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t embd, float *out) {
     const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -175,6 +204,53 @@ static dsv4_status expert_products(cuda_ctx *c, const dsv4_tensor *w, const uint
                            act_stride, act_div, n * k, y, out, err);
 }
 
+/* DSV4_CUDA_MOE_DECODE_FUSED=0 turns the fused one-token path off (read on every call). */
+static bool moe_decode_fused_enabled(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_DECODE_FUSED");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+/* One token, K-quant experts, tuned matvec shapes: 5 launches instead of 7, the same bits as the
+ * unfused path below (same kernels per row, same mid expression, same quantizer unit):
+ *   quantize x -> gate and up in one matvec launch (2k slots) -> mid + Q8_K in one kernel ->
+ *   down matvec -> slot sum.
+ * DSV4_ERR_UNSUPPORTED with nothing launched when the shape or types do not fit. */
+static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *down,
+                                    const uint8_t *gd, const uint8_t *ud, const uint8_t *dd, const float *x,
+                                    const int32_t *sel, const float *weights, uint32_t k, float clamp,
+                                    float *out, dsv4_error *err) {
+    const uint64_t n_expert = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
+    const bool kq = down->type == DSV4_TYPE_Q2_K || down->type == DSV4_TYPE_Q4_K ||
+                    down->type == DSV4_TYPE_IQ2_XXS; /* down consumes Q8_K activations */
+    if (!moe_decode_fused_enabled() || !kq || ff % 256 != 0 || k > 0x3fffffff ||
+        !cu_mv_ok(c, gate->type, gd, gate->row_bytes, in) ||
+        !cu_mv_ok(c, gate->type, ud, gate->row_bytes, in) ||
+        !cu_mv_ok(c, down->type, dd, down->row_bytes, ff))
+        return DSV4_ERR_UNSUPPORTED;
+    const size_t mqb = cu_act_bytes(down->type, ff);
+    float *gu = (float *)cu_scratch(c, CU_SLOT_G, (size_t)2 * k * ff * sizeof(float), err);
+    uint8_t *mq = gu ? (uint8_t *)cu_scratch(c, CU_SLOT_MIDQ, mqb * k, err) : NULL;
+    float *y = mq ? (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err) : NULL;
+    if (!y) return DSV4_ERR_NOMEM;
+    const void *xq;
+    uint64_t xq_stride;
+    dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
+    if (st != DSV4_OK) return st;
+    st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
+                                       (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
+    if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
+    const uint64_t nblocks = (uint64_t)k * ff / 256;
+    moe_mid_q8k_kernel<<<(unsigned)((nblocks + MIDQ_WARPS - 1) / MIDQ_WARPS), MIDQ_WARPS * 32, 0,
+                         c->stream>>>(gu, gu + (size_t)k * ff, weights, nblocks, (uint32_t)ff, clamp,
+                                      clamp > 1.0e-6f, mq);
+    if ((st = cu_launched(err, "moe mid q8_k")) != DSV4_OK) return st;
+    st = dsv4_cuda_matvec_experts(&c->mv, down->type, dd, (int64_t)ff, (int64_t)embd, (int64_t)n_expert, sel,
+                                  (int)k, mq, (int64_t)mqb, y, c->stream, err);
+    if (st != DSV4_OK) return st;
+    moe_sum_kernel<<<cu_blocks(embd, 256), 256, 0, c->stream>>>(y, 1, k, (uint32_t)embd, out);
+    return cu_launched(err, "moe sum");
+}
+
 dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                    const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                    float clamp, float *out, dsv4_error *err) {
@@ -198,6 +274,12 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     const dsv4_status gs =
         cu_moe_grouped(c, gate, up, down, gd, ud, dd, x, n, sel, weights, k, clamp, out, err);
     if (gs != DSV4_ERR_UNSUPPORTED) return gs;
+    if (n == 1 && c->numerics == DSV4_NUMERICS_DS4) {
+        const dsv4_status fs =
+            moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
+        if (fs != DSV4_ERR_UNSUPPORTED) return fs;
+        dsv4_error_clear(err);
+    }
     const uint64_t pairs = (uint64_t)n * k;
     float *g = (float *)cu_scratch(c, CU_SLOT_G, pairs * ff * sizeof(float), err);
     float *u = g ? (float *)cu_scratch(c, CU_SLOT_U, pairs * ff * sizeof(float), err) : NULL;

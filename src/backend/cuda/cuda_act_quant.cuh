@@ -1,0 +1,61 @@
+/* Device unit of the Q8_K activation quantizer (quant_act_q8_k bit for bit), shared by
+ * cuda_act_quant.cu and the fused MoE mid kernel (cuda_ops_moe.cu), so both write the same bytes.
+ * The IEEE operations are spelled out (__fdiv_rn, __fmul_rn, __float2int_rn): no compiler flag can
+ * turn them into approximations or FMAs. */
+#ifndef DSV4_CUDA_ACT_QUANT_CUH
+#define DSV4_CUDA_ACT_QUANT_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+static __device__ __forceinline__ int clamp_i8(int v) { return v > 127 ? 127 : (v < -128 ? -128 : v); }
+
+/* One warp quantizes one block of 256 (dsv4_q8_k, 292 B at ob): lane owns elements 8*lane ..
+ * 8*lane+7 (v). The largest |x| wins, the lowest index among equal magnitudes (the CPU's strict '>'
+ * scan keeps the first one). All 32 lanes must call it. */
+static __device__ __forceinline__ void act_q8_k_block(const float v[8], int lane, uint8_t *ob) {
+    float am = 0.0f, mv = 0.0f;
+    int ai = 0x7fffffff;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float ax = fabsf(v[k]);
+        if (ax > am) {
+            am = ax;
+            mv = v[k];
+            ai = lane * 8 + k;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float am2 = __shfl_xor_sync(0xffffffffu, am, o);
+        const float mv2 = __shfl_xor_sync(0xffffffffu, mv, o);
+        const int ai2 = __shfl_xor_sync(0xffffffffu, ai, o);
+        if (am2 > am || (am2 == am && ai2 < ai)) {
+            am = am2;
+            mv = mv2;
+            ai = ai2;
+        }
+    }
+    if (am == 0.0f) {                 /* the same in every lane */
+        uint32_t *w = (uint32_t *)ob; /* 73 words: d, qs, bsums */
+        for (int i = lane; i < 73; i += 32) w[i] = 0;
+        return;
+    }
+    const float iscale = __fdiv_rn(-127.0f, mv);
+    uint32_t pk[2] = {0, 0};
+    int sum = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const int q = clamp_i8(__float2int_rn(__fmul_rn(iscale, v[k])));
+        sum += q;
+        pk[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
+    }
+    uint32_t *qw = (uint32_t *)(ob + 4 + lane * 8);
+    qw[0] = pk[0];
+    qw[1] = pk[1];
+    const int pair = sum + __shfl_down_sync(0xffffffffu, sum, 1); /* 16 elements = lanes 2j, 2j+1 */
+    if ((lane & 1) == 0) *(int16_t *)(ob + 260 + lane) = (int16_t)pair;
+    if (lane == 0) *(float *)ob = __fdiv_rn(1.0f, iscale);
+}
+
+#endif
