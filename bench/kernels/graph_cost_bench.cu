@@ -24,7 +24,7 @@ static double now_us(void) {
     do {                                                                                                     \
         cudaError_t e_ = (x);                                                                                \
         if (e_ != cudaSuccess) {                                                                             \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                   \
+            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                  \
             exit(1);                                                                                         \
         }                                                                                                    \
     } while (0)

@@ -24,5 +24,7 @@ for b in .carry/bin/* .carry/bin/cuda/*; do
     esac
   done
 done
+# the ds4-bench prompt text (shared data, outside the repo)
+if [ -f ../shared/data/promessi_sposi.txt ]; then mkdir -p .carry/data && cp ../shared/data/promessi_sposi.txt .carry/data/; fi
 git rev-parse HEAD > .carry/COMMIT 2>/dev/null || echo unknown > .carry/COMMIT
 du -sh .carry

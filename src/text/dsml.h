@@ -17,13 +17,13 @@ dsv4_status dsv4_dsml_render_tools_block(const char *const *schemas_json, size_t
                                          dsv4_error *err);
 
 typedef enum dsv4_dsml_event_type {
-    DSV4_DSML_TEXT = 0,    /* plain text outside DSML (data/len) */
-    DSV4_DSML_CALL_BEGIN,  /* a new invoke: name, call_index */
-    DSV4_DSML_ARG_BEGIN,   /* a parameter starts: name (the key), is_string */
-    DSV4_DSML_ARG_DELTA,   /* parameter value bytes (unescaped), data/len; may come in pieces */
+    DSV4_DSML_TEXT = 0,   /* plain text outside DSML (data/len) */
+    DSV4_DSML_CALL_BEGIN, /* a new invoke: name, call_index */
+    DSV4_DSML_ARG_BEGIN,  /* a parameter starts: name (the key), is_string */
+    DSV4_DSML_ARG_DELTA,  /* parameter value bytes (unescaped), data/len; may come in pieces */
     DSV4_DSML_ARG_END,
-    DSV4_DSML_CALL_END,    /* the invoke is complete: raw/raw_len = its exact DSML bytes */
-    DSV4_DSML_CALLS_END    /* </｜DSML｜tool_calls> seen: raw/raw_len = the whole block's bytes */
+    DSV4_DSML_CALL_END, /* the invoke is complete: raw/raw_len = its exact DSML bytes */
+    DSV4_DSML_CALLS_END /* </｜DSML｜tool_calls> seen: raw/raw_len = the whole block's bytes */
 } dsv4_dsml_event_type;
 
 typedef struct dsv4_dsml_event {

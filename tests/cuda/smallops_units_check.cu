@@ -144,7 +144,8 @@ int main(void) {
                         checks++;
                         fails += check_topk(ns[a], k, th, lv[l]);
                     }
-    for (int rep = 0; rep < 4; rep++, checks++) fails += check_topk(256, 256, 256, 5); /* k = n: a full sort */
+    for (int rep = 0; rep < 4; rep++, checks++)
+        fails += check_topk(256, 256, 256, 5); /* k = n: a full sort */
     printf("%s: %d of %d checks failed\n", fails ? "SMALLOPS UNITS FAILED" : "SMALLOPS UNITS PASSED", fails,
            checks);
     return fails ? 1 : 0;

@@ -83,7 +83,7 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
 
 /* ---- shared pieces ---- */
 
-#define HCM_CHUNK 256  /* inputs per block of the decode mix: 32 lanes x 8 */
+#define HCM_CHUNK 256 /* inputs per block of the decode mix: 32 lanes x 8 */
 #define HCS_THREADS 256
 
 /* Decode mix, partial dots. Block (p, t) takes token t's Σx² over the whole row (the rmsnorm op's
@@ -132,9 +132,9 @@ struct hc_exp {
  * block's dims. */
 template <bool HEAD>
 __global__ void __launch_bounds__(HCS_THREADS)
-    hc_weights_sum_kernel(const float *mix_in, const double *part, uint32_t P, const float *x, const float *scale,
-                          const float *base, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
-                          float eps, float *split_out, float *u) {
+    hc_weights_sum_kernel(const float *mix_in, const double *part, uint32_t P, const float *x,
+                          const float *scale, const float *base, uint32_t n, uint32_t n_hc, uint32_t n_embd,
+                          uint32_t iters, float eps, float *split_out, float *u) {
     __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
     __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
     const uint32_t n_mix = HEAD ? n_hc : 2 * n_hc + n_hc * n_hc;
@@ -175,7 +175,8 @@ __global__ void __launch_bounds__(HCS_THREADS)
         }
         __syncthreads();
         if (split_out && blockIdx.x == 0)
-            for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) split_out[(uint64_t)t * n_mix + m] = wts[m];
+            for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x)
+                split_out[(uint64_t)t * n_mix + m] = wts[m];
         const float *xt = x + (uint64_t)t * hd;
         for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < n_embd; d += gridDim.x * blockDim.x) {
             float acc = 0.0f;
@@ -197,9 +198,11 @@ static dim3 hc_sum_grid(uint32_t n, uint32_t n_embd) {
 /* The decode mix (hc_mix_part_kernel) replaces rmsnorm + the matmul op where the op would take
  * the tuned matvec (one token, not EXACT, not DSV4_CUDA_MATVEC=generic: those keep the CPU's
  * product bit for bit) for F16 weights in whole, aligned 256-input chunks. */
-static bool hc_fast_mix(const cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n, uint64_t hd) {
+static bool hc_fast_mix(const cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n,
+                        uint64_t hd) {
     return n == 1 && c->numerics != DSV4_NUMERICS_EXACT && !c->generic_only && fn->type == DSV4_TYPE_F16 &&
-           hd % HCM_CHUNK == 0 && hd <= 0x7fffffffull && fn->row_bytes % 16 == 0 && ((uintptr_t)x_hc & 15) == 0;
+           hd % HCM_CHUNK == 0 && hd <= 0x7fffffffull && fn->row_bytes % 16 == 0 &&
+           ((uintptr_t)x_hc & 15) == 0;
 }
 
 /* The mix of n token rows: either partial dots (*part_out, *p_out chunks per token: the decode
@@ -289,7 +292,8 @@ __global__ void hc_post_kernel(const float *f, const float *x, const float *spli
         const float *xt = x + (uint64_t)t * hd;
         float acc = f[(uint64_t)t * n_embd + d] * post[dst];
 #pragma unroll 4
-        for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xt[(uint64_t)src * n_embd + d];
+        for (uint32_t src = 0; src < n_hc; src++)
+            acc += comb[src * n_hc + dst] * xt[(uint64_t)src * n_embd + d];
         out[(uint64_t)t * hd + i] = acc;
     }
 }
