@@ -32,6 +32,9 @@ typedef struct dsv4_exec_stats {
     uint64_t tier_bytes[DSV4_TIER_MODES];
     uint64_t xcopy[DSV4_XCOPY_PATHS]; /* cross-tier copies by path */
     dsv4_fusion_counts fusion[DSV4_FUSED_COUNT];
+    /* attention of prefill chunks: layer chunks run with the batched ops, and tokens x layers run
+     * by the per-token loop (decode, n == 1, or no batched ops / DSV4_PREFILL_SERIAL=1) */
+    uint64_t attn_chunks, attn_serial_tokens;
 } dsv4_exec_stats;
 
 /* "hc_pre_norm", ... (NULL for an unknown op). */
