@@ -180,6 +180,36 @@ typedef struct dsv4_backend_ops {
      * the same ops again, unrecorded. */
     dsv4_status (*step_begin)(void *ctx, uint64_t key, dsv4_error *err);
     dsv4_status (*step_end)(void *ctx, bool abort, dsv4_error *err);
+    /* ---- batched attention of a prefill chunk (optional; NULL when not offered) ----
+     * graph/ uses them only when all three are offered and the chunk has n > 1 tokens; each
+     * result is bitwise what the per-token ops above give (the per-token loop is the fallback). */
+    /* n successive compressor_step calls for positions pos0..pos0+n-1, token t reading
+     * kv + t*kv_stride and score + t*score_stride: the state ends as after those calls, and the
+     * pooled row of every position p with (p+1) % ratio == 0 goes, in position order, to
+     * pooled + e*d_c for e < n_emit = (pos0+n)/ratio - pos0/ratio (compressed row pos0/ratio + e).
+     * pooled does not overlap the inputs or the state. */
+    dsv4_status (*compressor_chunk)(void *ctx, const float *kv, uint64_t kv_stride, const float *score,
+                                    uint64_t score_stride, const dsv4_tensor *ape, uint32_t pos0, uint32_t n,
+                                    uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
+                                    float *pooled, dsv4_error *err);
+    /* indexer_topk for n query tokens at positions pos0..pos0+n-1: token t (q + t*n_head*head_dim,
+     * w + t*n_head) sees the first n_rows[t] = (pos0+t+1)/ratio rows and writes its top-k to
+     * sel + t*k exactly as indexer_topk would; a token with n_rows[t] <= k is skipped (its sel
+     * row is left untouched). */
+    dsv4_status (*indexer_topk_chunk)(void *ctx, const float *q, const float *w, float w_scale,
+                                      uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t pos0,
+                                      uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err);
+    /* attention for n queries (q, out: n rows of n_head*head_dim) at positions pos0..pos0+n-1.
+     * Token t (p = pos0+t) reads the raw window positions p+1-min(p+1, raw_cap) .. p, oldest first:
+     * a position r >= pos0 from chunk_kv + (r-pos0)*head_dim, an older one from
+     * raw + (r % raw_cap)*head_dim (the ring as it was before the chunk); then n_comp = (p+1)/ratio
+     * compressed rows (ratio 0: none): comp[sel[t*n_sel + j]] for j < n_sel when sel != NULL and
+     * n_comp > n_sel (the token ran the indexer), else comp[0..n_comp). Sinks and kq_scale as in
+     * attention; each token's output equals attention's for the same rows. */
+    dsv4_status (*attention_chunk)(void *ctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
+                                   uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
+                                   const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
+                                   const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
 
     /* ---- tiers (optional; NULL when the backend has a single device / host memory) ---- */
     /* Make this backend's device current for the calling thread (a tier switch). */

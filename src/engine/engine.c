@@ -41,6 +41,8 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     p->fault = getenv("DSV4_FAULT");
     const char *tb = getenv("DSV4_TIER_BOUNCE");
     p->tier_bounce = tb && strcmp(tb, "1") == 0;
+    const char *ps = getenv("DSV4_PREFILL_SERIAL");
+    p->prefill_serial = ps && strcmp(ps, "1") == 0;
 }
 
 /* The placement the parameters ask for (needs the bound model for --tier-mem). */
@@ -88,6 +90,7 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     gp.chunk_cap = 1; /* the workspace starts small and grows to the largest chunk evaluated */
     gp.fusion = p->fusion;
     gp.force_bounce = p->tier_bounce;
+    gp.prefill_serial = p->prefill_serial;
     dsv4_status st = resolve_placement(m, p, &e->place, err);
     if (st == DSV4_OK)
         st = dsv4_fusion_mask(p->fusion_disable, "DSV4_FUSION_DISABLE", &gp.fusion_disable, err);
@@ -192,6 +195,8 @@ size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n)
             (unsigned long long)s->fusion[f].skipped);
     OUT("decode steps: recorded %llu, unrecorded after a failed recording %llu\n",
         (unsigned long long)s->steps_recorded, (unsigned long long)s->steps_unrecorded);
+    OUT("attention: batched layer chunks %llu, per-token layer steps %llu\n",
+        (unsigned long long)s->attn_chunks, (unsigned long long)s->attn_serial_tokens);
 #undef OUT
     return o < n ? o : (n ? n - 1 : 0);
 }

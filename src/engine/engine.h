@@ -52,6 +52,9 @@ typedef struct dsv4_engine_params {
     const char *tier_mem;
     uint32_t tier_ctx;
     bool tier_bounce; /* force cross-tier copies through host memory (env DSV4_TIER_BOUNCE=1) */
+    /* prefill attention token by token even where the backend offers the batched chunk ops
+     * (env DSV4_PREFILL_SERIAL=1; results are bitwise the same, for tests and comparisons) */
+    bool prefill_serial;
     /* Comma-separated fusion names never tried (env DSV4_FUSION_DISABLE) and made to fail at run
      * time (env DSV4_FAULT, a test hook); "all" names every fusion. Unknown names fail the open. */
     const char *fusion_disable;

@@ -126,7 +126,7 @@ static dsv4_status alloc_tier_ws(dsv4_graph *g, graph_tier *tr, uint32_t cap, ds
     A(iw, n * c->idx_n_head);
     A(pooled, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
     A(crow, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
-    A(isel, c->idx_top_k);
+    A(isel, n * c->idx_top_k); /* a chunk's selections (the batched indexer) */
     A(low, n * c->n_out_group * c->o_lora_rank);
     A(rlog, n * c->n_expert);
     A(rw, n * c->n_expert_used);
@@ -185,6 +185,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->fusion_fault = p->fusion_fault;
     g->force_bounce = p->force_bounce;
     g->record_steps = !p->no_step_record;
+    g->prefill_serial = p->prefill_serial;
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
     dsv4_status st = DSV4_OK;
@@ -226,7 +227,8 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     if (st == DSV4_OK) {
         g->rope = calloc(c->n_layer, sizeof(dsv4_rope));
         g->host_logits = malloc((size_t)g->head_rows * c->n_vocab * sizeof(float));
-        g->host_isel = malloc(((size_t)c->idx_top_k + 1) * sizeof(uint32_t));
+        g->host_isel_n = (size_t)c->idx_top_k + 1;
+        g->host_isel = malloc(g->host_isel_n * sizeof(uint32_t));
         if (!g->rope || !g->host_logits || !g->host_isel)
             st = dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory creating the graph");
     }

@@ -16,7 +16,7 @@ typedef struct graph_ws {
     float *ikv, *ig;            /* cap x 2*idx_dim */
     float *iq, *iw;             /* cap x idx_heads*idx_dim, cap x idx_heads */
     float *pooled, *crow;       /* head_dim */
-    int32_t *isel;              /* idx_top_k */
+    int32_t *isel;              /* cap x idx_top_k */
     float *low;                 /* cap x groups*o_lora */
     float *rlog, *rw;           /* cap x n_expert, cap x n_used */
     int32_t *rsel;              /* cap x n_used */
@@ -48,16 +48,18 @@ struct dsv4_graph {
     dsv4_bounce bounce;
     bool fusion;
     uint32_t fusion_disable, fusion_fault;
-    bool record_steps; /* decode steps go through step_begin/step_end when the backend offers them */
-    bool step_open;    /* a recorded step has begun and not yet run */
+    bool record_steps;   /* decode steps go through step_begin/step_end when the backend offers them */
+    bool step_open;      /* a recorded step has begun and not yet run */
+    bool prefill_serial; /* prefill attention token by token even where batched ops are offered */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */
     uint32_t cap;       /* tokens the workspace holds */
     uint32_t head_rows; /* rows per output-head batch */
     uint32_t comp_width_max, shared_ff;
     float *host_logits;  /* head_rows x n_vocab */
-    uint32_t *host_isel; /* idx_top_k: indexer selection handed to hooks */
-    dsv4_rope *rope;     /* per layer */
+    uint32_t *host_isel; /* indexer selections handed to hooks (host_isel_n entries) */
+    size_t host_isel_n;
+    dsv4_rope *rope; /* per layer */
 };
 
 /* Run B(op(...)) and return on failure. */
@@ -74,6 +76,11 @@ dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, ui
 float *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
 
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
+                                  const dsv4_graph_hooks *h, dsv4_error *err);
+/* The sequential part of layer il's attention for a chunk of n > 1 tokens with the batched ops
+ * (compressor_chunk, indexer_topk_chunk, attention_chunk): the same KV state, head outputs and
+ * on_indexer calls as the per-token loop. t_idx: the first chunk row that runs the indexer. */
+dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, uint32_t t_idx,
                                   const dsv4_graph_hooks *h, dsv4_error *err);
 dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err);
 

@@ -81,6 +81,73 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
     return OPS->store_f16(BCTX, dst, g->w.crow, 1, width, err);
 }
 
+/* The sequential part of the attention, one token at a time: the cache push (the current token
+ * is stored before attention, so it attends to itself), the compressors, the indexer and the
+ * attention of token t see exactly the state the tokens before it left. */
+static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
+                                       const dsv4_graph_hooks *h, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_layer_weights *L = &g->m->layers[il];
+    const dsv4_kv_layer *K = &kv->layout.layers[il];
+    graph_ws *w = &g->w;
+    const uint32_t p0 = kv->pos, R = K->ratio;
+    const uint32_t Dh = c->head_dim, H = c->n_head, QD = H * Dh;
+    const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
+    const uint32_t kt = g->active; /* the layer's tier holds its KV state */
+#define KVP(off) graph_kv_ptr(kv, kt, (off))
+    float *raw = KVP(K->raw);
+    const uint32_t cap = kv->layout.raw_cap;
+    const float kq_scale = 1.0f / sqrtf((float)Dh);
+    const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t p = p0 + t;
+        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh, w->kv + (uint64_t)t * Dh, 1, Dh, err));
+        uint32_t n_comp = 0;
+        if (R != 0) {
+            const bool emit = (p + 1) % R == 0;
+            GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
+                                    &L->attn_compressor_ape, p, R, Dh, KVP(K->comp_kv), KVP(K->comp_sc),
+                                    w->pooled, err));
+            if (emit) {
+                const uint32_t i = (p + 1) / R - 1;
+                GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
+                            KVP(K->comp + (uint64_t)i * Dh), err));
+            }
+            if (R == 4) {
+                GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
+                                        &L->indexer_compressor_ape, p, R, Id, KVP(K->idx_kv), KVP(K->idx_sc),
+                                        w->pooled, err));
+                if (emit) {
+                    const uint32_t i = (p + 1) / R - 1;
+                    GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
+                                KVP(K->idx + (uint64_t)i * Id), err));
+                }
+            }
+            n_comp = (p + 1) / R; /* includes a row emitted at p itself */
+        }
+        const int32_t *sel = NULL;
+        uint32_t n_sel = 0;
+        if (R == 4 && n_comp > c->idx_top_k) {
+            GB(OPS->indexer_topk(BCTX, w->iq + (uint64_t)t * IH * Id, w->iw + (uint64_t)t * IH, iw_scale, IH,
+                                 Id, KVP(K->idx), n_comp, c->idx_top_k, w->isel, err));
+            sel = w->isel;
+            n_sel = c->idx_top_k;
+            if (h && h->on_indexer) { /* ids are >= 0, so int32 and uint32 share the bytes */
+                GB(OPS->read(BCTX, g->host_isel, w->isel, (size_t)n_sel * sizeof(int32_t), err));
+                h->on_indexer(h->user, il, p, g->host_isel, n_sel);
+            }
+        }
+        const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
+        const uint32_t raw_start = (p + 1 - n_raw) % cap;
+        GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, raw, cap, raw_start, n_raw,
+                          R ? KVP(K->comp) : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
+                          w->heads + (uint64_t)t * QD, err));
+    }
+
+#undef KVP
+    return DSV4_OK;
+}
+
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
                                   const dsv4_graph_hooks *h, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
@@ -129,60 +196,15 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         }
     }
 
-    /* ---- sequential per token: cache push, compressors, indexer, attention ---- */
-    const uint32_t kt = g->active; /* the layer's tier holds its KV state */
-#define KVP(off) graph_kv_ptr(kv, kt, (off))
-    float *raw = KVP(K->raw);
-    const uint32_t cap = kv->layout.raw_cap;
-    const float kq_scale = 1.0f / sqrtf((float)Dh);
-    const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
-    for (uint32_t t = 0; t < n; t++) {
-        const uint32_t p = p0 + t;
-        /* the current token is stored before attention, so it attends to itself */
-        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh, w->kv + (uint64_t)t * Dh, 1, Dh, err));
-        uint32_t n_comp = 0;
-        if (R != 0) {
-            const bool emit = (p + 1) % R == 0;
-            GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
-                                    &L->attn_compressor_ape, p, R, Dh, KVP(K->comp_kv), KVP(K->comp_sc),
-                                    w->pooled, err));
-            if (emit) {
-                const uint32_t i = (p + 1) / R - 1;
-                GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
-                            KVP(K->comp + (uint64_t)i * Dh), err));
-            }
-            if (R == 4) {
-                GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
-                                        &L->indexer_compressor_ape, p, R, Id, KVP(K->idx_kv), KVP(K->idx_sc),
-                                        w->pooled, err));
-                if (emit) {
-                    const uint32_t i = (p + 1) / R - 1;
-                    GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
-                                KVP(K->idx + (uint64_t)i * Id), err));
-                }
-            }
-            n_comp = (p + 1) / R; /* includes a row emitted at p itself */
-        }
-        const int32_t *sel = NULL;
-        uint32_t n_sel = 0;
-        if (R == 4 && n_comp > c->idx_top_k) {
-            GB(OPS->indexer_topk(BCTX, w->iq + (uint64_t)t * IH * Id, w->iw + (uint64_t)t * IH, iw_scale, IH,
-                                 Id, KVP(K->idx), n_comp, c->idx_top_k, w->isel, err));
-            sel = w->isel;
-            n_sel = c->idx_top_k;
-            if (h && h->on_indexer) { /* ids are >= 0, so int32 and uint32 share the bytes */
-                GB(OPS->read(BCTX, g->host_isel, w->isel, (size_t)n_sel * sizeof(int32_t), err));
-                h->on_indexer(h->user, il, p, g->host_isel, n_sel);
-            }
-        }
-        const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
-        const uint32_t raw_start = (p + 1 - n_raw) % cap;
-        GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, raw, cap, raw_start, n_raw,
-                          R ? KVP(K->comp) : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
-                          w->heads + (uint64_t)t * QD, err));
+    /* ---- per chunk (batched ops) or per token: cache push, compressors, indexer, attention ---- */
+    if (n > 1 && !g->prefill_serial && OPS->compressor_chunk && OPS->indexer_topk_chunk &&
+        OPS->attention_chunk) {
+        GB(graph_attention_chunk(g, kv, il, n, t_idx, h, err));
+        g->stats.attn_chunks++;
+    } else {
+        GB(attention_per_token(g, kv, il, n, h, err));
+        g->stats.attn_serial_tokens += n;
     }
-
-#undef KVP
     /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */
     GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
     const uint32_t G = c->n_out_group, OL = c->o_lora_rank, gdim = QD / G;

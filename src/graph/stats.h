@@ -35,6 +35,9 @@ typedef struct dsv4_exec_stats {
     /* decode steps the backend recorded and ran as a whole (step_begin/step_end), and recordings
      * that failed so the step was issued again unrecorded */
     uint64_t steps_recorded, steps_unrecorded;
+    /* attention of prefill chunks: layer chunks run with the batched ops, and tokens x layers run
+     * by the per-token loop (decode, n == 1, or no batched ops / DSV4_PREFILL_SERIAL=1) */
+    uint64_t attn_chunks, attn_serial_tokens;
 } dsv4_exec_stats;
 
 /* "hc_pre_norm", ... (NULL for an unknown op). */

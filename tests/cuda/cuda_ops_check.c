@@ -737,6 +737,92 @@ int main(int argc, char **argv) {
             dfree(c, dcomp);
         dfree(c, dout), dfree(c, dasel);
     }
+    /* ---- batched prefill ops (CPU chunk ops == the per-token ops: tests/engine/test_prefill_batch) ---- */
+    for (int which = 0; which < 3; which++) { /* compressor_chunk from an unaligned position */
+        const uint32_t il = which == 2 ? lr : l4;
+        const uint32_t R = cf->compress_ratio[il];
+        if (R == 0 || (which == 2 && !lr) || !GPU->compressor_chunk) continue;
+        const dsv4_layer_weights *L = &m->layers[il];
+        const dsv4_tensor *ape = which == 1 ? &L->indexer_compressor_ape : &L->attn_compressor_ape;
+        const uint32_t dc = which == 1 ? Id : Dh, coff = R == 4 ? 2 : 1, W = coff * dc;
+        const uint32_t pos0 = R + 3, n = 3 * R + 5, n_emit = (pos0 + n) / R - pos0 / R;
+        const size_t fr = (size_t)coff * R * W;
+        float *skv = hrand(c, fr, 1.0f), *ssc = hrand(c, fr, 3.0f), *pool = calloc((size_t)n_emit * dc, 4);
+        float *kv = hrand(c, (size_t)n * W, 2.0f), *sc = hrand(c, (size_t)n * W, 3.0f);
+        float *dkv = dcopy(c, skv, fr * 4), *dsc = dcopy(c, ssc, fr * 4);
+        float *dpool = dcopy(c, pool, (size_t)n_emit * dc * 4);
+        float *dk = dcopy(c, kv, (size_t)n * W * 4), *ds = dcopy(c, sc, (size_t)n * W * 4);
+        char lb[64];
+        snprintf(lb, sizeof lb, "compressor_chunk r%u %s", R, which == 1 ? "idx" : "attn");
+        if (ran(c, lb, CPU->compressor_chunk(CC, kv, W, sc, W, ape, pos0, n, R, dc, skv, ssc, pool, &ec),
+                GPU->compressor_chunk(GC, dk, W, ds, W, ape, pos0, n, R, dc, dkv, dsc, dpool, &c->err),
+                &ec)) {
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s pooled", R, which == 1 ? "idx" : "attn");
+            cmp_f(c, lb, pool, dpool, (size_t)n_emit * dc);
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s state kv", R, which == 1 ? "idx" : "attn");
+            cmp_f(c, lb, skv, dkv, fr);
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s state sc", R, which == 1 ? "idx" : "attn");
+            cmp_f(c, lb, ssc, dsc, fr);
+        }
+        free(skv), free(ssc), free(pool), free(kv), free(sc);
+        dfree(c, dkv), dfree(c, dsc), dfree(c, dpool), dfree(c, dk), dfree(c, ds);
+    }
+    /* indexer_topk_chunk: tokens straddling the indexer start; then > 8192 rows */
+    for (int big = 0; big < 2 && GPU->indexer_topk_chunk; big++) {
+        const uint32_t k = cf->idx_top_k, R = 4;
+        const uint32_t pos0 = big ? 4 * 9000 : 4 * k - 20, n = big ? 6 : 40, nr = (pos0 + n) / R;
+        float *q = hrand(c, (size_t)n * IH * Id, 1.0f), *w = hrand(c, (size_t)n * IH, 1.0f);
+        float *rows = hrand(c, (size_t)nr * Id, 1.0f);
+        int32_t *sel = malloc((size_t)n * k * 4);
+        for (size_t i = 0; i < (size_t)n * k; i++) sel[i] = -1;
+        float *dq = dcopy(c, q, (size_t)n * IH * Id * 4), *dw = dcopy(c, w, (size_t)n * IH * 4);
+        float *drows = dcopy(c, rows, (size_t)nr * Id * 4);
+        int32_t *dsel = dcopy(c, sel, (size_t)n * k * 4);
+        const float ws = 1.0f / sqrtf((float)(Id * IH));
+        const char *lb = big ? "indexer_topk_chunk 9000+ rows" : "indexer_topk_chunk start";
+        if (ran(c, lb, CPU->indexer_topk_chunk(CC, q, w, ws, IH, Id, rows, pos0, n, R, k, sel, &ec),
+                GPU->indexer_topk_chunk(GC, dq, dw, ws, IH, Id, drows, pos0, n, R, k, dsel, &c->err), &ec))
+            cmp_i(c, lb, sel, dsel, (size_t)n * k);
+        free(q), free(w), free(rows), free(sel);
+        dfree(c, dq), dfree(c, dw), dfree(c, drows), dfree(c, dsel);
+    }
+    /* attention_chunk: ratio 4 with selections (windows straddling pos0, chunk > window), the long
+     * ratio without, ratio 0 */
+    for (int v = 0; v < 3 && GPU->attention_chunk; v++) {
+        const uint32_t k = cf->idx_top_k, cap = 16,
+                       R = v == 0   ? 4
+                           : v == 1 ? (lr ? cf->compress_ratio[lr] : 16)
+                                    : 0;
+        const uint32_t pos0 = 4 * k - 10, n = 40, ncomp = R ? (pos0 + n) / R : 0;
+        float *qa = hrand(c, (size_t)n * H * Dh, 1.0f), *ckv = hrand(c, (size_t)n * Dh, 1.0f);
+        float *raw = hrand(c, (size_t)cap * Dh, 1.0f), *comp = hrand(c, (size_t)(ncomp + 1) * Dh, 1.0f);
+        float *out = calloc((size_t)n * H * Dh, 4);
+        int32_t *asel = calloc((size_t)n * k, 4);
+        for (uint32_t t = 0; t < n; t++) { /* ascending, spread over the visible rows */
+            const uint32_t nc = R ? (pos0 + t + 1) / R : 0;
+            for (uint32_t i = 0; i < k && nc > k; i++)
+                asel[(size_t)t * k + i] = (int32_t)((uint64_t)i * nc / k);
+        }
+        float *dqa = dcopy(c, qa, (size_t)n * H * Dh * 4), *dckv = dcopy(c, ckv, (size_t)n * Dh * 4);
+        float *draw = dcopy(c, raw, (size_t)cap * Dh * 4),
+              *dcomp = dcopy(c, comp, (size_t)(ncomp + 1) * Dh * 4);
+        float *dout = dcopy(c, out, (size_t)n * H * Dh * 4);
+        int32_t *dasel = dcopy(c, asel, (size_t)n * k * 4);
+        const float kq = 1.0f / sqrtf((float)Dh);
+        const char *lb = v == 0   ? "attention_chunk r4 sel"
+                         : v == 1 ? "attention_chunk long"
+                                  : "attention_chunk r0";
+        if (ran(c, lb,
+                CPU->attention_chunk(CC, qa, n, H, Dh, pos0, ckv, raw, cap, R ? comp : NULL, R,
+                                     v == 0 ? asel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, out, &ec),
+                GPU->attention_chunk(GC, dqa, n, H, Dh, pos0, dckv, draw, cap, R ? dcomp : NULL, R,
+                                     v == 0 ? dasel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, dout,
+                                     &c->err),
+                &ec))
+            cmp_f(c, lb, out, dout, (size_t)n * H * Dh);
+        free(qa), free(ckv), free(raw), free(comp), free(out), free(asel);
+        dfree(c, dqa), dfree(c, dckv), dfree(c, draw), dfree(c, dcomp), dfree(c, dout), dfree(c, dasel);
+    }
     /* ---- router (bias, hash) and routed experts ---- */
     for (uint32_t n = 1; n <= 3; n += 2) {
         const uint32_t NE = cf->n_expert, K = cf->n_expert_used;

@@ -115,23 +115,8 @@ typedef struct {
 static void iscore_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
     (void)th;
     const iscore_job *j = arg;
-    for (uint64_t i = i0; i < i1; i++) {
-        const float *k = j->rows + i * j->head_dim;
-        float s = 0.0f;
-        for (uint32_t h = 0; h < j->n_head; h++) {
-            const float *qh = j->q + (uint64_t)h * j->head_dim;
-            float dot = 0.0f;
-            for (uint32_t d = 0; d < j->head_dim; d++) dot += k[d] * qh[d];
-            if (dot < 0.0f) dot = 0.0f;
-            s += dot * j->w[h];
-        }
-        j->scores[i] = s;
-    }
-}
-
-static int cmp_i32(const void *a, const void *b) {
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+    for (uint64_t i = i0; i < i1; i++)
+        j->scores[i] = cpu_indexer_score(j->rows + i * j->head_dim, j->q, j->w, j->n_head, j->head_dim);
 }
 
 dsv4_status cpu_indexer_topk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
@@ -146,7 +131,7 @@ dsv4_status cpu_indexer_topk(void *vctx, const float *q, const float *w, float w
     iscore_job j = {q, ws, rows, n_head, head_dim, scores};
     dsv4_tp_run(c->tp, n_rows, 64, iscore_worker, &j);
     cpu_topk_desc(scores, n_rows, k, sel);
-    qsort(sel, k, sizeof(int32_t), cmp_i32); /* attention visits selected rows in row order */
+    qsort(sel, k, sizeof(int32_t), cpu_cmp_i32); /* attention visits selected rows in row order */
     return DSV4_OK;
 }
 

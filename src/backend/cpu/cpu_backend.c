@@ -125,6 +125,9 @@ static const dsv4_backend_ops cpu_ops = {
     .router_select = cpu_router_select,
     .moe = cpu_moe,
     .hc_pre_norm = cpu_hc_pre_norm,
+    .compressor_chunk = cpu_compressor_chunk,
+    .indexer_topk_chunk = cpu_indexer_topk_chunk,
+    .attention_chunk = cpu_attention_chunk,
     .destroy = cpu_destroy,
 };
 

@@ -63,6 +63,13 @@ void cpu_attention_head(const float *q, uint32_t head_dim, const float *const *r
 /* Per-dimension softmax pool of a compressor frontier (ratio 4: two lanes over 8 rows). */
 void cpu_compressor_pool(const float *state_kv, const float *state_score, uint32_t d_c, uint32_t ratio,
                          float *out);
+/* The same pool for dims [j0, j1) only (out[j] for those j): columns are independent. */
+void cpu_compressor_pool_dims(const float *state_kv, const float *state_score, uint32_t d_c, uint32_t ratio,
+                              uint32_t j0, uint32_t j1, float *out);
+/* Indexer score of one row k: sum_h relu(k . q[h]) * ws[h] (ws already scaled), in head order. */
+float cpu_indexer_score(const float *k, const float *q, const float *ws, uint32_t n_head, uint32_t head_dim);
+/* qsort comparator of int32_t, ascending. */
+int cpu_cmp_i32(const void *a, const void *b);
 /* Insertion top-k descending (ties to lower index), idx gets k indices. */
 void cpu_topk_desc(const float *score, uint32_t n, uint32_t k, int32_t *idx);
 
@@ -107,6 +114,17 @@ dsv4_status cpu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t h
                           uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
                           uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
                           float kq_scale, float *out, dsv4_error *err);
+dsv4_status cpu_compressor_chunk(void *ctx, const float *kv, uint64_t kv_stride, const float *score,
+                                 uint64_t score_stride, const dsv4_tensor *ape, uint32_t pos0, uint32_t n,
+                                 uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
+                                 float *pooled, dsv4_error *err);
+dsv4_status cpu_indexer_topk_chunk(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
+                                   uint32_t head_dim, const float *rows, uint32_t pos0, uint32_t n,
+                                   uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err);
+dsv4_status cpu_attention_chunk(void *ctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
+                                uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
+                                const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
+                                const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
 dsv4_status cpu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                               const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens,
                               float scale, int32_t *sel, float *weights, dsv4_error *err);

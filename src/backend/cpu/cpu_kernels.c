@@ -156,9 +156,14 @@ void cpu_attention_head(const float *q, uint32_t head_dim, const float *const *r
 }
 
 void cpu_compressor_pool(const float *skv, const float *ssc, uint32_t d_c, uint32_t ratio, float *out) {
+    cpu_compressor_pool_dims(skv, ssc, d_c, ratio, 0, d_c, out);
+}
+
+void cpu_compressor_pool_dims(const float *skv, const float *ssc, uint32_t d_c, uint32_t ratio, uint32_t j0,
+                              uint32_t j1, float *out) {
     const uint32_t coff = ratio == 4 ? 2u : 1u;
     const uint64_t width = (uint64_t)coff * d_c;
-    for (uint32_t j = 0; j < d_c; j++) {
+    for (uint32_t j = j0; j < j1; j++) {
         float mx = CPU_NEG_INF;
         if (ratio == 4) {
             /* lane 0 of the previous window (rows 0..3), lane 1 of the current one (rows 4..7) */
@@ -196,6 +201,23 @@ void cpu_compressor_pool(const float *skv, const float *ssc, uint32_t d_c, uint3
         }
         out[j] = den > 0.0f ? sum / den : 0.0f;
     }
+}
+
+int cpu_cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+float cpu_indexer_score(const float *k, const float *q, const float *ws, uint32_t n_head, uint32_t head_dim) {
+    float s = 0.0f;
+    for (uint32_t h = 0; h < n_head; h++) {
+        const float *qh = q + (uint64_t)h * head_dim;
+        float dot = 0.0f;
+        for (uint32_t d = 0; d < head_dim; d++) dot += k[d] * qh[d];
+        if (dot < 0.0f) dot = 0.0f;
+        s += dot * ws[h];
+    }
+    return s;
 }
 
 void cpu_topk_desc(const float *score, uint32_t n, uint32_t k, int32_t *idx) {

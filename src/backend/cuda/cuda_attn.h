@@ -38,6 +38,24 @@ int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t n_head, uin
                         const float *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
                         const float *sinks_dev, float kq_scale, float *out);
 
+/* Batched prefill ops (backend.h: compressor_chunk, indexer_topk_chunk, attention_chunk), each
+ * one launch per chunk (the indexer: one scoring + one selection launch per group of tokens whose
+ * scores fit DSV4_CUDA_INDEXER_CHUNK_SCRATCH), with the single-token kernels' float order. */
+int dsv4_cuda_compressor_chunk(dsv4_cuda_stream s, const float *kv, uint64_t kv_stride, const float *score,
+                               uint64_t score_stride, const uint16_t *ape_dev, uint32_t pos0, uint32_t n,
+                               uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
+                               float *pooled);
+#define DSV4_CUDA_INDEXER_CHUNK_SCRATCH ((size_t)128 << 20)
+/* scratch of dsv4_cuda_indexer_topk_chunk for these arguments */
+size_t dsv4_cuda_indexer_chunk_scratch_bytes(uint32_t pos0, uint32_t n, uint32_t ratio);
+int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
+                                 uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t pos0,
+                                 uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, void *scratch);
+int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
+                              uint32_t head_dim, uint32_t pos0, const float *chunk_kv, const float *raw,
+                              uint32_t raw_cap, const float *comp, uint32_t ratio, const int32_t *sel,
+                              uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,10 +28,36 @@ struct attn_args {
     float *out;
     uint32_t head_dim, raw_cap, raw_start, n_raw, n_comp, n_rows, chunk;
     float kq_scale;
-    bool vec4; /* head_dim % 4 == 0 and raw, comp 16-byte aligned */
+    bool vec4; /* head_dim % 4 == 0 and raw, comp (and kv) 16-byte aligned */
+    /* attention_chunk (kv != nullptr): query blockIdx.y at position pos0 + blockIdx.y; raw
+     * positions >= pos0 come from kv rows; n_raw, raw_start, n_comp, sel, n_rows are per block */
+    const float *kv;
+    uint32_t pos0, ratio, n_sel;
 };
 
+/* The block's own arguments: a chunk block derives its token's window, rows and pointers. */
+__device__ __forceinline__ attn_args block_args(const attn_args &a0) {
+    attn_args a = a0;
+    if (!a.kv) return a;
+    const uint32_t t = blockIdx.y, p = a.pos0 + t;
+    a.n_raw = p + 1 < a.raw_cap ? p + 1 : a.raw_cap;
+    a.raw_start = p + 1 - a.n_raw; /* a position here (row_ptr takes it modulo raw_cap) */
+    a.n_comp = a.ratio ? (p + 1) / a.ratio : 0;
+    const bool use_sel = a.sel && a.n_comp > a.n_sel;
+    a.sel = use_sel ? a.sel + (uint64_t)t * a.n_sel : nullptr;
+    a.n_rows = a.n_raw + (use_sel ? a.n_sel : a.n_comp);
+    const uint64_t qo = (uint64_t)t * gridDim.x * a.head_dim;
+    a.q += qo;
+    a.out += qo;
+    return a;
+}
+
 __device__ __forceinline__ const float *row_ptr(const attn_args &a, uint32_t r) {
+    if (r < a.n_raw && a.kv) {
+        const uint32_t pos = a.raw_start + r;
+        if (pos >= a.pos0) return a.kv + (uint64_t)(pos - a.pos0) * a.head_dim;
+        return a.raw + (uint64_t)(pos % a.raw_cap) * a.head_dim;
+    }
     if (r < a.n_raw) return a.raw + (uint64_t)((a.raw_start + r) % a.raw_cap) * a.head_dim;
     const uint32_t c = r - a.n_raw;
     const int64_t i = a.sel ? (int64_t)a.sel[c] : (int64_t)c;
@@ -86,7 +112,8 @@ __device__ float tile_score(const attn_args &a, const attn_smem &s, uint32_t t0,
     return tid < nr && s.rowp[tid] ? __fmul_rn(acc, a.kq_scale) : -INFINITY;
 }
 
-__global__ void attention_kernel(attn_args a) {
+__global__ void attention_kernel(attn_args a0) {
+    const attn_args a = block_args(a0);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
     const uint32_t h = blockIdx.x, tid = threadIdx.x, T = blockDim.x;
@@ -170,6 +197,32 @@ __global__ void attention_kernel(attn_args a) {
     }
 }
 
+/* Shared memory: the fixed part, then as many cached scores as the device allows (up to the
+ * widest block's rows), then the launch over grid. */
+static int attention_launch(attn_args &a, uint32_t max_rows, dim3 grid, cudaStream_t st) {
+    uint32_t threads = (a.head_dim + 31) / 32 * 32;
+    if (threads < 128) threads = 128;
+    if (threads > 1024) threads = 1024;
+    int dev = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess) return (int)e;
+    const size_t fixed =
+        threads * sizeof(float *) + ((size_t)a.head_dim + (size_t)threads * (DCH + 1)) * sizeof(float);
+    const size_t limit = (size_t)optin - 1024; /* room for the static red[] */
+    if (fixed + threads * sizeof(float) > limit) return (int)cudaErrorInvalidValue;
+    size_t chunk = (limit - fixed) / sizeof(float);
+    if (chunk > max_rows) chunk = max_rows > threads ? max_rows : threads;
+    a.chunk = (uint32_t)chunk;
+    const size_t smem = fixed + chunk * sizeof(float);
+    if (smem > 48 * 1024) {
+        e = cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return (int)e;
+    }
+    attention_kernel<<<grid, threads, smem, st>>>(a);
+    return attn_launch_status();
+}
+
 } // namespace
 
 extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
@@ -179,7 +232,7 @@ extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t 
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap) || head_dim == 0)
         return (int)cudaErrorInvalidValue;
     if (n_head == 0) return 0;
-    attn_args a;
+    attn_args a = {};
     a.q = q;
     a.raw = raw;
     a.comp = comp;
@@ -194,26 +247,35 @@ extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t 
     a.n_rows = n_raw + (sel ? n_sel : n_comp);
     a.kq_scale = kq_scale;
     a.vec4 = head_dim % 4 == 0 && (uintptr_t)raw % 16 == 0 && (uintptr_t)comp % 16 == 0;
-    uint32_t threads = (head_dim + 31) / 32 * 32;
-    if (threads < 128) threads = 128;
-    if (threads > 1024) threads = 1024;
-    /* shared memory: the fixed part, then as many cached scores as the device allows */
-    int dev = 0, optin = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess) return (int)e;
-    const size_t fixed =
-        threads * sizeof(float *) + ((size_t)head_dim + (size_t)threads * (DCH + 1)) * sizeof(float);
-    const size_t limit = (size_t)optin - 1024; /* room for the static red[] */
-    if (fixed + threads * sizeof(float) > limit) return (int)cudaErrorInvalidValue;
-    size_t chunk = (limit - fixed) / sizeof(float);
-    if (chunk > a.n_rows) chunk = a.n_rows > threads ? a.n_rows : threads;
-    a.chunk = (uint32_t)chunk;
-    const size_t smem = fixed + chunk * sizeof(float);
-    if (smem > 48 * 1024) {
-        e = cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return (int)e;
-    }
-    attention_kernel<<<n_head, threads, smem, (cudaStream_t)s>>>(a);
-    return attn_launch_status();
+    a.kv = nullptr;
+    return attention_launch(a, a.n_rows, dim3(n_head, 1), (cudaStream_t)s);
+}
+
+extern "C" int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
+                                         uint32_t head_dim, uint32_t pos0, const float *chunk_kv,
+                                         const float *raw, uint32_t raw_cap, const float *comp,
+                                         uint32_t ratio, const int32_t *sel, uint32_t n_sel,
+                                         const float *sinks_dev, float kq_scale, float *out) {
+    if (head_dim == 0 || !chunk_kv || n > 65535) return (int)cudaErrorInvalidValue;
+    if (n_head == 0 || n == 0) return 0;
+    attn_args a = {};
+    a.q = q;
+    a.raw = raw;
+    a.comp = comp;
+    a.sel = sel;
+    a.sinks = sinks_dev;
+    a.out = out;
+    a.head_dim = head_dim;
+    a.raw_cap = raw_cap;
+    a.kq_scale = kq_scale;
+    a.vec4 = head_dim % 4 == 0 && (uintptr_t)raw % 16 == 0 && (uintptr_t)comp % 16 == 0 &&
+             (uintptr_t)chunk_kv % 16 == 0;
+    a.kv = chunk_kv;
+    a.pos0 = pos0;
+    a.ratio = ratio;
+    a.n_sel = n_sel;
+    /* the widest token: the last one (windows and compressed rows only grow) */
+    const uint32_t p = pos0 + n - 1, n_comp = ratio ? (p + 1) / ratio : 0;
+    const uint32_t max_rows = (p + 1 < raw_cap ? p + 1 : raw_cap) + (sel && n_comp > n_sel ? n_sel : n_comp);
+    return attention_launch(a, max_rows, dim3(n_head, n), (cudaStream_t)s);
 }

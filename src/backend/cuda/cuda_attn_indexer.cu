@@ -16,11 +16,30 @@ constexpr int SELECT_THREADS = 1024;
 constexpr size_t SMEM_LIMIT = 48 * 1024;
 
 /* q_glob: read q from global memory (it does not fit in shared memory with one row). */
+/* Which rows a block scores. One query (ratio 0): n_rows, blockIdx.y == 0. A chunk: token
+ * t = blockIdx.y at position pos0 + t sees (pos0+t+1)/ratio rows, skipped when that is <= k; its
+ * q, w and scores are t*n_head*head_dim, t*n_head and t*score_stride further. */
+struct itok {
+    uint32_t pos0, ratio, k;
+    uint64_t score_stride;
+};
+
+__device__ __forceinline__ uint32_t itok_rows(const itok &c, uint32_t n_rows, uint32_t t) {
+    return c.ratio ? (c.pos0 + t + 1) / c.ratio : n_rows;
+}
+
 template <bool q_glob>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
                               uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t tile,
-                              float *scores) {
+                              float *scores, itok c) {
     extern __shared__ float sh[];
+    const uint32_t tok = blockIdx.y;
+    n_rows = itok_rows(c, n_rows, tok);
+    if (c.ratio && n_rows <= c.k) return;
+    if (blockIdx.x * tile >= n_rows) return; /* a tile past this token's rows (block-uniform) */
+    q += (uint64_t)tok * n_head * head_dim;
+    w += (uint64_t)tok * n_head;
+    scores += tok * c.score_stride;
     const uint32_t qs_stride = q_glob ? head_dim : head_dim + 1, ks_stride = head_dim + 1;
     float *ws = sh;
     float *ks = ws + n_head;
@@ -87,7 +106,12 @@ __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_s
 }
 
 __global__ void __launch_bounds__(SELECT_THREADS)
-    select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel) {
+    select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
+    const uint32_t tok = blockIdx.x;
+    n = itok_rows(c, n, tok);
+    if (c.ratio && n <= k) return;
+    scores += tok * c.score_stride;
+    sel += (uint64_t)tok * k;
     __shared__ uint32_t hist[256];
     __shared__ uint32_t warp_sums[32];
     __shared__ uint32_t s_prefix, s_remaining;
@@ -135,6 +159,34 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     }
 }
 
+/* The largest row tile whose shared memory fits; q moves to global memory if even one row
+ * won't. 0 when nothing fits. */
+static uint32_t iscore_tile(uint32_t n_head, uint32_t head_dim, bool *q_in, size_t *smem) {
+    const size_t q_bytes = (size_t)n_head * (head_dim + 1) * sizeof(float);
+    const auto need = [&](uint32_t tile, bool qi) {
+        return (n_head + (size_t)tile * (head_dim + 1) + (size_t)tile * (n_head + 1)) * sizeof(float) +
+               (qi ? q_bytes : 0);
+    };
+    *q_in = need(1, true) <= SMEM_LIMIT;
+    uint32_t tile = 64;
+    while (tile > 1 && need(tile, *q_in) > SMEM_LIMIT) tile /= 2;
+    if (need(tile, *q_in) > SMEM_LIMIT) return 0;
+    *smem = need(tile, *q_in);
+    return tile;
+}
+
+static int iscore_launch(cudaStream_t st, dim3 grid, bool q_in, size_t smem, const float *q, const float *w,
+                         float w_scale, uint32_t n_head, uint32_t head_dim, const float *rows,
+                         uint32_t n_rows, uint32_t tile, float *scores, itok c) {
+    if (q_in)
+        iscore_kernel<false>
+            <<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows, tile, scores, c);
+    else
+        iscore_kernel<true>
+            <<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows, tile, scores, c);
+    return attn_launch_status();
+}
+
 } // namespace
 
 extern "C" size_t dsv4_cuda_indexer_scratch_bytes(uint32_t n_rows) {
@@ -148,25 +200,57 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
     if (k == 0) return 0;
     cudaStream_t st = (cudaStream_t)s;
     float *scores = (float *)scratch;
-    /* largest row tile whose shared memory fits; q moves to global memory if even one row won't */
-    const size_t q_bytes = (size_t)n_head * (head_dim + 1) * sizeof(float);
-    const auto need = [&](uint32_t tile, bool q_in) {
-        return (n_head + (size_t)tile * (head_dim + 1) + (size_t)tile * (n_head + 1)) * sizeof(float) +
-               (q_in ? q_bytes : 0);
-    };
-    bool q_in = need(1, true) <= SMEM_LIMIT;
-    uint32_t tile = 64;
-    while (tile > 1 && need(tile, q_in) > SMEM_LIMIT) tile /= 2;
-    if (need(tile, q_in) > SMEM_LIMIT) return (int)cudaErrorInvalidValue;
-    const uint32_t grid = (n_rows + tile - 1) / tile;
-    if (q_in)
-        iscore_kernel<false><<<grid, 256, need(tile, true), st>>>(q, w, w_scale, n_head, head_dim, rows,
-                                                                  n_rows, tile, scores);
-    else
-        iscore_kernel<true><<<grid, 256, need(tile, false), st>>>(q, w, w_scale, n_head, head_dim, rows,
-                                                                  n_rows, tile, scores);
-    const int e = attn_launch_status();
+    bool q_in = false;
+    size_t smem = 0;
+    const uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
+    if (!tile) return (int)cudaErrorInvalidValue;
+    const itok one = {0, 0, k, 0};
+    const int e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head,
+                                head_dim, rows, n_rows, tile, scores, one);
     if (e) return e;
-    select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel);
+    select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel, one);
     return attn_launch_status();
+}
+
+extern "C" size_t dsv4_cuda_indexer_chunk_scratch_bytes(uint32_t pos0, uint32_t n, uint32_t ratio) {
+    const uint64_t max_rows = ratio ? ((uint64_t)pos0 + n) / ratio : 0;
+    const uint64_t stride = (max_rows + 63) / 64 * 64;
+    uint64_t group = stride ? DSV4_CUDA_INDEXER_CHUNK_SCRATCH / (stride * sizeof(float)) : n;
+    if (group < 1) group = 1;
+    if (group > n) group = n;
+    return (size_t)(group * stride * sizeof(float)) + 256;
+}
+
+extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
+                                            uint32_t n_head, uint32_t head_dim, const float *rows,
+                                            uint32_t pos0, uint32_t n, uint32_t ratio, uint32_t k,
+                                            int32_t *sel, void *scratch) {
+    if (ratio == 0 || !scratch) return (int)cudaErrorInvalidValue;
+    const uint64_t max_rows = ((uint64_t)pos0 + n) / ratio;
+    if (n == 0 || k == 0 || max_rows <= k) return 0;
+    cudaStream_t st = (cudaStream_t)s;
+    bool q_in = false;
+    size_t smem = 0;
+    const uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
+    if (!tile) return (int)cudaErrorInvalidValue;
+    /* tokens in groups whose scores fit the scratch (every token of a 2048 chunk at once up to
+     * ~32K rows); each group is one scoring and one selection launch */
+    const uint64_t stride = (max_rows + 63) / 64 * 64;
+    uint64_t group = DSV4_CUDA_INDEXER_CHUNK_SCRATCH / (stride * sizeof(float));
+    if (group < 1) group = 1;
+    if (group > n) group = n;
+    for (uint32_t t0 = 0; t0 < n; t0 += (uint32_t)group) {
+        const uint32_t m = n - t0 < group ? n - t0 : (uint32_t)group;
+        const uint32_t last_rows = (pos0 + t0 + m) / ratio; /* the group's widest token */
+        if (last_rows <= k) continue;
+        const itok c = {pos0 + t0, ratio, k, stride};
+        const float *qg = q + (uint64_t)t0 * n_head * head_dim, *wg = w + (uint64_t)t0 * n_head;
+        int e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
+                              head_dim, rows, 0, tile, (float *)scratch, c);
+        if (e) return e;
+        select_kernel<<<m, SELECT_THREADS, 0, st>>>((const float *)scratch, 0, k, sel + (uint64_t)t0 * k, c);
+        e = attn_launch_status();
+        if (e) return e;
+    }
+    return 0;
 }

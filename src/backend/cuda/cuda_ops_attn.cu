@@ -107,3 +107,54 @@ dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t h
                                        n_comp, sel, n_sel, sd, kq_scale, out),
                    "attention", err);
 }
+
+dsv4_status cu_compressor_chunk(void *vctx, const float *kv, uint64_t kv_stride, const float *score,
+                                uint64_t score_stride, const dsv4_tensor *ape, uint32_t pos0, uint32_t n,
+                                uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
+                                float *pooled, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    const uint32_t coff = ratio == 4 ? 2u : 1u;
+    if (ratio < 2) return dsv4_fail(err, DSV4_ERR_INVALID, "compressor_chunk: ratio %u", ratio);
+    if (ape->ne[0] != (uint64_t)coff * d_c || ape->ne[1] < ratio)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "compressor_chunk: ape %s is %llux%llu, expected %ux%u",
+                         ape->name ? ape->name : "?", (unsigned long long)ape->ne[0],
+                         (unsigned long long)ape->ne[1], coff * d_c, ratio);
+    if (ape->type != DSV4_TYPE_F16)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "compressor_chunk: ape %s has type %s (the CUDA backend reads F16)",
+                         ape->name ? ape->name : "?", dsv4_type_name(ape->type));
+    const uint16_t *ad = (const uint16_t *)cu_weight_dev(c, ape, err);
+    if (!ad) return DSV4_ERR_INVALID;
+    return attn_rc(dsv4_cuda_compressor_chunk(STREAM(c), kv, kv_stride, score, score_stride, ad, pos0, n,
+                                              ratio, d_c, state_kv, state_score, pooled),
+                   "compressor_chunk", err);
+}
+
+dsv4_status cu_indexer_topk_chunk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
+                                  uint32_t head_dim, const float *rows, uint32_t pos0, uint32_t n,
+                                  uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (ratio == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer_topk_chunk: ratio 0");
+    if (n == 0 || k == 0 || ((uint64_t)pos0 + n) / ratio <= k) return DSV4_OK;
+    void *scratch = cu_scratch(c, CU_SLOT_IDX, dsv4_cuda_indexer_chunk_scratch_bytes(pos0, n, ratio), err);
+    if (!scratch) return DSV4_ERR_NOMEM;
+    return attn_rc(dsv4_cuda_indexer_topk_chunk(STREAM(c), q, w, w_scale, n_head, head_dim, rows, pos0, n,
+                                                ratio, k, sel, scratch),
+                   "indexer_topk_chunk", err);
+}
+
+dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
+                               uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
+                               const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
+                               const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: sinks %s must be F32 with %u values",
+                         sinks->name ? sinks->name : "?", n_head);
+    if (n > 65535) return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: %u queries (at most 65535)", n);
+    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    if (!sd) return DSV4_ERR_INVALID;
+    return attn_rc(dsv4_cuda_attention_chunk(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, raw, raw_cap,
+                                             comp, ratio, sel, n_sel, sd, kq_scale, out),
+                   "attention_chunk", err);
+}

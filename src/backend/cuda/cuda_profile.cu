@@ -163,6 +163,9 @@ PW_NAME(compressor_step)
 PW_NAME(indexer_topk)
 PW_NAME(router_select)
 PW_NAME(hc_pre_norm)
+PW_NAME(compressor_chunk)
+PW_NAME(indexer_topk_chunk)
+PW_NAME(attention_chunk)
 PW_NAME(activate)
 PW_NAME(copy_from)
 PW_NAME(host_alloc)
@@ -292,6 +295,9 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(router_select, PW(router_select, true));
     PW_SET(moe, pw_moe);
     PW_SET(hc_pre_norm, PW(hc_pre_norm, true));
+    PW_SET(compressor_chunk, PW(compressor_chunk, true));
+    PW_SET(indexer_topk_chunk, PW(indexer_topk_chunk, true));
+    PW_SET(attention_chunk, PW(attention_chunk, true));
     PW_SET(activate, PW(activate, false));
     PW_SET(copy_from, PW(copy_from, true));
     PW_SET(host_alloc, PW(host_alloc, false));
