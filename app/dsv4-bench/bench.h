@@ -34,6 +34,7 @@ typedef struct bench_row {
     double prefill_s, gen_s, ttft_s;
     double p50_ms, p95_ms; /* per-token decode latency */
     uint64_t kvcache_bytes;
+    uint64_t nonfinite_logits; /* NaN/Inf logit values seen over the frontier's decode steps */
 } bench_row;
 
 int bench_parse_args(int argc, char **argv, bench_opts *o);

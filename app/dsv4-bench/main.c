@@ -3,6 +3,7 @@
  * (timed, per token), restore (untimed). Prints ds4-bench's CSV. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,12 +43,19 @@ static char *read_text(const char *path) {
 }
 
 /* First index of the strictly greatest logit, EOS excluded. */
-static int32_t argmax_excluding(const float *l, uint32_t n, int32_t skip) {
+/* Greedy pick skipping one id; *nonfinite counts NaN/Inf logits (a broken step must not pass as a
+ * speed result). */
+static int32_t argmax_excluding(const float *l, uint32_t n, int32_t skip, uint64_t *nonfinite) {
     int32_t best = -1;
     float bv = -1e30f;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(l[i])) {
+            (*nonfinite)++;
+            continue;
+        }
         if ((int32_t)i != skip && (best < 0 || l[i] > bv)) best = (int32_t)i, bv = l[i];
-    return best;
+    }
+    return best < 0 ? 0 : best;
 }
 
 typedef struct bench {
@@ -109,7 +117,7 @@ static int measure(bench *b, uint32_t prev, uint32_t frontier, FILE *csv) {
             return 1;
         }
         const double ts = bench_now();
-        const int32_t t = argmax_excluding(dsv4_session_logits(b->s), n_vocab, eos);
+        const int32_t t = argmax_excluding(dsv4_session_logits(b->s), n_vocab, eos, &r.nonfinite_logits);
         if (i == 0) r.ttft_s = r.prefill_s + (bench_now() - ts);
         if (dsv4_session_decode(b->s, t, &err) != DSV4_OK) {
             fprintf(stderr, "dsv4-bench: decode at frontier %u failed: %s\n", frontier, err.msg);
@@ -121,6 +129,9 @@ static int measure(bench *b, uint32_t prev, uint32_t frontier, FILE *csv) {
     r.gen_s = bench_now() - g0;
     if (dsv4_session_snapshot_load(b->s, b->snap, b->snap_bytes, &err) != DSV4_OK)
         return fail("restore", &err);
+    if (r.nonfinite_logits)
+        fprintf(stderr, "dsv4-bench: %llu non-finite logit values during the decode at frontier %u\n",
+                (unsigned long long)r.nonfinite_logits, frontier);
     r.p50_ms = bench_percentile(b->row_lat, o->gen_tokens, 0.50);
     r.p95_ms = bench_percentile(b->row_lat, o->gen_tokens, 0.95);
     fprintf(csv, "%u,%u,%.2f,%u,%.2f,%llu\n", r.ctx_tokens, r.prefill_tokens,
@@ -186,6 +197,8 @@ static int run(bench *b) {
     if (rc == 0 && o->json)
         rc = bench_write_json(o, b->rows, b->n_rows, (uint32_t)b->prompt.n, dsv4_engine_threads(b->e),
                               b->lat_ms, b->n_lat, b->e);
+    for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
+        if (b->rows[i].nonfinite_logits) rc = 3; /* reported above; the CSV/JSON are written */
     return rc;
 }
 

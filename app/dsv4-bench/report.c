@@ -227,10 +227,12 @@ int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, 
                 "%.4f, "
                 "\"ttft_s\": %.6f, \"gen_tokens\": %u, \"gen_s\": %.6f, \"gen_tps\": %.4f, "
                 "\"decode_p50_ms\": %.4f, "
-                "\"decode_p95_ms\": %.4f, \"decode_floor_fraction\": %.6f, \"kvcache_bytes\": %llu}",
+                "\"decode_p95_ms\": %.4f, \"decode_floor_fraction\": %.6f, \"kvcache_bytes\": %llu, "
+                "\"nonfinite_logits\": %llu}",
                 i ? "," : "", r->ctx_tokens, r->prefill_tokens, r->prefill_s,
                 r->prefill_s > 0 ? r->prefill_tokens / r->prefill_s : 0.0, r->ttft_s, r->gen_tokens, r->gen_s,
-                rtps, r->p50_ms, r->p95_ms, rtps / o->floor_tps, (unsigned long long)r->kvcache_bytes);
+                rtps, r->p50_ms, r->p95_ms, rtps / o->floor_tps, (unsigned long long)r->kvcache_bytes,
+                (unsigned long long)r->nonfinite_logits);
     }
     fprintf(f, "\n  ]\n}\n");
     if (fclose(f) != 0) {
