@@ -151,14 +151,15 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
         fprintf(f,
                 ", \"total_mem\": %llu, \"free_mem\": %llu, \"weight_bytes\": %llu, \"buffer_bytes\": %llu, "
                 "\"scratch_bytes\": %llu, \"used_mem\": %llu, \"step_graphs\": {\"launched\": %llu, "
-                "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu}}",
+                "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
+                "\"stale\": %llu}}",
                 (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
                 (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
                 (unsigned long long)di.scratch_bytes,
                 (unsigned long long)(di.total_mem > di.free_mem ? di.total_mem - di.free_mem : 0),
                 (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
                 (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
-                (unsigned long long)di.steps_failed);
+                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -6,7 +6,8 @@
 #     enough (2100 positions) for the indexer to switch on;
 #  2. greedy generation with --stats on/off: same text, the step-graph counters;
 #  3. dsv4-bench decode on/off side by side (speed).
-# Results in $OUT (default ./step-out): step_graph.txt and the bench CSV/JSON files.
+# (g1: recording with the next step recorded while the current one runs, ahead0: recording
+# without that, g0: no recording.) Results in $OUT (default ./step-out): step_graph.txt and the bench CSV/JSON files.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="${OUT:-$ROOT/step-out}"; mkdir -p "$OUT"
@@ -23,10 +24,8 @@ python3 -c "import random; r=random.Random(8); print(','.join(str(r.randrange(10
 for spec in "tiny $W/t300" "flash4 $W/t2100"; do
   set -- $spec; name=$1; toks=$2; m="$W/$name.gguf"
   for g in 1 0; do
-    t0=$(date +%s.%N)
     DSV4_CUDA_GRAPH=$g "$C/dsv4" -m "$m" --backend cuda --chunk 1 --ctx 4096 --tokens "$(cat "$toks")" \
       --dump-logits "$W/$name.g$g.bin" 2>"$OUT/$name.g$g.err" || { say "FAIL dump $name graph=$g: $(tail -2 "$OUT/$name.g$g.err")"; fails=$((fails+1)); }
-    say "$name dump graph=$g: $(echo "$(date +%s.%N) - $t0" | bc) s"
   done
   if cmp -s "$W/$name.g1.bin" "$W/$name.g0.bin"; then say "ok   $name: logits with step graphs == without (bitwise, $(stat -c %s "$W/$name.g1.bin") bytes)"
   else say "FAIL $name: logits differ with step graphs"; fails=$((fails+1)); fi
@@ -37,8 +36,9 @@ for spec in "tiny $W/t300" "flash4 $W/t2100"; do
   done
   if cmp -s "$OUT/$name.gen1.txt" "$OUT/$name.gen0.txt"; then say "ok   $name: same greedy text"; else say "FAIL $name: greedy text differs"; fails=$((fails+1)); fi
 done
-for g in 1 0; do
-  DSV4_CUDA_GRAPH=$g "$C/dsv4-bench" -m "$W/flash4.gguf" --backend cuda --prompt-file "$ROOT/data/tiny-corpus.txt" \
+for g in 1 0 ahead0; do
+  a=1; G=$g; [ "$g" = ahead0 ] && a=0 G=1
+  DSV4_STEP_AHEAD=$a DSV4_CUDA_GRAPH=$G "$C/dsv4-bench" -m "$W/flash4.gguf" --backend cuda --prompt-file "$ROOT/data/tiny-corpus.txt" \
     --ctx-start 512 --gen-tokens 128 --chunk 256 --json "$OUT/flash4-bench-g$g.json" >"$OUT/flash4-bench-g$g.csv" 2>"$OUT/bench$g.err"
   say "flash4 bench graph=$g: $(tail -1 "$OUT/flash4-bench-g$g.csv")"
 done

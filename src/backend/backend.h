@@ -171,15 +171,18 @@ typedef struct dsv4_backend_ops {
                                float hc_eps, float *u_normed, float *split, dsv4_error *err);
 
     /* ---- step recording (optional; NULL: every op runs as it is issued) ---- */
-    /* step_begin: the ops issued until step_end form one step, which the backend may record and
-     * run as a whole (a CUDA Graph, re-recorded per step and updated in place). key names the shape
-     * of the step's op sequence (equal keys: the same ops, arguments may differ); the backend keeps
-     * one recording per key. DSV4_ERR_UNSUPPORTED: it will not record this step (ops then run as
-     * issued). Between the two no op may read to the host or synchronize. step_end(abort=false)
-     * runs the step; when it fails (or abort), nothing of the step has run and the caller issues
-     * the same ops again, unrecorded. */
+    /* step_begin: the ops issued until step_end form one decode step (n = 1), which the backend
+     * records without running it (a CUDA Graph, captured per step and updated in place; one per
+     * key: equal keys = the same ops, arguments may differ). The step's token (embed, hash
+     * routing) comes from step_run, not from the ops' host arguments, so the next step can be
+     * recorded while the current one runs. DSV4_ERR_UNSUPPORTED: no recording (ops then run as
+     * issued). Between begin and end no op may read to the host or synchronize. step_end(abort)
+     * keeps (or drops) the recording; on failure nothing was recorded. step_run runs the last
+     * recording of key with that token; DSV4_ERR_UNSUPPORTED when there is none or it is stale
+     * (memory it used was freed since): record it again. Nothing of a step runs before step_run. */
     dsv4_status (*step_begin)(void *ctx, uint64_t key, dsv4_error *err);
     dsv4_status (*step_end)(void *ctx, bool abort, dsv4_error *err);
+    dsv4_status (*step_run)(void *ctx, uint64_t key, int32_t token, dsv4_error *err);
     /* ---- batched attention of a prefill chunk (optional; NULL when not offered) ----
      * graph/ uses them only when all three are offered and the chunk has n > 1 tokens; each
      * result is bitwise what the per-token ops above give (the per-token loop is the fallback). */

@@ -48,8 +48,10 @@ typedef struct dsv4_device_info {
     uint64_t buffer_bytes;  /* live buf_alloc memory (workspace, KV state) */
     uint64_t scratch_bytes; /* backend-internal scratch */
     /* recorded decode steps (CUDA Graphs): launched; of those, updated in place vs instantiated;
-     * updates refused (another op sequence under a key); recordings that failed */
-    uint64_t steps_launched, steps_updated, steps_instantiated, steps_update_failed, steps_failed;
+     * updates refused (another op sequence under a key); recordings that failed; runs refused
+     * because the recording was stale (recorded again) */
+    uint64_t steps_launched, steps_updated, steps_instantiated, steps_update_failed, steps_failed,
+        steps_stale;
 } dsv4_device_info;
 
 dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);

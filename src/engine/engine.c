@@ -43,6 +43,9 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     p->tier_bounce = tb && strcmp(tb, "1") == 0;
     const char *ps = getenv("DSV4_PREFILL_SERIAL");
     p->prefill_serial = ps && strcmp(ps, "1") == 0;
+    const char *sr = getenv("DSV4_STEP_RECORD"), *sa = getenv("DSV4_STEP_AHEAD");
+    p->no_step_record = sr && strcmp(sr, "0") == 0;
+    p->no_step_ahead = sa && strcmp(sa, "0") == 0;
 }
 
 /* The placement the parameters ask for (needs the bound model for --tier-mem). */
@@ -91,6 +94,8 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     gp.fusion = p->fusion;
     gp.force_bounce = p->tier_bounce;
     gp.prefill_serial = p->prefill_serial;
+    gp.no_step_record = p->no_step_record;
+    gp.no_step_ahead = p->no_step_ahead;
     dsv4_status st = resolve_placement(m, p, &e->place, err);
     if (st == DSV4_OK)
         st = dsv4_fusion_mask(p->fusion_disable, "DSV4_FUSION_DISABLE", &gp.fusion_disable, err);

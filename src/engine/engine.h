@@ -55,6 +55,9 @@ typedef struct dsv4_engine_params {
     /* prefill attention token by token even where the backend offers the batched chunk ops
      * (env DSV4_PREFILL_SERIAL=1; results are bitwise the same, for tests and comparisons) */
     bool prefill_serial;
+    /* decode steps: never recorded (DSV4_STEP_RECORD=0), or recorded only when evaluated, not one
+     * ahead while the previous one runs (DSV4_STEP_AHEAD=0) */
+    bool no_step_record, no_step_ahead;
     /* Comma-separated fusion names never tried (env DSV4_FUSION_DISABLE) and made to fail at run
      * time (env DSV4_FAULT, a test hook); "all" names every fusion. Unknown names fail the open. */
     const char *fusion_disable;

@@ -185,6 +185,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->fusion_fault = p->fusion_fault;
     g->force_bounce = p->force_bounce;
     g->record_steps = !p->no_step_record;
+    g->prepare_ahead = !p->no_step_ahead;
     g->prefill_serial = p->prefill_serial;
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
@@ -347,10 +348,10 @@ dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, 
     return kv_xfer(g, kv, off, n, NULL, host, err);
 }
 
-/* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches. A
- * recorded step (rec) ends before the first read. */
-static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv4_graph_hooks *h, bool rec,
-                               dsv4_error *err) {
+/* HC head + final norm + LM head for chunk rows [r0, n), delivered to the hook in batches; a
+ * recorded step (issue_only) issues the ops of its one row and returns before reading. */
+static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv4_graph_hooks *h,
+                               bool issue_only, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_model *m = g->m;
     const uint64_t hd = (uint64_t)c->n_hc * c->n_embd;
@@ -361,10 +362,7 @@ static dsv4_status output_head(dsv4_graph *g, uint32_t r0, uint32_t n, const dsv
         GB(OPS->rmsnorm(BCTX, g->w.hy, &m->output_norm, nb, c->n_embd, c->rms_eps, g->w.hyn, err));
         GB(OPS->matmul(BCTX, &m->output, 0, c->n_vocab, g->w.hyn, c->n_embd, nb, g->w.logits, c->n_vocab,
                        err));
-        if (rec && r == r0) {
-            GB(OPS->step_end(BCTX, false, err));
-            g->step_open = false;
-        }
+        if (issue_only) return DSV4_OK;
         GB(OPS->read(BCTX, g->host_logits, g->w.logits, (size_t)nb * c->n_vocab * sizeof(float), err));
         if (h && h->on_logits)
             for (uint32_t i = 0; i < nb; i++)
@@ -387,47 +385,10 @@ static uint64_t step_key(const dsv4_graph *g, const dsv4_kv_state *kv) {
     return key;
 }
 
+/* Every op of the evaluation, embedding to LM head. issue_only (a recorded decode step): stop
+ * before reading the logits, leaving kv->pos alone. */
 static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
-                            const dsv4_graph_hooks *h, bool rec, bool *damaged, dsv4_error *err);
-
-dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
-                            const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
-    *damaged = false;
-    if (n == 0) return DSV4_OK;
-    if ((uint64_t)kv->pos + n > kv->layout.n_ctx)
-        return dsv4_fail(err, DSV4_ERR_RANGE, "%u tokens at position %u exceed the context of %u tokens", n,
-                         kv->pos, kv->layout.n_ctx);
-    if (n > g->cap) GB(alloc_ws(g, n, err));
-    /* Record a decode step when the backend can (one tier, no host read inside the step). Nothing
-     * of a recorded step runs before step_end, so a failed recording is issued again, unrecorded,
-     * with the statistics it counted rolled back. */
-    if (n == 1 && g->n_tiers == 1 && OPS->step_begin && OPS->step_end && g->record_steps &&
-        !(h && h->on_indexer)) {
-        const dsv4_exec_stats saved = g->stats;
-        dsv4_status st = OPS->step_begin(BCTX, step_key(g, kv), err);
-        if (st == DSV4_OK) {
-            g->step_open = true;
-            st = eval_ops(g, kv, tokens, n, h, true, damaged, err);
-            if (!g->step_open) { /* the step ran (a failure after it is a real one) */
-                if (st == DSV4_OK) g->stats.steps_recorded++;
-                return st;
-            }
-            g->step_open = false;
-            OPS->step_end(BCTX, true, err); /* nothing of the step ran */
-            g->stats = saved;
-            *damaged = false;
-            if (st == DSV4_ERR_CANCELLED) return st;
-            g->stats.steps_unrecorded++;
-        } else if (st != DSV4_ERR_UNSUPPORTED) {
-            return st;
-        }
-        dsv4_error_clear(err);
-    }
-    return eval_ops(g, kv, tokens, n, h, false, damaged, err);
-}
-
-static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
-                            const dsv4_graph_hooks *h, bool rec, bool *damaged, dsv4_error *err) {
+                            const dsv4_graph_hooks *h, bool issue_only, bool *damaged, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_tier_mode mode = n == 1 ? DSV4_TIER_DECODE : DSV4_TIER_BATCH;
     g->mode = mode;
@@ -436,21 +397,139 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
     GB(OPS->embed(BCTX, &g->m->token_embd, tokens, n, c->n_hc, g->w.hc_cur, err));
     for (uint32_t il = 0; il < c->n_layer; il++) {
         if (h && h->cancel && atomic_load(h->cancel)) {
-            *damaged = il > 0;
+            *damaged = il > 0 && !issue_only;
             return dsv4_fail(err, DSV4_ERR_CANCELLED, "evaluation cancelled before layer %u of %u", il,
                              c->n_layer);
         }
         GB(graph_switch_tier(g, g->place.entry[1 + il], mode, n, err));
-        *damaged = true; /* from here on the KV state has moved past kv->pos */
+        *damaged = !issue_only; /* from here on the KV state has moved past kv->pos */
         GB(graph_layer_attention(g, kv, il, n, h, err));
         GB(graph_layer_ffn(g, il, tokens, n, err));
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }
     GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));
-    GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, rec, err));
+    GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, issue_only, err));
+    if (issue_only) return DSV4_OK;
     /* every tier's queue has drained into the head tier's (each copy waited for its source) */
     GB(OPS->sync(BCTX, err));
     kv->pos += n;
     *damaged = false;
     return DSV4_OK;
+}
+
+/* The one row of a recorded decode step, read back and handed to the hook. */
+static dsv4_status output_head_read(dsv4_graph *g, const dsv4_graph_hooks *h, dsv4_error *err) {
+    const uint32_t nv = g->cfg->n_vocab;
+    GB(OPS->read(BCTX, g->host_logits, g->w.logits, (size_t)nv * sizeof(float), err));
+    if (h && h->on_logits) h->on_logits(h->user, 0, g->host_logits, nv);
+    return DSV4_OK;
+}
+
+/* The statistics are plain uint64 counters: a recorded step counts what its ops counted when it
+ * was issued, applied when it runs. */
+static void stats_add_delta(dsv4_exec_stats *s, const dsv4_exec_stats *after, const dsv4_exec_stats *before) {
+    _Static_assert(sizeof(dsv4_exec_stats) % sizeof(uint64_t) == 0, "stats are uint64 counters");
+    uint64_t *d = (uint64_t *)s;
+    const uint64_t *a = (const uint64_t *)after, *b = (const uint64_t *)before;
+    for (size_t i = 0; i < sizeof(dsv4_exec_stats) / sizeof(uint64_t); i++) d[i] += a[i] - b[i];
+}
+
+/* Record the decode step at kv->pos under its key (hooks: cancel and progress only). On success
+ * the backend holds it and *after minus *before is what its ops counted; on failure nothing
+ * was recorded, the statistics are as before and err says why. */
+static dsv4_status record_step(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *token,
+                               const dsv4_graph_hooks *h, uint64_t key, dsv4_exec_stats *after,
+                               dsv4_exec_stats *before, dsv4_error *err) {
+    *before = g->stats;
+    dsv4_status st = OPS->step_begin(BCTX, key, err);
+    if (st != DSV4_OK) return st;
+    bool damaged = false;
+    st = eval_ops(g, kv, token, 1, h, true, &damaged, err);
+    if (st == DSV4_OK)
+        st = OPS->step_end(BCTX, false, err);
+    else
+        OPS->step_end(BCTX, true, NULL);
+    *after = g->stats;
+    g->stats = *before;
+    return st;
+}
+
+/* After running step p, record step p+1 while the device computes (its token comes at run time). */
+static void prepare_next(dsv4_graph *g, dsv4_kv_state *kv) {
+    g->prep_valid = false;
+    if (kv->pos + 1 >= kv->layout.n_ctx) return;
+    kv->pos++;
+    const uint64_t key = step_key(g, kv);
+    const int32_t dummy = 0; /* the recording reads the token from the backend's cell */
+    dsv4_error err = {0};
+    if (record_step(g, kv, &dummy, NULL, key, &g->prep_after, &g->prep_before, &err) == DSV4_OK) {
+        g->prep_valid = true;
+        g->prep_kv = kv;
+        g->prep_pos = kv->pos;
+        g->prep_key = key;
+    }
+    kv->pos--;
+}
+
+/* A decode step through the backend's recorder: use the step recorded ahead when it matches, else
+ * record it now; run it with the token; record the next one; then read the logits. DSV4_ERR_UNSUPPORTED
+ * (nothing ran): the caller evaluates the step unrecorded. */
+static dsv4_status eval_recorded(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens,
+                                 const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    if (tokens[0] < 0 || (uint32_t)tokens[0] >= c->n_vocab)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "token id %d is outside the vocabulary (%u)", tokens[0],
+                         c->n_vocab);
+    const uint64_t key = step_key(g, kv);
+    dsv4_exec_stats after, before;
+    bool have = g->prep_valid && g->prep_kv == kv && g->prep_pos == kv->pos && g->prep_key == key;
+    if (have) {
+        after = g->prep_after, before = g->prep_before;
+    }
+    g->prep_valid = false;
+    dsv4_status st = DSV4_OK;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!have) {
+            st = record_step(g, kv, tokens, h, key, &after, &before, err);
+            if (st != DSV4_OK) return st == DSV4_ERR_CANCELLED ? st : DSV4_ERR_UNSUPPORTED;
+        }
+        st = OPS->step_run(BCTX, key, tokens[0], err);
+        if (st == DSV4_OK) break;
+        if (st != DSV4_ERR_UNSUPPORTED || !have) return DSV4_ERR_UNSUPPORTED; /* nothing ran */
+        dsv4_error_clear(err);
+        have = false; /* the recording went stale: record it again */
+    }
+    stats_add_delta(&g->stats, &after, &before);
+    g->stats.steps_recorded++;
+    *damaged = true;
+    if (g->prepare_ahead) prepare_next(g, kv);
+    GB(output_head_read(g, h, err));
+    kv->pos += 1;
+    *damaged = false;
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
+                            const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
+    *damaged = false;
+    if (n == 0) return DSV4_OK;
+    if ((uint64_t)kv->pos + n > kv->layout.n_ctx)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "%u tokens at position %u exceed the context of %u tokens", n,
+                         kv->pos, kv->layout.n_ctx);
+    if (n > g->cap) {
+        g->prep_valid = false;
+        GB(alloc_ws(g, n, err));
+    }
+    /* Record a decode step when the backend can (one tier, no host read inside the step). Nothing
+     * of a recorded step runs before step_run, so a failed recording is evaluated again, unrecorded. */
+    if (n == 1 && g->n_tiers == 1 && OPS->step_begin && OPS->step_end && OPS->step_run && g->record_steps &&
+        !(h && h->on_indexer)) {
+        const dsv4_status st = eval_recorded(g, kv, tokens, h, damaged, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err);
+        g->stats.steps_unrecorded++;
+    } else {
+        g->prep_valid = false;
+    }
+    return eval_ops(g, kv, tokens, n, h, false, damaged, err);
 }

@@ -41,6 +41,7 @@ typedef struct dsv4_graph_params {
     uint32_t fusion_fault;   /* bit per dsv4_fused_op: made to fail at run time (test hook) */
     bool force_bounce;       /* cross-tier copies through host memory (DSV4_TIER_BOUNCE=1) */
     bool no_step_record;     /* never ask the backend to record decode steps (step_begin) */
+    bool no_step_ahead;      /* record a decode step only when it is evaluated, not one ahead */
     bool prefill_serial;     /* prefill attention token by token, never the batched ops (test switch) */
 } dsv4_graph_params;
 

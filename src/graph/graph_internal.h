@@ -48,8 +48,15 @@ struct dsv4_graph {
     dsv4_bounce bounce;
     bool fusion;
     uint32_t fusion_disable, fusion_fault;
-    bool record_steps;   /* decode steps go through step_begin/step_end when the backend offers them */
-    bool step_open;      /* a recorded step has begun and not yet run */
+    bool record_steps;  /* decode steps go through step_begin/step_end when the backend offers them */
+    bool prepare_ahead; /* record decode step p+1 while step p runs */
+    /* the step recorded ahead: for this KV state at this position under this key, and the
+     * statistics its ops counted (applied when it runs) */
+    bool prep_valid;
+    const dsv4_kv_state *prep_kv;
+    uint32_t prep_pos;
+    uint64_t prep_key;
+    dsv4_exec_stats prep_after, prep_before;
     bool prefill_serial; /* prefill attention token by token even where batched ops are offered */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */

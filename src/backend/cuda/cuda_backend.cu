@@ -28,6 +28,7 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     sz = (sz + 255) & ~(size_t)255;
     if (c->scratch[slot]) { /* waits for the device: pending work may read it */
         cudaFree(c->scratch[slot]);
+        c->mem_gen++;
         c->n_sync[CU_SYNC_FREE]++;
     }
     c->scratch[slot] = NULL;
@@ -134,6 +135,7 @@ static void cu_buf_free(void *vctx, void *ptr) {
         break;
     }
     cudaFree(ptr); /* waits for pending work that may still use it */
+    c->mem_gen++;
     c->n_sync[CU_SYNC_FREE]++;
     cudaGetLastError();
 }
@@ -241,6 +243,7 @@ static const dsv4_backend_ops cuda_ops = {
     .hc_pre_norm = NULL,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
+    .step_run = cu_step_run,
     .compressor_chunk = cu_compressor_chunk,
     .indexer_topk_chunk = cu_indexer_topk_chunk,
     .attention_chunk = cu_attention_chunk,
@@ -292,8 +295,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     if (st == DSV4_OK) {
         const char *mv = getenv("DSV4_CUDA_MATVEC");
         c->generic_only = mv && strcmp(mv, "generic") == 0;
-        cu_step_init(c);
-        st = cu_tables_init(c, err);
+        st = cu_step_init(c, err);
+        if (st == DSV4_OK) st = cu_tables_init(c, err);
     }
     if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
     const dsv4_backend_ops *ops = &cuda_ops;
@@ -337,5 +340,6 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->steps_instantiated = c->step_stats.instantiated;
     out->steps_update_failed = c->step_stats.update_failed;
     out->steps_failed = c->step_stats.failed;
+    out->steps_stale = c->step_stats.stale;
     return DSV4_OK;
 }

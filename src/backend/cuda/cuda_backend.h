@@ -60,9 +60,10 @@ typedef struct cu_step_exec {
     uint64_t key;
     cudaGraphExec_t exec;
     uint64_t last_use;
+    uint64_t mem_gen; /* cuda_ctx.mem_gen when recorded: a later free makes it stale */
 } cu_step_exec;
 typedef struct cu_step_stats {
-    uint64_t launched, updated, instantiated, update_failed, failed;
+    uint64_t launched, updated, instantiated, update_failed, failed, stale;
 } cu_step_stats;
 
 typedef struct cuda_ctx {
@@ -110,6 +111,8 @@ typedef struct cuda_ctx {
     uint64_t step_key, step_clock;
     cu_step_exec step_exec[CU_STEP_EXECS];
     cu_step_stats step_stats;
+    int32_t *pin_step_tok, *d_step_tok; /* the recorded step's token: pinned cell -> device */
+    uint64_t mem_gen;                   /* bumped whenever device memory an op used is freed */
 } cuda_ctx;
 
 /* cudaError_t -> dsv4_status with the op name and the CUDA message. */
@@ -179,7 +182,8 @@ dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_
 /* ---- step recording (cuda_step.cu) ---- */
 dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
 dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);
-void cu_step_init(cuda_ctx *c); /* reads DSV4_CUDA_GRAPH */
+dsv4_status cu_step_run(void *ctx, uint64_t key, int32_t token, dsv4_error *err);
+dsv4_status cu_step_init(cuda_ctx *c, dsv4_error *err); /* reads DSV4_CUDA_GRAPH */
 void cu_step_free(cuda_ctx *c);
 /* ---- tier ops (cuda_tier.cu) ---- */
 dsv4_status cu_activate(void *ctx, dsv4_error *err);

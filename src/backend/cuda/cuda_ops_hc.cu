@@ -67,6 +67,7 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
     const int32_t *dtok = NULL;
     dsv4_status st = hc_tokens(c, tokens, n, &tk, &dtok, err);
     if (st != DSV4_OK) return st;
+    if (n == 1 && c->step_capturing) dtok = c->d_step_tok; /* a recorded step reads its token when it runs */
     const uint32_t n_embd = (uint32_t)emb->ne[0];
     const dim3 grid(cu_blocks(n_embd, 256), n < CU_GRID_Y ? n : CU_GRID_Y);
     if (emb->type == DSV4_TYPE_F32)

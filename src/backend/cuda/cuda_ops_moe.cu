@@ -119,7 +119,9 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
     cu_tok_arg tk;
     memset(&tk, 0, sizeof tk);
     if (hash) { /* a few ids go by value: no upload, no wait on the staging buffer */
-        if (n <= CU_TOK_INLINE) {
+        if (n == 1 && c->step_capturing) { /* a recorded step reads its token when it runs */
+            dtok = c->d_step_tok;
+        } else if (n <= CU_TOK_INLINE) {
             memcpy(tk.v, tokens, (size_t)n * sizeof(int32_t));
         } else {
             dsv4_status st = cu_tokens(c, tokens, n, &dtok, err);

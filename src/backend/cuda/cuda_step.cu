@@ -1,11 +1,13 @@
 /* Decode-step recording: the ops of one step are captured from the backend stream into a CUDA
  * Graph, and the executable graph kept for the step's key is updated in place from it
- * (cudaGraphExecUpdate: same topology, new arguments) and launched. Measured on the H200
- * (bench/results/2026-11-29-cuda-graph-cost-h200.txt): a tiny kernel costs 4.4 us of host and GPU
- * time when launched on a stream, 1.0 us of host capture + 0.24 us of update per node, and 0.83 us
- * of GPU time per node inside a graph. Capture does not execute anything, so a step that fails to
- * record (an op that synchronizes, a scratch buffer that must grow) leaves no trace: the graph
- * layer then issues it again unrecorded. DSV4_CUDA_GRAPH=0 turns recording off. */
+ * (cudaGraphExecUpdate: same topology, new arguments); step_run launches it. Measured on the
+ * H200 (bench/results/2026-11-29-cuda-graph-cost-h200.txt): a tiny kernel costs 4.4 us of host
+ * and GPU time when launched on a stream, 1.0 us of host capture + 0.24 us of update per node,
+ * and 0.83 us of GPU time per node inside a graph. The step's token is read on the device from a
+ * pinned host cell (the graph's first node copies it), so the graph layer records step p+1 while
+ * step p runs and only fills in the token. Capture executes nothing, so a step that fails to
+ * record (an op that synchronizes, a scratch buffer that must grow) leaves no trace.
+ * DSV4_CUDA_GRAPH=0 turns recording off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,17 +24,23 @@ dsv4_status cu_step_begin(void *vctx, uint64_t key, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!c->step_enabled) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording is off");
     if (c->step_capturing) step_discard(c);
-    const cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed);
+    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed);
+    if (e == cudaSuccess) {
+        c->step_capturing = true;
+        /* first node: the token cell, read when the graph runs */
+        e = cudaMemcpyAsync(c->d_step_tok, c->pin_step_tok, sizeof(int32_t), cudaMemcpyHostToDevice,
+                            c->stream);
+        if (e != cudaSuccess) step_discard(c);
+    }
     if (e != cudaSuccess) {
         cudaGetLastError();
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording: %s", cudaGetErrorString(e));
     }
-    c->step_capturing = true;
     c->step_key = key;
     return DSV4_OK;
 }
 
-/* The cached executable graph for key (NULL when none). */
+/* The executable graph kept for key (NULL when none). */
 static cu_step_exec *step_find(cuda_ctx *c, uint64_t key) {
     for (int i = 0; i < CU_STEP_EXECS; i++)
         if (c->step_exec[i].exec && c->step_exec[i].key == key) return &c->step_exec[i];
@@ -73,7 +81,7 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         e = cudaGraphExecUpdate(x->exec, g, &info);
         if (e == cudaSuccess) {
             c->step_stats.updated++;
-        } else { /* another op sequence under this key: record it afresh */
+        } else { /* another op sequence under this key: instantiate afresh */
             cudaGetLastError();
             cudaGraphExecDestroy(x->exec);
             x->exec = NULL;
@@ -95,8 +103,21 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         c->step_stats.instantiated++;
     }
     cudaGraphDestroy(g);
+    x->mem_gen = c->mem_gen;
+    return DSV4_OK;
+}
+
+dsv4_status cu_step_run(void *vctx, uint64_t key, int32_t token, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_step_exec *x = step_find(c, key);
+    if (!x || x->mem_gen != c->mem_gen) {
+        c->step_stats.stale++;
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "no current recording of this step");
+    }
+    /* the previous step that read the cell has finished: the graph layer read its logits */
+    *c->pin_step_tok = token;
     x->last_use = ++c->step_clock;
-    e = cudaGraphLaunch(x->exec, c->stream);
+    const cudaError_t e = cudaGraphLaunch(x->exec, c->stream);
     if (e != cudaSuccess) { /* not launched: nothing ran */
         cudaGetLastError();
         c->step_stats.failed++;
@@ -106,9 +127,12 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
     return DSV4_OK;
 }
 
-void cu_step_init(cuda_ctx *c) {
+dsv4_status cu_step_init(cuda_ctx *c, dsv4_error *err) {
     const char *v = getenv("DSV4_CUDA_GRAPH");
     c->step_enabled = !(v && strcmp(v, "0") == 0);
+    cudaError_t e = cudaHostAlloc((void **)&c->pin_step_tok, sizeof(int32_t), cudaHostAllocDefault);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_step_tok, sizeof(int32_t));
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "step token cell");
 }
 
 void cu_step_free(cuda_ctx *c) {
@@ -116,4 +140,8 @@ void cu_step_free(cuda_ctx *c) {
     for (int i = 0; i < CU_STEP_EXECS; i++)
         if (c->step_exec[i].exec) cudaGraphExecDestroy(c->step_exec[i].exec);
     memset(c->step_exec, 0, sizeof c->step_exec);
+    if (c->pin_step_tok) cudaFreeHost(c->pin_step_tok);
+    if (c->d_step_tok) cudaFree(c->d_step_tok);
+    c->pin_step_tok = NULL;
+    c->d_step_tok = NULL;
 }
