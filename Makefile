@@ -153,7 +153,12 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
-	$(BUILD)/cuda/f16_mma_emu_check
+	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check
+# Host-only emulation of the tensor-core grouped MoE products against quant_dot_* (runs anywhere).
+$(BUILD)/cuda/moe_mma_emu_check: tests/cuda/moe_mma_emu_check.cu src/backend/cuda/cuda_moe_mma.cuh \
+		src/backend/cuda/cuda_moe_grouped.cuh src/backend/cuda/cuda_gemm_q8_0_mma.cuh $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the grouped MoE path against quant_dot_* and the CPU moe op (runs anywhere).
 $(BUILD)/cuda/moe_grouped_emu_check: tests/cuda/moe_grouped_emu_check.cu src/backend/cuda/cuda_moe_grouped.cuh \
 		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,engine)

@@ -11,18 +11,22 @@
  *   5. down: the same tiles, y per pair;
  *   6. out[t] = ((0 + y_0) + y_1) + ... in slot order, as the CPU sums.
  * Each product is quant_dot_* bit for bit (cuda_moe_grouped.cuh), so the op equals the generic
- * path and the CPU. DSV4_CUDA_MOE_GROUPED=0 turns it off. */
+ * path and the CPU. DSV4_CUDA_MOE_GROUPED=0 turns it off. IQ2_XXS / Q2_K / Q4_K experts on sm_80+
+ * take the tensor-core products of cuda_ops_moe_mma.cu for steps 3 and 5 (tiles of 16 or 32
+ * pairs; DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_moe_grouped.cuh"
 #include "backend/cuda/cuda_moe_grouped.h"
+#include "backend/cuda/cuda_moe_mma.h"
 
 #define MG_THREADS 256
 #define MG_ROWS_DUAL (MG_THREADS / 2) /* gate/up CTA: 128 gate rows and the same 128 up rows */
 #define MG_IDX_THREADS 1024
 #define MG_MAX_EXPERTS 4096
 #define MG_SMEM_DEFAULT (48 * 1024)
+#define MG_MMA_MIN_N 4 /* tokens from which the tensor-core products are used */
 
 static int mg_kind_of(uint32_t type) {
     switch (type) {
@@ -39,7 +43,8 @@ static int mg_kind_of(uint32_t type) {
  * same expert take consecutive places in lane order (match_any), chunk after chunk. A pair whose
  * expert id is out of range is left out (the sum kernel makes its slot NaN). */
 __global__ void __launch_bounds__(MG_IDX_THREADS)
-    mg_index_kernel(const int32_t *sel, int n_pairs, int n_expert, int4 *tiles, int *n_tiles, int32_t *list) {
+    mg_index_kernel(const int32_t *sel, int n_pairs, int n_expert, int tt, int4 *tiles, int *n_tiles,
+                    int32_t *list) {
     extern __shared__ int mg_idx_sh[];
     int *cnt = mg_idx_sh, *cur = mg_idx_sh + n_expert;
     for (int e = threadIdx.x; e < n_expert; e += blockDim.x) cnt[e] = 0;
@@ -54,7 +59,7 @@ __global__ void __launch_bounds__(MG_IDX_THREADS)
     int pbase = 0, tbase = 0;
     for (int e0 = 0; e0 < n_expert; e0 += 32) {
         const int e = e0 + lane;
-        const int c = e < n_expert ? cnt[e] : 0, nt = (c + MG_TT - 1) / MG_TT;
+        const int c = e < n_expert ? cnt[e] : 0, nt = (c + tt - 1) / tt;
         int ic = c, it = nt; /* inclusive scans over the lanes */
         for (int o = 1; o < 32; o <<= 1) {
             const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o);
@@ -62,8 +67,7 @@ __global__ void __launch_bounds__(MG_IDX_THREADS)
         }
         const int off = pbase + ic - c, toff = tbase + it - nt;
         if (e < n_expert) cur[e] = off;
-        for (int j = 0; j < nt; j++)
-            tiles[toff + j] = make_int4(e, off + j * MG_TT, min(MG_TT, c - j * MG_TT), 0);
+        for (int j = 0; j < nt; j++) tiles[toff + j] = make_int4(e, off + j * tt, min(tt, c - j * tt), 0);
         pbase += __shfl_sync(0xffffffffu, ic, 31);
         tbase += __shfl_sync(0xffffffffu, it, 31);
     }
@@ -213,6 +217,20 @@ static bool mg_smem_ok(const cuda_ctx *c, mg_fn f, size_t smem) {
     return true;
 }
 
+static mx_params mg_mma_params(const mg_params &p) {
+    mx_params q;
+    memset(&q, 0, sizeof q);
+    q.w0 = p.w0, q.w1 = p.w1;
+    q.row_bytes = p.row_bytes, q.expert_bytes = p.expert_bytes;
+    q.n_out = p.n_out, q.in = p.in;
+    q.act = p.act, q.act_stride = p.act_stride, q.act_div = p.act_div;
+    q.tiles = p.tiles, q.n_tiles = p.n_tiles, q.list = p.list;
+    q.weights = p.weights, q.clamp = p.clamp, q.clamp_on = p.clamp_on;
+    q.out = p.out, q.out_stride = p.out_stride;
+    q.grid = p.grid, q.signs = p.signs;
+    return q;
+}
+
 static bool mg_enabled(void) {
     const char *v = getenv("DSV4_CUDA_MOE_GROUPED");
     return !(v && strcmp(v, "0") == 0);
@@ -234,11 +252,17 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         return DSV4_ERR_UNSUPPORTED;
     /* 4-byte aligned bases (each tensor is its own cudaMalloc); rows of whole blocks */
     if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
-    const uint64_t max_tiles = (P + (uint64_t)(MG_TT - 1) * (E < P ? E : P) + MG_TT - 1) / MG_TT;
-    if (max_tiles > 65535) return DSV4_ERR_UNSUPPORTED;
+    /* the tensor-core products (cuda_ops_moe_mma.cu) where they apply, else the scalar ones */
+    const int mma_bn = cu_moe_mma_tile(P, E);
+    const bool mma =
+        n >= MG_MMA_MIN_N && embd <= 65535u * 128u &&
+        cu_moe_mma_ok(c, gate->type, down->type, in, ff, gate->row_bytes, down->row_bytes, mma_bn);
+    const uint64_t tt = mma ? (uint64_t)mma_bn : MG_TT;
+    const uint64_t max_tiles = (P + (tt - 1) * (E < P ? E : P) + tt - 1) / tt;
+    if (max_tiles > (mma ? (1u << 30) : 65535u)) return DSV4_ERR_UNSUPPORTED;
     const mg_fn fgu = mg_kernel_of(kg, true), fd = mg_kernel_of(kd, false);
     const size_t smem_gu = mg_smem_bytes(kg, (int)in, true), smem_d = mg_smem_bytes(kd, (int)ff, false);
-    if (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d)) return DSV4_ERR_UNSUPPORTED;
+    if (!mma && (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d))) return DSV4_ERR_UNSUPPORTED;
 
     /* ---- scratch (grow-only: no allocation once the largest chunk has run) ---- */
     const size_t tiles_bytes = (size_t)max_tiles * sizeof(int4);
@@ -256,8 +280,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
     if (st != DSV4_OK) return st;
     /* ---- 2. lists and tiles ---- */
-    mg_index_kernel<<<1, MG_IDX_THREADS, 2 * E * sizeof(int), c->stream>>>(sel, (int)P, (int)E, tiles,
-                                                                           n_tiles, list);
+    mg_index_kernel<<<1, MG_IDX_THREADS, 2 * E * sizeof(int), c->stream>>>(sel, (int)P, (int)E, (int)tt,
+                                                                           tiles, n_tiles, list);
     if ((st = cu_launched(err, "moe grouped lists")) != DSV4_OK) return st;
     /* ---- 3. gate and up -> mid ---- */
     mg_params p;
@@ -270,9 +294,15 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     p.weights = weights, p.clamp = clamp, p.clamp_on = clamp > 1.0e-6f;
     p.out = mid, p.out_stride = ff;
     p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
-    const dim3 ggu((unsigned)((ff + MG_ROWS_DUAL - 1) / MG_ROWS_DUAL), (unsigned)max_tiles);
-    fgu<<<ggu, MG_THREADS, smem_gu, c->stream>>>(p);
-    if ((st = cu_launched(err, "moe grouped gate/up")) != DSV4_OK) return st;
+    if (mma) {
+        const mx_params q = mg_mma_params(p);
+        st = cu_moe_mma_launch(c, gate->type, true, mma_bn, &q, max_tiles, err);
+    } else {
+        const dim3 ggu((unsigned)((ff + MG_ROWS_DUAL - 1) / MG_ROWS_DUAL), (unsigned)max_tiles);
+        fgu<<<ggu, MG_THREADS, smem_gu, c->stream>>>(p);
+        st = cu_launched(err, "moe grouped gate/up");
+    }
+    if (st != DSV4_OK) return st;
     /* ---- 4. mid rows quantized for the down weights ---- */
     const void *mq;
     uint64_t mq_stride;
@@ -285,9 +315,15 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     p.act = (const uint8_t *)mq, p.act_stride = mq_stride, p.act_div = 1;
     p.weights = NULL;
     p.out = y, p.out_stride = embd;
-    const dim3 gd3((unsigned)((embd + MG_THREADS - 1) / MG_THREADS), (unsigned)max_tiles);
-    fd<<<gd3, MG_THREADS, smem_d, c->stream>>>(p);
-    if ((st = cu_launched(err, "moe grouped down")) != DSV4_OK) return st;
+    if (mma) {
+        const mx_params q = mg_mma_params(p);
+        st = cu_moe_mma_launch(c, down->type, false, mma_bn, &q, max_tiles, err);
+    } else {
+        const dim3 gd3((unsigned)((embd + MG_THREADS - 1) / MG_THREADS), (unsigned)max_tiles);
+        fd<<<gd3, MG_THREADS, smem_d, c->stream>>>(p);
+        st = cu_launched(err, "moe grouped down");
+    }
+    if (st != DSV4_OK) return st;
     /* ---- 6. slots summed in order ---- */
     mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
                                                                              (uint32_t)embd, out);
