@@ -55,6 +55,9 @@ typedef struct dsv4_engine_params {
     /* prefill attention token by token even where the backend offers the batched chunk ops
      * (env DSV4_PREFILL_SERIAL=1; results are bitwise the same, for tests and comparisons) */
     bool prefill_serial;
+    /* KV rows stay F32 in DS4 numerics too (they are F16 there by default: lossless, half the
+     * bytes; EXACT always uses F32). Results are bitwise the same; a test switch. */
+    bool kv_f32;
     /* Comma-separated fusion names never tried (env DSV4_FUSION_DISABLE) and made to fail at run
      * time (env DSV4_FAULT, a test hook); "all" names every fusion. Unknown names fail the open. */
     const char *fusion_disable;
