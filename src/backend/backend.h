@@ -17,6 +17,10 @@
  *  - Host pointers (token ids, positions) are marked `host`.
  *  - Every op returns DSV4_OK or fills err. Ops run in call order (a device backend may queue
  *    them; `sync` waits).
+ *  - KV rows (the session state's raw, compressed and indexer rows) have an element type
+ *    (`kv_type`, `rows_type`, `dst_type`): DSV4_TYPE_F32, DSV4_TYPE_F16 (IEEE half, 2 bytes) or,
+ *    for indexer rows only (indexer_topk*, store_f16), DSV4_KV_FP4 (below); ops that read them
+ *    decode each element to f32 exactly and otherwise compute as for f32 rows.
  *  - Fused ops are optional: graph/ asks `fused_available` first and, if the fused op is absent
  *    or fails, runs the unfused sequence, which must leave the same state. */
 #ifndef DSV4_BACKEND_H
@@ -59,6 +63,15 @@ typedef struct dsv4_fused_query {
 } dsv4_fused_query;
 
 struct dsv4_backend; /* copy_from takes the source tier's backend */
+
+/* KV row type of packed indexer rows (not a GGUF type id): per block of 32 elements one int8
+ * exponent e, then 16 bytes of 4-bit codes (element 2i in the low nibble): sign << 3 | index of
+ * the E2M1 magnitude {0, 0.5, 1, 1.5, 2, 3, 4, 6}. An element reads as f16_round(±m * 2^e).
+ * Stored from x: e = the smallest exponent with max|x| <= 6 * 2^e (clamped to [-128, 127]),
+ * m = the E2M1 value nearest |x| / 2^e (ties to even). A row after hadamard_fp4 is stored
+ * exactly: it reads back as f16_round(x), as an F16 row does. */
+#define DSV4_KV_FP4 0x1000u
+#define DSV4_KV_FP4_BLOCK_BYTES 17u /* per 32 elements */
 
 typedef struct dsv4_backend_ops {
     const char *name;
@@ -126,9 +139,11 @@ typedef struct dsv4_backend_ops {
                           dsv4_error *err);
     /* Hadamard (width) then FP4 E2M1 round trip (blocks of 32) of each row of width dims. */
     dsv4_status (*hadamard_fp4)(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err);
-    /* dst rows = f16_round(src rows). */
-    dsv4_status (*store_f16)(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
-                             dsv4_error *err);
+    /* dst rows = f16_round(src rows), stored as dst_type: F32 (f32 values, dst may equal src) or F16
+     * (the halves themselves: exact, since the values are f16-rounded; in EXACT numerics, where
+     * F32 rows take src unrounded, an F16 dst still gets the halves). */
+    dsv4_status (*store_f16)(void *ctx, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                             uint32_t width, dsv4_error *err);
     /* One compressor frontier step (spec model-attention-hc.md §4.4) for the token at `pos`:
      * state row (ratio 4: 4 + pos%4, else pos%ratio) <- (kv, score + ape[:, pos%ratio]), both
      * `coff*d_c` wide (coff = 2 for ratio 4, else 1). When (pos+1) % ratio == 0 it also writes the
@@ -140,15 +155,16 @@ typedef struct dsv4_backend_ops {
     /* Indexer: score[i] = sum_h relu(rows[i] . q[h]) * (w[h] * w_scale) for i < n_rows, then the
      * k best rows (ties to the lower index) as ascending row indices in sel (k <= n_rows). */
     dsv4_status (*indexer_topk)(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                                uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k,
-                                int32_t *sel, dsv4_error *err);
+                                uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t n_rows,
+                                uint32_t k, int32_t *sel, dsv4_error *err);
     /* Sink attention of one query (n_head x head_dim) over K = V rows: the raw window (n_raw rows,
      * logical row i at raw[((raw_start + i) % raw_cap) * head_dim]) then the compressed rows
-     * comp[0..n_comp) or, when sel != NULL, comp[sel[0..n_sel)). sinks: F32 [n_head] logits. */
-    dsv4_status (*attention)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                             uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
-                             uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
-                             float kq_scale, float *out, dsv4_error *err);
+     * comp[0..n_comp) or, when sel != NULL, comp[sel[0..n_sel)); raw and comp rows are kv_type.
+     * sinks: F32 [n_head] logits. */
+    dsv4_status (*attention)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                             const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                             const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                             const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
 
     /* ---- MoE ---- */
     /* From router logits (n x n_expert): p = sqrt(softplus(logit)); select k experts per token by
@@ -200,19 +216,22 @@ typedef struct dsv4_backend_ops {
      * sel + t*k exactly as indexer_topk would; a token with n_rows[t] <= k is skipped (its sel
      * row is left untouched). */
     dsv4_status (*indexer_topk_chunk)(void *ctx, const float *q, const float *w, float w_scale,
-                                      uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t pos0,
-                                      uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err);
+                                      uint32_t n_head, uint32_t head_dim, uint32_t rows_type,
+                                      const void *rows, uint32_t pos0, uint32_t n, uint32_t ratio, uint32_t k,
+                                      int32_t *sel, dsv4_error *err);
     /* attention for n queries (q, out: n rows of n_head*head_dim) at positions pos0..pos0+n-1.
      * Token t (p = pos0+t) reads the raw window positions p+1-min(p+1, raw_cap) .. p, oldest first:
      * a position r >= pos0 from chunk_kv + (r-pos0)*head_dim, an older one from
      * raw + (r % raw_cap)*head_dim (the ring as it was before the chunk); then n_comp = (p+1)/ratio
      * compressed rows (ratio 0: none): comp[sel[t*n_sel + j]] for j < n_sel when sel != NULL and
-     * n_comp > n_sel (the token ran the indexer), else comp[0..n_comp). Sinks and kq_scale as in
-     * attention; each token's output equals attention's for the same rows. */
+     * n_comp > n_sel (the token ran the indexer), else comp[0..n_comp). raw and comp rows are
+     * kv_type, chunk_kv rows F32. Sinks and kq_scale as in attention; each token's output equals
+     * attention's for the same rows. */
     dsv4_status (*attention_chunk)(void *ctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
-                                   uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
-                                   const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
-                                   const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
+                                   uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
+                                   uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
+                                   uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
+                                   dsv4_error *err);
 
     /* ---- tiers (optional; NULL when the backend has a single device / host memory) ---- */
     /* Make this backend's device current for the calling thread (a tier switch). */

@@ -62,7 +62,8 @@ static dsv4_status resolve_placement(const dsv4_model *m, const dsv4_engine_para
             return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "placement: %u layers (at most %u)", nl,
                              DSV4_PLACE_MAX_LAYERS);
         uint64_t eb[DSV4_PLACE_MAX_LAYERS + 2];
-        dsv4_status st = dsv4_placement_entry_bytes(m, p->tier_ctx ? p->tier_ctx : 4096, eb, err);
+        dsv4_status st = dsv4_placement_entry_bytes(m, p->tier_ctx ? p->tier_ctx : 4096,
+                                                    dsv4_kv_row_type(p->numerics, p->kv_f32), eb, err);
         if (st != DSV4_OK) return st;
         return dsv4_placement_fill(p->tier_mem, eb, nl, out, err);
     }
@@ -96,6 +97,8 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     gp.prefill_serial = p->prefill_serial;
     gp.no_step_record = p->no_step_record;
     gp.no_step_ahead = p->no_step_ahead;
+    gp.numerics = p->numerics;
+    gp.kv_f32 = p->kv_f32;
     dsv4_status st = resolve_placement(m, p, &e->place, err);
     if (st == DSV4_OK)
         st = dsv4_fusion_mask(p->fusion_disable, "DSV4_FUSION_DISABLE", &gp.fusion_disable, err);
@@ -244,9 +247,7 @@ dsv4_status dsv4_session_reset(dsv4_session *s, dsv4_error *err) {
 
 uint32_t dsv4_session_pos(const dsv4_session *s) { return s->kv.pos; }
 uint32_t dsv4_session_ctx(const dsv4_session *s) { return s->kv.layout.n_ctx; }
-size_t dsv4_session_state_bytes(const dsv4_session *s) {
-    return (size_t)s->kv.layout.n_floats * sizeof(float);
-}
+size_t dsv4_session_state_bytes(const dsv4_session *s) { return (size_t)s->kv.layout.n_bytes; }
 const float *dsv4_session_logits(const dsv4_session *s) { return s->has_logits ? s->logits : NULL; }
 uint32_t dsv4_session_n_vocab(const dsv4_session *s) { return s->e->model->cfg.n_vocab; }
 bool dsv4_session_broken(const dsv4_session *s) { return s->broken; }
@@ -331,11 +332,15 @@ dsv4_status dsv4_session_decode(dsv4_session *s, int32_t token, dsv4_error *err)
 
 /* ---- snapshots ---- */
 
-#define SNAP_MAGIC 0x34765344u /* "DSv4" */
+/* Version 2 ("DSv5"): the state as layout bytes, rows of kv_type. Version 1 ("DSv4") held every
+ * row as f32 and is refused. */
+#define SNAP_MAGIC_V1 0x34765344u /* "DSv4" */
+#define SNAP_MAGIC 0x35765344u    /* "DSv5" */
 
 typedef struct {
     uint32_t magic, pos, n_ctx, has_logits;
-    uint64_t n_floats, n_vocab;
+    uint64_t n_bytes, n_vocab;
+    uint32_t kv_type, pad;
 } snap_header;
 
 size_t dsv4_session_snapshot_bytes(const dsv4_session *s) {
@@ -354,12 +359,13 @@ dsv4_status dsv4_session_snapshot_save(const dsv4_session *s, void *buf, size_t 
                      s->kv.pos,
                      s->kv.layout.n_ctx,
                      s->has_logits,
-                     s->kv.layout.n_floats,
-                     s->e->model->cfg.n_vocab};
+                     s->kv.layout.n_bytes,
+                     s->e->model->cfg.n_vocab,
+                     s->kv.layout.row_type,
+                     0};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h);
-    dsv4_status st =
-        dsv4_kv_state_read(s->e->graph, &s->kv, 0, s->kv.layout.n_floats, (float *)(p + sizeof h), err);
+    dsv4_status st = dsv4_kv_state_read(s->e->graph, &s->kv, 0, s->kv.layout.n_bytes, p + sizeof h, err);
     if (st != DSV4_OK) return st;
     memcpy(p + sizeof h + dsv4_session_state_bytes(s), s->logits, (size_t)h.n_vocab * sizeof(float));
     return DSV4_OK;
@@ -367,16 +373,25 @@ dsv4_status dsv4_session_snapshot_save(const dsv4_session *s, void *buf, size_t 
 
 dsv4_status dsv4_session_snapshot_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err) {
     snap_header h;
+    if (bytes < sizeof(uint32_t))
+        return dsv4_fail(err, DSV4_ERR_FORMAT, "snapshot of %zu bytes is truncated", bytes);
+    memcpy(&h.magic, buf, sizeof h.magic);
+    if (h.magic == SNAP_MAGIC_V1)
+        return dsv4_fail(
+            err, DSV4_ERR_FORMAT,
+            "snapshot is in the old version 1 format (f32 KV rows); this build reads version 2 only");
+    if (h.magic != SNAP_MAGIC) return dsv4_fail(err, DSV4_ERR_FORMAT, "not a dsv4 session snapshot");
     if (bytes < sizeof h) return dsv4_fail(err, DSV4_ERR_FORMAT, "snapshot of %zu bytes is truncated", bytes);
     memcpy(&h, buf, sizeof h);
-    if (h.magic != SNAP_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_floats != s->kv.layout.n_floats ||
-        h.n_vocab != s->e->model->cfg.n_vocab || h.pos > h.n_ctx || bytes < dsv4_session_snapshot_bytes(s))
+    if (h.n_ctx != s->kv.layout.n_ctx || h.n_bytes != s->kv.layout.n_bytes ||
+        h.kv_type != s->kv.layout.row_type || h.n_vocab != s->e->model->cfg.n_vocab || h.pos > h.n_ctx ||
+        bytes < dsv4_session_snapshot_bytes(s))
         return dsv4_fail(err, DSV4_ERR_FORMAT,
-                         "snapshot does not match this session (context %u, %llu state floats)",
-                         s->kv.layout.n_ctx, (unsigned long long)s->kv.layout.n_floats);
+                         "snapshot does not match this session (context %u, %llu state bytes, %s rows)",
+                         s->kv.layout.n_ctx, (unsigned long long)s->kv.layout.n_bytes,
+                         dsv4_type_name(s->kv.layout.row_type));
     const uint8_t *p = buf;
-    dsv4_status st = dsv4_kv_state_write(s->e->graph, &s->kv, 0, s->kv.layout.n_floats,
-                                         (const float *)(p + sizeof h), err);
+    dsv4_status st = dsv4_kv_state_write(s->e->graph, &s->kv, 0, s->kv.layout.n_bytes, p + sizeof h, err);
     if (st != DSV4_OK) {
         s->broken = true;
         return st;
@@ -417,15 +432,19 @@ dsv4_status dsv4_eval_all_logits(dsv4_engine *e, const int32_t *tokens, uint32_t
 
 /* ---- light checkpoints ---- */
 
-#define CKPT_MAGIC 0x6b437344u /* "DsCk" */
+/* Version 2 ("DsC2"): regions as layout bytes, rows of kv_type. Version 1 ("DsCk") is refused. */
+#define CKPT_MAGIC_V1 0x6b437344u /* "DsCk" */
+#define CKPT_MAGIC 0x32437344u    /* "DsC2" */
 
 typedef struct {
     uint32_t magic, pos, n_ctx, has_logits;
-    uint64_t n_floats, n_vocab, region_floats;
+    uint64_t n_bytes, n_vocab, region_bytes;
+    uint32_t kv_type, pad;
 } ckpt_header;
 
-/* The state regions a later position can overwrite, in layout order: per layer the raw ring,
- * then the compressor frontier (kv + score) and the indexer frontier (kv + score). */
+/* The state regions a later position can overwrite, in layout order (byte offset, bytes): per
+ * layer the raw ring, then the compressor frontier (kv + score) and the indexer frontier
+ * (kv + score). */
 static uint64_t ckpt_regions(const dsv4_session *s, uint64_t (*reg)[2], uint32_t cap) {
     const dsv4_kv_layout *l = &s->kv.layout;
     const uint64_t dh = s->e->model->cfg.head_dim;
@@ -433,7 +452,7 @@ static uint64_t ckpt_regions(const dsv4_session *s, uint64_t (*reg)[2], uint32_t
     uint64_t total = 0;
     for (uint32_t il = 0; il < l->n_layer; il++) {
         const dsv4_kv_layer *ly = &l->layers[il];
-        uint64_t r[3][2] = {{ly->raw, (uint64_t)l->raw_cap * dh}, {0, 0}, {0, 0}};
+        uint64_t r[3][2] = {{ly->raw, (uint64_t)l->raw_cap * dh * l->row_esize}, {0, 0}, {0, 0}};
         if (ly->comp_kv != DSV4_KV_ABSENT) r[1][0] = ly->comp_kv, r[1][1] = 2 * (ly->comp_sc - ly->comp_kv);
         if (ly->idx_kv != DSV4_KV_ABSENT) r[2][0] = ly->idx_kv, r[2][1] = 2 * (ly->idx_sc - ly->idx_kv);
         for (int k = 0; k < 3; k++) {
@@ -447,7 +466,7 @@ static uint64_t ckpt_regions(const dsv4_session *s, uint64_t (*reg)[2], uint32_t
 }
 
 size_t dsv4_session_checkpoint_bytes(const dsv4_session *s) {
-    return sizeof(ckpt_header) + (size_t)ckpt_regions(s, NULL, 0) * sizeof(float) +
+    return sizeof(ckpt_header) + (size_t)ckpt_regions(s, NULL, 0) +
            (size_t)s->e->model->cfg.n_vocab * sizeof(float);
 }
 
@@ -472,10 +491,9 @@ static dsv4_status ckpt_copy(const dsv4_session *s, uint8_t *host, bool save, ds
     dsv4_status st = DSV4_OK;
     dsv4_session *ms = (dsv4_session *)s; /* save only reads the state */
     for (uint32_t i = 0; i < n && st == DSV4_OK; i++) {
-        const size_t bytes = (size_t)reg[i][1] * sizeof(float);
-        st = save ? dsv4_kv_state_read(s->e->graph, &s->kv, reg[i][0], reg[i][1], (float *)host, err)
-                  : dsv4_kv_state_write(s->e->graph, &ms->kv, reg[i][0], reg[i][1], (const float *)host, err);
-        host += bytes;
+        st = save ? dsv4_kv_state_read(s->e->graph, &s->kv, reg[i][0], reg[i][1], host, err)
+                  : dsv4_kv_state_write(s->e->graph, &ms->kv, reg[i][0], reg[i][1], host, err);
+        host += reg[i][1];
     }
     free(reg);
     return st;
@@ -492,9 +510,11 @@ dsv4_status dsv4_session_checkpoint_save(const dsv4_session *s, void *buf, size_
                      s->kv.pos,
                      s->kv.layout.n_ctx,
                      s->has_logits,
-                     s->kv.layout.n_floats,
+                     s->kv.layout.n_bytes,
                      s->e->model->cfg.n_vocab,
-                     ckpt_regions(s, NULL, 0)};
+                     ckpt_regions(s, NULL, 0),
+                     s->kv.layout.row_type,
+                     0};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h);
     dsv4_status st = ckpt_copy(s, p + sizeof h, true, err);
@@ -506,13 +526,20 @@ dsv4_status dsv4_session_checkpoint_save(const dsv4_session *s, void *buf, size_
 dsv4_status dsv4_session_checkpoint_load(dsv4_session *s, const void *buf, size_t bytes, dsv4_error *err) {
     ckpt_header h;
     const size_t need = dsv4_session_checkpoint_bytes(s);
+    if (bytes >= sizeof h.magic) {
+        memcpy(&h.magic, buf, sizeof h.magic);
+        if (h.magic == CKPT_MAGIC_V1)
+            return dsv4_fail(err, DSV4_ERR_FORMAT,
+                             "checkpoint is in the old version 1 format (f32 KV rows); this build reads "
+                             "version 2 only");
+    }
     if (bytes < sizeof h || bytes < need)
         return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint of %zu bytes is truncated (need %zu)", bytes,
                          need);
     memcpy(&h, buf, sizeof h);
-    if (h.magic != CKPT_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_floats != s->kv.layout.n_floats ||
-        h.n_vocab != s->e->model->cfg.n_vocab || h.region_floats != ckpt_regions(s, NULL, 0) ||
-        h.pos > h.n_ctx)
+    if (h.magic != CKPT_MAGIC || h.n_ctx != s->kv.layout.n_ctx || h.n_bytes != s->kv.layout.n_bytes ||
+        h.kv_type != s->kv.layout.row_type || h.n_vocab != s->e->model->cfg.n_vocab ||
+        h.region_bytes != ckpt_regions(s, NULL, 0) || h.pos > h.n_ctx)
         return dsv4_fail(err, DSV4_ERR_FORMAT, "checkpoint does not match this session (context %u)",
                          s->kv.layout.n_ctx);
     if (!s->broken && h.pos > s->kv.pos)

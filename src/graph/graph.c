@@ -126,6 +126,7 @@ static dsv4_status alloc_tier_ws(dsv4_graph *g, graph_tier *tr, uint32_t cap, ds
     A(iw, n * c->idx_n_head);
     A(pooled, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
     A(crow, c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim);
+    A(erows, n * (c->head_dim > c->idx_head_dim ? c->head_dim : c->idx_head_dim));
     A(isel, n * c->idx_top_k); /* a chunk's selections (the batched indexer) */
     A(low, n * c->n_out_group * c->o_lora_rank);
     A(rlog, n * c->n_expert);
@@ -187,6 +188,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->record_steps = !p->no_step_record;
     g->prepare_ahead = !p->no_step_ahead;
     g->prefill_serial = p->prefill_serial;
+    g->kv_type = dsv4_kv_row_type(p->numerics, p->kv_f32);
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
     dsv4_status st = DSV4_OK;
@@ -257,7 +259,7 @@ void dsv4_graph_free(dsv4_graph *g) {
 
 uint32_t dsv4_graph_n_tiers(const dsv4_graph *g) { return g->n_tiers; }
 
-/* Tier t's part of the layout: the layers it runs, as one float range. */
+/* Tier t's part of the layout: the layers it runs, as one byte range. */
 static void tier_region(const dsv4_graph *g, const dsv4_kv_layout *l, uint32_t t, uint64_t *base,
                         uint64_t *n) {
     uint32_t a, b;
@@ -267,24 +269,24 @@ static void tier_region(const dsv4_graph *g, const dsv4_kv_layout *l, uint32_t t
         return;
     }
     *base = l->layers[a].raw;
-    *n = (b < l->n_layer ? l->layers[b].raw : l->n_floats) - *base;
+    *n = dsv4_kv_layer_end(l, b - 1) - *base;
 }
 
-float *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off) {
+void *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off) {
     return kv->tbuf[tier] + (off - kv->tbase[tier]);
 }
 
 dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err) {
     memset(kv, 0, sizeof(*kv));
-    GB(dsv4_kv_layout_init(g->cfg, n_ctx, &kv->layout, err));
+    GB(dsv4_kv_layout_init(g->cfg, n_ctx, g->kv_type, &kv->layout, err));
     kv->n_tiers = g->n_tiers;
     dsv4_status st = DSV4_OK;
     for (uint32_t t = 0; st == DSV4_OK && t < g->n_tiers; t++) {
-        tier_region(g, &kv->layout, t, &kv->tbase[t], &kv->tfloats[t]);
-        if (!kv->tfloats[t]) continue;
+        tier_region(g, &kv->layout, t, &kv->tbase[t], &kv->tbytes[t]);
+        if (!kv->tbytes[t]) continue;
         st = graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err);
         void *p = NULL;
-        if (st == DSV4_OK) st = OPS->buf_alloc(BCTX, (size_t)kv->tfloats[t] * sizeof(float), &p, err);
+        if (st == DSV4_OK) st = OPS->buf_alloc(BCTX, (size_t)kv->tbytes[t], &p, err);
         if (st != DSV4_OK && g->n_tiers > 1) dsv4_error_prefix(err, "tier %u: ", t);
         kv->tbuf[t] = p;
     }
@@ -301,7 +303,7 @@ dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv,
 dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err) {
     kv->pos = 0;
     for (uint32_t t = 0; t < kv->n_tiers; t++) {
-        if (!kv->tfloats[t]) continue;
+        if (!kv->tbytes[t]) continue;
         uint32_t a, b;
         dsv4_placement_layers(&g->place, t, &a, &b);
         GB(graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err));
@@ -317,33 +319,33 @@ void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv) {
     memset(kv, 0, sizeof(*kv));
 }
 
-static dsv4_status kv_xfer(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
-                           const float *src, dsv4_error *err) {
-    if (off > kv->layout.n_floats || n > kv->layout.n_floats - off)
-        return dsv4_fail(err, DSV4_ERR_RANGE, "KV transfer of %llu floats at %llu is outside the state",
+static dsv4_status kv_xfer(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, void *host,
+                           const void *src, dsv4_error *err) {
+    if (off > kv->layout.n_bytes || n > kv->layout.n_bytes - off)
+        return dsv4_fail(err, DSV4_ERR_RANGE, "KV transfer of %llu bytes at %llu is outside the state",
                          (unsigned long long)n, (unsigned long long)off);
     for (uint32_t t = 0; t < kv->n_tiers; t++) {
         const uint64_t lo = off > kv->tbase[t] ? off : kv->tbase[t];
-        const uint64_t e1 = off + n, e2 = kv->tbase[t] + kv->tfloats[t];
+        const uint64_t e1 = off + n, e2 = kv->tbase[t] + kv->tbytes[t];
         const uint64_t hi = e1 < e2 ? e1 : e2;
         if (lo >= hi) continue;
         GB(graph_switch_tier(g, t, DSV4_TIER_NOCOPY, 0, err));
-        float *dev = graph_kv_ptr(kv, t, lo);
-        const size_t bytes = (size_t)(hi - lo) * sizeof(float);
+        void *dev = graph_kv_ptr(kv, t, lo);
+        const size_t bytes = (size_t)(hi - lo);
         if (host)
-            GB(OPS->read(BCTX, host + (lo - off), dev, bytes, err));
+            GB(OPS->read(BCTX, (unsigned char *)host + (lo - off), dev, bytes, err));
         else
-            GB(OPS->write(BCTX, dev, src + (lo - off), bytes, err));
+            GB(OPS->write(BCTX, dev, (const unsigned char *)src + (lo - off), bytes, err));
     }
     return DSV4_OK;
 }
 
-dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
+dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, void *host,
                                dsv4_error *err) {
     return kv_xfer(g, kv, off, n, host, NULL, err);
 }
 
-dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const float *host,
+dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const void *host,
                                 dsv4_error *err) {
     return kv_xfer(g, kv, off, n, NULL, host, err);
 }

@@ -20,14 +20,14 @@
 
 typedef struct dsv4_graph dsv4_graph;
 
-/* One session's device state and next position. The layout addresses layout.n_floats floats;
+/* One session's device state and next position. The layout addresses layout.n_bytes bytes;
  * each tier holds the contiguous part of them that belongs to its layers, in its own buffer:
- * layout float f (tbase[t] <= f < tbase[t] + tfloats[t]) lives at tbuf[t][f - tbase[t]]. */
+ * layout byte b (tbase[t] <= b < tbase[t] + tbytes[t]) lives at tbuf[t] + (b - tbase[t]). */
 typedef struct dsv4_kv_state {
     dsv4_kv_layout layout;
     uint32_t n_tiers;
-    float *tbuf[DSV4_MAX_TIERS];
-    uint64_t tbase[DSV4_MAX_TIERS], tfloats[DSV4_MAX_TIERS];
+    unsigned char *tbuf[DSV4_MAX_TIERS];
+    uint64_t tbase[DSV4_MAX_TIERS], tbytes[DSV4_MAX_TIERS];
     uint32_t pos;
 } dsv4_kv_state;
 
@@ -43,6 +43,8 @@ typedef struct dsv4_graph_params {
     bool no_step_record;     /* never ask the backend to record decode steps (step_begin) */
     bool no_step_ahead;      /* record a decode step only when it is evaluated, not one ahead */
     bool prefill_serial;     /* prefill attention token by token, never the batched ops (test switch) */
+    dsv4_numerics numerics;  /* the backends' numerics: picks the KV row type (kv.h) */
+    bool kv_f32;             /* F32 KV rows in DS4 numerics too (test switch: same results, 2x rows) */
 } dsv4_graph_params;
 
 typedef struct dsv4_graph_hooks {
@@ -72,10 +74,10 @@ uint32_t dsv4_graph_n_tiers(const dsv4_graph *g);
 dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err);
 dsv4_status dsv4_kv_state_reset(dsv4_graph *g, dsv4_kv_state *kv, dsv4_error *err);
 void dsv4_kv_state_free(dsv4_graph *g, dsv4_kv_state *kv);
-/* Host copies of layout floats [off, off + n), split over the tiers that hold them. */
-dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, float *host,
+/* Host copies of layout bytes [off, off + n), split over the tiers that hold them. */
+dsv4_status dsv4_kv_state_read(dsv4_graph *g, const dsv4_kv_state *kv, uint64_t off, uint64_t n, void *host,
                                dsv4_error *err);
-dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const float *host,
+dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, uint64_t n, const void *host,
                                 dsv4_error *err);
 
 /* Evaluate tokens[0..n) at positions kv->pos.. (kv->pos + n <= n_ctx is the caller's check).

@@ -3,11 +3,13 @@
  * (graph_layer.c) pushes token t into the raw ring, steps the compressors, emits a compressed
  * row when a window closes, runs the indexer and attends; here each of those runs once for the
  * chunk and every token reads exactly what the loop showed it:
- *  - the chunk's kv rows are f16-rounded in place, so they equal the ring rows they become; token
- *    t reads chunk positions from them and older positions from the ring, untouched until the end;
+ *  - the chunk's kv rows are f16-rounded in place (f32), so they equal the ring rows they become;
+ *    token t reads chunk positions from them and older positions from the ring, untouched until
+ *    the end;
  *  - a compressed row is emitted at its window's last token in the loop, and token t only sees
  *    rows (p+1)/ratio, all emitted at or before p: emitting every row of the chunk first changes
- *    nothing a token sees;
+ *    nothing a token sees; the rows are pooled and post-processed in f32 scratch (w->erows) and
+ *    only the final store writes them, as the KV row type, to the state;
  *  - after attention the ring gets the chunk's last min(n, cap) rows, as the loop leaves it. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,9 +20,11 @@
 #define OPS g->b->ops
 #define BCTX g->b->ctx
 
-/* emit_row for n_rows consecutive compressed rows i0.. (row i at position i*ratio), in place. */
+/* emit_row for n_rows consecutive compressed rows i0.. (row i at position i*ratio): the pooled
+ * rows in `rows` (f32 scratch, post-processed in place) are stored to dst as dst_type. */
 static dsv4_status emit_rows(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm, uint32_t width, uint32_t i0,
-                             uint32_t ratio, uint32_t n_rows, bool indexer, float *rows, dsv4_error *err) {
+                             uint32_t ratio, uint32_t n_rows, bool indexer, float *rows, void *dst,
+                             uint32_t dst_type, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     GB(OPS->rmsnorm(BCTX, rows, norm, n_rows, width, c->rms_eps, rows, err));
     GB(OPS->rope_tail(BCTX, rows, n_rows, 1, width, i0 * ratio, ratio, &g->rope[il], false, err));
@@ -29,7 +33,7 @@ static dsv4_status emit_rows(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm
     } else {
         GB(OPS->fp8_kv(BCTX, rows, n_rows, width, width - c->n_rot, err));
     }
-    return OPS->store_f16(BCTX, rows, rows, n_rows, width, err);
+    return OPS->store_f16(BCTX, dst, dst_type, rows, n_rows, width, err);
 }
 
 /* The indexer hook, once per token that ran the indexer, in token order (one read of the block). */
@@ -60,24 +64,26 @@ dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
     const uint32_t kt = g->active; /* the layer's tier holds its KV state */
 #define KVP(off) graph_kv_ptr(kv, kt, (off))
-    float *raw = KVP(K->raw);
-    const uint32_t cap = kv->layout.raw_cap;
+    unsigned char *raw = KVP(K->raw);
+    const uint32_t cap = kv->layout.raw_cap, kvt = kv->layout.row_type, es = kv->layout.row_esize;
     const float kq_scale = 1.0f / sqrtf((float)Dh);
     const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
 
-    GB(OPS->store_f16(BCTX, w->kv, w->kv, n, Dh, err));
+    GB(OPS->store_f16(BCTX, w->kv, DSV4_TYPE_F32, w->kv, n, Dh, err));
     if (R != 0) {
         const uint32_t i0 = p0 / R, n_emit = (p0 + n) / R - i0; /* rows emitted within the chunk */
-        float *crows = KVP(K->comp + (uint64_t)i0 * Dh);
         GB(OPS->compressor_chunk(BCTX, w->ckv, Wc, w->cg, Wc, &L->attn_compressor_ape, p0, n, R, Dh,
-                                 KVP(K->comp_kv), KVP(K->comp_sc), crows, err));
-        if (n_emit) GB(emit_rows(g, il, &L->attn_compressor_norm, Dh, i0, R, n_emit, false, crows, err));
+                                 KVP(K->comp_kv), KVP(K->comp_sc), w->erows, err));
+        if (n_emit)
+            GB(emit_rows(g, il, &L->attn_compressor_norm, Dh, i0, R, n_emit, false, w->erows,
+                         KVP(K->comp + (uint64_t)i0 * Dh * es), kvt, err));
         if (R == 4) {
-            float *irows = KVP(K->idx + (uint64_t)i0 * Id);
             GB(OPS->compressor_chunk(BCTX, w->ikv, 2 * Id, w->ig, 2 * Id, &L->indexer_compressor_ape, p0, n,
-                                     R, Id, KVP(K->idx_kv), KVP(K->idx_sc), irows, err));
+                                     R, Id, KVP(K->idx_kv), KVP(K->idx_sc), w->erows, err));
             if (n_emit)
-                GB(emit_rows(g, il, &L->indexer_compressor_norm, Id, i0, R, n_emit, true, irows, err));
+                GB(emit_rows(g, il, &L->indexer_compressor_norm, Id, i0, R, n_emit, true, w->erows,
+                             KVP(K->idx + (uint64_t)i0 * kv->layout.idx_row_bytes), kv->layout.idx_type,
+                             err));
         }
     }
     const int32_t *sel = NULL;
@@ -85,11 +91,12 @@ dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         const uint32_t m = n - t_idx;
         int32_t *s = w->isel + (uint64_t)t_idx * k;
         GB(OPS->indexer_topk_chunk(BCTX, w->iq + (uint64_t)t_idx * IH * Id, w->iw + (uint64_t)t_idx * IH,
-                                   iw_scale, IH, Id, KVP(K->idx), p0 + t_idx, m, R, k, s, err));
+                                   iw_scale, IH, Id, kv->layout.idx_type, KVP(K->idx), p0 + t_idx, m, R, k, s,
+                                   err));
         sel = w->isel;
         if (h && h->on_indexer) GB(indexer_hook(g, il, p0 + t_idx, m, s, h, err));
     }
-    GB(OPS->attention_chunk(BCTX, w->q, n, H, Dh, p0, w->kv, raw, cap, R ? KVP(K->comp) : NULL, R, sel,
+    GB(OPS->attention_chunk(BCTX, w->q, n, H, Dh, p0, w->kv, kvt, raw, cap, R ? KVP(K->comp) : NULL, R, sel,
                             sel ? k : 0, &L->attn_sinks, kq_scale, w->heads, err));
 
     /* the ring ends as the loop leaves it: the chunk's last min(n, cap) rows, one store per
@@ -97,8 +104,9 @@ dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     const uint32_t m = n < cap ? n : cap;
     if (m) {
         const uint32_t s0 = (p0 + n - m) % cap, l1 = m < cap - s0 ? m : cap - s0;
-        GB(OPS->store_f16(BCTX, raw + (uint64_t)s0 * Dh, w->kv + (uint64_t)(n - m) * Dh, l1, Dh, err));
-        if (m > l1) GB(OPS->store_f16(BCTX, raw, w->kv + (uint64_t)(n - m + l1) * Dh, m - l1, Dh, err));
+        GB(OPS->store_f16(BCTX, raw + (uint64_t)s0 * Dh * es, kvt, w->kv + (uint64_t)(n - m) * Dh, l1, Dh,
+                          err));
+        if (m > l1) GB(OPS->store_f16(BCTX, raw, kvt, w->kv + (uint64_t)(n - m + l1) * Dh, m - l1, Dh, err));
     }
 #undef KVP
     return DSV4_OK;

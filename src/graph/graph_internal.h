@@ -16,6 +16,7 @@ typedef struct graph_ws {
     float *ikv, *ig;            /* cap x 2*idx_dim */
     float *iq, *iw;             /* cap x idx_heads*idx_dim, cap x idx_heads */
     float *pooled, *crow;       /* head_dim */
+    float *erows;               /* cap x max(head_dim, idx_dim): a chunk's emitted rows before the KV store */
     int32_t *isel;              /* cap x idx_top_k */
     float *low;                 /* cap x groups*o_lora */
     float *rlog, *rw;           /* cap x n_expert, cap x n_used */
@@ -58,6 +59,7 @@ struct dsv4_graph {
     uint64_t prep_key;
     dsv4_exec_stats prep_after, prep_before;
     bool prefill_serial; /* prefill attention token by token even where batched ops are offered */
+    uint32_t kv_type;    /* KV row type of new sessions (kv.h) */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */
     uint32_t cap;       /* tokens the workspace holds */
@@ -79,8 +81,8 @@ struct dsv4_graph {
 /* Make tier t active. mode DECODE / BATCH copies the n rows of hc_cur from the active tier's
  * workspace to t's; NOCOPY copies nothing. Counted only when the tier changes. */
 dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, uint32_t n, dsv4_error *err);
-/* Layer il's KV pointer for layout float offset off (on the layer's tier). */
-float *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
+/* Layer il's KV pointer for layout byte offset off (on the layer's tier). */
+void *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
 
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
                                   const dsv4_graph_hooks *h, dsv4_error *err);

@@ -69,7 +69,7 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
 /* Compressed-row post-processing: norm, RoPE at the window start, FP8 (attention rows) or
  * Hadamard+FP4 (indexer rows), f16 store. */
 static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm, uint32_t width, uint32_t pos,
-                            bool indexer, float *dst, dsv4_error *err) {
+                            bool indexer, void *dst, uint32_t dst_type, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     GB(OPS->rmsnorm(BCTX, g->w.pooled, norm, 1, width, c->rms_eps, g->w.crow, err));
     GB(OPS->rope_tail(BCTX, g->w.crow, 1, 1, width, pos, 0, &g->rope[il], false, err));
@@ -78,7 +78,7 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
     } else {
         GB(OPS->fp8_kv(BCTX, g->w.crow, 1, width, width - c->n_rot, err));
     }
-    return OPS->store_f16(BCTX, dst, g->w.crow, 1, width, err);
+    return OPS->store_f16(BCTX, dst, dst_type, g->w.crow, 1, width, err);
 }
 
 /* The sequential part of the attention, one token at a time: the cache push (the current token
@@ -95,13 +95,14 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
     const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
     const uint32_t kt = g->active; /* the layer's tier holds its KV state */
 #define KVP(off) graph_kv_ptr(kv, kt, (off))
-    float *raw = KVP(K->raw);
-    const uint32_t cap = kv->layout.raw_cap;
+    unsigned char *raw = KVP(K->raw);
+    const uint32_t cap = kv->layout.raw_cap, kvt = kv->layout.row_type, es = kv->layout.row_esize;
     const float kq_scale = 1.0f / sqrtf((float)Dh);
     const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
     for (uint32_t t = 0; t < n; t++) {
         const uint32_t p = p0 + t;
-        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh, w->kv + (uint64_t)t * Dh, 1, Dh, err));
+        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh * es, kvt, w->kv + (uint64_t)t * Dh, 1, Dh,
+                          err));
         uint32_t n_comp = 0;
         if (R != 0) {
             const bool emit = (p + 1) % R == 0;
@@ -111,7 +112,7 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
             if (emit) {
                 const uint32_t i = (p + 1) / R - 1;
                 GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
-                            KVP(K->comp + (uint64_t)i * Dh), err));
+                            KVP(K->comp + (uint64_t)i * Dh * es), kvt, err));
             }
             if (R == 4) {
                 GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
@@ -120,7 +121,8 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
                 if (emit) {
                     const uint32_t i = (p + 1) / R - 1;
                     GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
-                                KVP(K->idx + (uint64_t)i * Id), err));
+                                KVP(K->idx + (uint64_t)i * kv->layout.idx_row_bytes), kv->layout.idx_type,
+                                err));
                 }
             }
             n_comp = (p + 1) / R; /* includes a row emitted at p itself */
@@ -129,7 +131,7 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
         uint32_t n_sel = 0;
         if (R == 4 && n_comp > c->idx_top_k) {
             GB(OPS->indexer_topk(BCTX, w->iq + (uint64_t)t * IH * Id, w->iw + (uint64_t)t * IH, iw_scale, IH,
-                                 Id, KVP(K->idx), n_comp, c->idx_top_k, w->isel, err));
+                                 Id, kv->layout.idx_type, KVP(K->idx), n_comp, c->idx_top_k, w->isel, err));
             sel = w->isel;
             n_sel = c->idx_top_k;
             if (h && h->on_indexer) { /* ids are >= 0, so int32 and uint32 share the bytes */
@@ -139,7 +141,7 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
         }
         const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
         const uint32_t raw_start = (p + 1 - n_raw) % cap;
-        GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, raw, cap, raw_start, n_raw,
+        GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, kvt, raw, cap, raw_start, n_raw,
                           R ? KVP(K->comp) : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
                           w->heads + (uint64_t)t * QD, err));
     }

@@ -240,10 +240,11 @@ dsv4_status dsv4_placement_fill(const char *mem_spec, const uint64_t *eb, uint32
     return DSV4_OK;
 }
 
-dsv4_status dsv4_placement_entry_bytes(const dsv4_model *m, uint32_t kv_ctx, uint64_t *out, dsv4_error *err) {
+dsv4_status dsv4_placement_entry_bytes(const dsv4_model *m, uint32_t kv_ctx, uint32_t kv_type, uint64_t *out,
+                                       dsv4_error *err) {
     const uint32_t nl = m->cfg.n_layer;
     dsv4_kv_layout l;
-    dsv4_status st = dsv4_kv_layout_init(&m->cfg, kv_ctx ? kv_ctx : 1, &l, err);
+    dsv4_status st = dsv4_kv_layout_init(&m->cfg, kv_ctx ? kv_ctx : 1, kv_type, &l, err);
     if (st != DSV4_OK) return st;
     out[0] = m->token_embd.nbytes;
     out[nl + 1] = m->output_hc_fn.nbytes + m->output_hc_scale.nbytes + m->output_hc_base.nbytes +
@@ -254,8 +255,7 @@ dsv4_status dsv4_placement_entry_bytes(const dsv4_model *m, uint32_t kv_ctx, uin
         uint64_t b = 0;
         for (size_t k = 0; k < per_layer; k++)
             if (dsv4_tensor_present(&t[k])) b += t[k].nbytes;
-        const uint64_t kv_end = il + 1 < nl ? l.layers[il + 1].raw : l.n_floats;
-        out[1 + il] = b + (kv_end - l.layers[il].raw) * sizeof(float);
+        out[1 + il] = b + (dsv4_kv_layer_end(&l, il) - l.layers[il].raw);
     }
     dsv4_kv_layout_free(&l);
     return DSV4_OK;

@@ -48,8 +48,10 @@ dsv4_status dsv4_placement_parse(const char *spec, uint32_t n_layer, dsv4_placem
  * mem_spec. Devices that receive no entry are dropped. */
 dsv4_status dsv4_placement_fill(const char *mem_spec, const uint64_t *entry_bytes, uint32_t n_layer,
                                 dsv4_placement *out, dsv4_error *err);
-/* Bytes per entry of a model: weights, plus each layer's KV state for a context of kv_ctx. */
-dsv4_status dsv4_placement_entry_bytes(const dsv4_model *m, uint32_t kv_ctx, uint64_t *out, dsv4_error *err);
+/* Bytes per entry of a model: weights, plus each layer's KV state for a context of kv_ctx with
+ * rows of kv_type (kv.h dsv4_kv_row_type). */
+dsv4_status dsv4_placement_entry_bytes(const dsv4_model *m, uint32_t kv_ctx, uint32_t kv_type, uint64_t *out,
+                                       dsv4_error *err);
 /* Checks a placement against a model of n_layer layers (programmatic placements). */
 dsv4_status dsv4_placement_check(const dsv4_placement *p, uint32_t n_layer, dsv4_error *err);
 

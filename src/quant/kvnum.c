@@ -73,3 +73,41 @@ void dsv4_hadamard_inplace(float *x, int64_t n) {
     const float s = (float)(1.0 / sqrt((double)n));
     for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
+
+static const float k_e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+void dsv4_fp4_pack_row(const float *x, int64_t n, uint8_t *out) {
+    for (int64_t off = 0; off + 32 <= n; off += 32, out += 17) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[off + i]));
+        /* amax = f * 2^ex, f in [0.5, 1): 6 * 2^(ex-3) >= amax iff f <= 0.75, else ex-2 is the least */
+        int ex = 0;
+        const float f = amax > 0.0f ? frexpf(amax, &ex) : 0.0f;
+        int e = f <= 0.75f ? ex - 3 : ex - 2;
+        if (e < -128) e = -128;
+        if (e > 127) e = 127;
+        out[0] = (uint8_t)(int8_t)e;
+        for (int i = 0; i < 32; i++) {
+            const float v = x[off + i];
+            const float m = dsv4_e2m1_round(fabsf(ldexpf(v, -e)));
+            int k = 0;
+            while (k < 7 && k_e2m1[k] != m) k++;
+            const uint8_t code = (uint8_t)((signbit(v) ? 8 : 0) | k);
+            if (i % 2 == 0)
+                out[1 + i / 2] = code;
+            else
+                out[1 + i / 2] |= (uint8_t)(code << 4);
+        }
+    }
+}
+
+void dsv4_fp4_unpack_row(const uint8_t *in, int64_t n, float *out) {
+    for (int64_t off = 0; off + 32 <= n; off += 32, in += 17) {
+        const int e = (int8_t)in[0];
+        for (int i = 0; i < 32; i++) {
+            const uint8_t code = (uint8_t)(i % 2 ? in[1 + i / 2] >> 4 : in[1 + i / 2] & 15u);
+            const float m = ldexpf(k_e2m1[code & 7u], e);
+            out[off + i] = dsv4_f16_round(code & 8u ? -m : m);
+        }
+    }
+}

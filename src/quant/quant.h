@@ -119,6 +119,9 @@ float dsv4_e2m1_round(float v); /* nearest of {0,.5,1,1.5,2,3,4,6} (±, saturati
 void dsv4_fp8_roundtrip_blocks64(float *x, int64_t n);
 /* FP4 round trip in place over n elements in blocks of 32 (n a multiple of 32). */
 void dsv4_fp4_roundtrip_blocks32(float *x, int64_t n);
+/* Packed FP4 KV rows (backend.h DSV4_KV_FP4): n a multiple of 32, 17 bytes per 32 elements. */
+void dsv4_fp4_pack_row(const float *x, int64_t n, uint8_t *out);
+void dsv4_fp4_unpack_row(const uint8_t *in, int64_t n, float *out);
 /* In-place fast Walsh-Hadamard of n (power of two) elements, scaled by 1/sqrt(n)
  * (for n = 128 the scale is exactly 0.08838834764831845f as ds4). */
 void dsv4_hadamard_inplace(float *x, int64_t n);

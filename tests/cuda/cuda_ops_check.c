@@ -107,6 +107,47 @@ static void cmp_i(chk *c, const char *name, const int32_t *ref, const int32_t *d
     free(got);
 }
 
+/* KV rows of `type` (backend.h: F32, F16, DSV4_KV_FP4) holding src's rows; *bytes gets the size */
+static void *typed_rows(const float *src, size_t n_rows, uint32_t width, uint32_t type, size_t *bytes) {
+    const size_t rb = type == DSV4_KV_FP4     ? (size_t)width / 32 * DSV4_KV_FP4_BLOCK_BYTES
+                      : type == DSV4_TYPE_F16 ? (size_t)width * 2
+                                              : (size_t)width * 4;
+    *bytes = n_rows * rb;
+    unsigned char *p = malloc(*bytes ? *bytes : 1);
+    if (!p) abort();
+    for (size_t r = 0; r < n_rows; r++) {
+        const float *x = src + r * width;
+        if (type == DSV4_KV_FP4)
+            dsv4_fp4_pack_row(x, width, p + r * rb);
+        else if (type == DSV4_TYPE_F16)
+            for (uint32_t i = 0; i < width; i++) ((uint16_t *)(p + r * rb))[i] = dsv4_f32_to_f16(x[i]);
+        else
+            memcpy(p + r * rb, x, rb);
+    }
+    return p;
+}
+
+static const char *kv_type_name(uint32_t t) {
+    return t == DSV4_KV_FP4 ? "fp4" : t == DSV4_TYPE_F16 ? "f16" : "f32";
+}
+
+/* compare a host reference with a device result byte for byte */
+static void cmp_bytes(chk *c, const char *name, const void *ref, const void *dev, size_t n) {
+    unsigned char *got = malloc(n ? n : 1);
+    if (!got) abort();
+    size_t bad = 0, first = n;
+    if (c->gpu.ops->read(c->gpu.ctx, got, dev, n, &c->err) != DSV4_OK) bad = n;
+    for (size_t i = 0; i < n && bad < n; i++)
+        if (got[i] != ((const unsigned char *)ref)[i]) {
+            if (first == n) first = i;
+            bad++;
+        }
+    printf("%s %-34s n=%-8zu %zu bytes differ\n", bad ? "FAIL" : "ok  ", name, n, bad);
+    c->fails += bad != 0;
+    c->checks++;
+    free(got);
+}
+
 #define CPU c->cpu.ops
 #define GPU c->gpu.ops
 #define CC c->cpu.ctx
@@ -674,15 +715,40 @@ int main(int argc, char **argv) {
         if (ran(c, "fp8_kv", CPU->fp8_kv(CC, x, 5, Dh, Dh - cf->n_rot, &ec),
                 GPU->fp8_kv(GC, dx, 5, Dh, Dh - cf->n_rot, &c->err), &ec))
             cmp_f(c, "fp8_kv", x, dx, n);
-        if (ran(c, "store_f16", CPU->store_f16(CC, y, x, 5, Dh, &ec),
-                GPU->store_f16(GC, dy, dx, 5, Dh, &c->err), &ec))
+        if (ran(c, "store_f16", CPU->store_f16(CC, y, DSV4_TYPE_F32, x, 5, Dh, &ec),
+                GPU->store_f16(GC, dy, DSV4_TYPE_F32, dx, 5, Dh, &c->err), &ec))
             cmp_f(c, "store_f16", y, dy, n);
+        if (ran(c, "store_f16 -> f16 rows", CPU->store_f16(CC, y, DSV4_TYPE_F16, x, 5, Dh, &ec),
+                GPU->store_f16(GC, dy, DSV4_TYPE_F16, dx, 5, Dh, &c->err), &ec))
+            cmp_bytes(c, "store_f16 -> f16 rows", y, dy, n * 2);
         free(x), free(y), dfree(c, dx), dfree(c, dy);
         const size_t ni = 6 * (size_t)Id;
         float *z = hrand(c, ni, 3.0f), *dz = dcopy(c, z, ni * 4);
         if (ran(c, "hadamard_fp4", CPU->hadamard_fp4(CC, z, 6, Id, &ec),
                 GPU->hadamard_fp4(GC, dz, 6, Id, &c->err), &ec))
             cmp_f(c, "hadamard_fp4", z, dz, ni);
+        /* packed FP4 rows: of the Hadamard + FP4 output (exact) and of raw values (rounded) */
+        for (int raw_in = 0; raw_in < 2; raw_in++) {
+            const char *lb = raw_in ? "store_f16 -> fp4 rows (raw)" : "store_f16 -> fp4 rows";
+            float *zi = raw_in ? hrand(c, ni, 3.0f) : z, *dzi = raw_in ? dcopy(c, zi, ni * 4) : dz;
+            const size_t pb = 6 * (size_t)Id / 32 * DSV4_KV_FP4_BLOCK_BYTES;
+            unsigned char *pk = calloc(pb, 1), *dpk = dcopy(c, pk, pb);
+            if (ran(c, lb, CPU->store_f16(CC, pk, DSV4_KV_FP4, zi, 6, Id, &ec),
+                    GPU->store_f16(GC, dpk, DSV4_KV_FP4, dzi, 6, Id, &c->err), &ec))
+                cmp_bytes(c, lb, pk, dpk, pb);
+            if (!raw_in && numerics == DSV4_NUMERICS_DS4) { /* the packed rows read back as f16_round(z) */
+                float *back = malloc(ni * 4);
+                dsv4_fp4_unpack_row(pk, (int64_t)ni, back);
+                size_t bad = 0;
+                for (size_t i = 0; i < ni; i++) bad += back[i] != dsv4_f16_round(z[i]);
+                printf("%s %-34s n=%-8zu %zu differ from f16_round\n", bad ? "FAIL" : "ok  ",
+                       "fp4 rows exact", ni, bad);
+                c->fails += bad != 0, c->checks++;
+                free(back);
+            }
+            free(pk), dfree(c, dpk);
+            if (raw_in) free(zi), dfree(c, dzi);
+        }
         free(z), dfree(c, dz);
     }
     /* ---- compressor: ratio 4 (attention width and indexer width) and the long ratio ---- */
@@ -728,9 +794,17 @@ int main(int argc, char **argv) {
               *drows = dcopy(c, rows, (size_t)nr * Id * 4);
         int32_t *sel = calloc(k, 4), *dsel = dcopy(c, sel, k * 4);
         const float ws = 1.0f / sqrtf((float)(Id * IH));
-        if (ran(c, "indexer_topk", CPU->indexer_topk(CC, q, w, ws, IH, Id, rows, nr, k, sel, &ec),
-                GPU->indexer_topk(GC, dq, dw, ws, IH, Id, drows, nr, k, dsel, &c->err), &ec))
-            cmp_i(c, "indexer_topk", sel, dsel, k);
+        for (int ti = 0; ti < 3; ti++) { /* F32, F16 and packed FP4 rows */
+            const uint32_t rt = ti == 0 ? DSV4_TYPE_F32 : ti == 1 ? DSV4_TYPE_F16 : DSV4_KV_FP4;
+            size_t rb;
+            void *trows = typed_rows(rows, nr, Id, rt, &rb), *dtrows = dcopy(c, trows, rb);
+            char lb[64];
+            snprintf(lb, sizeof lb, "indexer_topk %s rows", kv_type_name(rt));
+            if (ran(c, lb, CPU->indexer_topk(CC, q, w, ws, IH, Id, rt, trows, nr, k, sel, &ec),
+                    GPU->indexer_topk(GC, dq, dw, ws, IH, Id, rt, dtrows, nr, k, dsel, &c->err), &ec))
+                cmp_i(c, lb, sel, dsel, k);
+            free(trows), dfree(c, dtrows);
+        }
         const uint32_t cap = 16, ncomp = 2 * k;
         float *qa = hrand(c, (size_t)H * Dh, 1.0f), *raw = hrand(c, (size_t)cap * Dh, 1.0f);
         float *comp = hrand(c, (size_t)ncomp * Dh, 1.0f), *out = calloc((size_t)H * Dh, 4);
@@ -740,20 +814,30 @@ int main(int argc, char **argv) {
         for (uint32_t i = 0; i < k; i++) asel[i] = (int32_t)(2 * i + (i & 1));
         int32_t *dasel = dcopy(c, asel, k * 4);
         const float kq = 1.0f / sqrtf((float)Dh);
-        if (ran(c, "attention raw+comp",
-                CPU->attention(CC, qa, H, Dh, raw, cap, 5, 14, comp, ncomp, NULL, 0, &L0->attn_sinks, kq, out,
-                               &ec),
-                GPU->attention(GC, dqa, H, Dh, draw, cap, 5, 14, dcomp, ncomp, NULL, 0, &L0->attn_sinks, kq,
-                               dout, &c->err),
-                &ec))
-            cmp_f(c, "attention raw+comp", out, dout, (size_t)H * Dh);
-        if (ran(c, "attention raw+sel",
-                CPU->attention(CC, qa, H, Dh, raw, cap, 9, 16, comp, ncomp, asel, k, &L0->attn_sinks, kq, out,
-                               &ec),
-                GPU->attention(GC, dqa, H, Dh, draw, cap, 9, 16, dcomp, ncomp, dasel, k, &L0->attn_sinks, kq,
-                               dout, &c->err),
-                &ec))
-            cmp_f(c, "attention raw+sel", out, dout, (size_t)H * Dh);
+        for (int ti = 0; ti < 2; ti++) { /* F32 and F16 rows */
+            const uint32_t kt = ti ? DSV4_TYPE_F16 : DSV4_TYPE_F32;
+            size_t rb, cb;
+            void *traw = typed_rows(raw, cap, Dh, kt, &rb), *tcomp = typed_rows(comp, ncomp, Dh, kt, &cb);
+            void *dtraw = dcopy(c, traw, rb), *dtcomp = dcopy(c, tcomp, cb);
+            char lb[64];
+            snprintf(lb, sizeof lb, "attention raw+comp %s", kv_type_name(kt));
+            if (ran(c, lb,
+                    CPU->attention(CC, qa, H, Dh, kt, traw, cap, 5, 14, tcomp, ncomp, NULL, 0,
+                                   &L0->attn_sinks, kq, out, &ec),
+                    GPU->attention(GC, dqa, H, Dh, kt, dtraw, cap, 5, 14, dtcomp, ncomp, NULL, 0,
+                                   &L0->attn_sinks, kq, dout, &c->err),
+                    &ec))
+                cmp_f(c, lb, out, dout, (size_t)H * Dh);
+            snprintf(lb, sizeof lb, "attention raw+sel %s", kv_type_name(kt));
+            if (ran(c, lb,
+                    CPU->attention(CC, qa, H, Dh, kt, traw, cap, 9, 16, tcomp, ncomp, asel, k,
+                                   &L0->attn_sinks, kq, out, &ec),
+                    GPU->attention(GC, dqa, H, Dh, kt, dtraw, cap, 9, 16, dtcomp, ncomp, dasel, k,
+                                   &L0->attn_sinks, kq, dout, &c->err),
+                    &ec))
+                cmp_f(c, lb, out, dout, (size_t)H * Dh);
+            free(traw), free(tcomp), dfree(c, dtraw), dfree(c, dtcomp);
+        }
         free(q), free(w), free(rows), free(sel), free(qa), free(raw), free(comp), free(out), free(asel);
         dfree(c, dq), dfree(c, dw), dfree(c, drows), dfree(c, dsel), dfree(c, dqa), dfree(c, draw),
             dfree(c, dcomp);
@@ -801,10 +885,19 @@ int main(int argc, char **argv) {
         float *drows = dcopy(c, rows, (size_t)nr * Id * 4);
         int32_t *dsel = dcopy(c, sel, (size_t)n * k * 4);
         const float ws = 1.0f / sqrtf((float)(Id * IH));
-        const char *lb = big ? "indexer_topk_chunk 9000+ rows" : "indexer_topk_chunk start";
-        if (ran(c, lb, CPU->indexer_topk_chunk(CC, q, w, ws, IH, Id, rows, pos0, n, R, k, sel, &ec),
-                GPU->indexer_topk_chunk(GC, dq, dw, ws, IH, Id, drows, pos0, n, R, k, dsel, &c->err), &ec))
-            cmp_i(c, lb, sel, dsel, (size_t)n * k);
+        for (int ti = 0; ti < 3; ti++) { /* F32, F16 and packed FP4 rows */
+            const uint32_t rt = ti == 0 ? DSV4_TYPE_F32 : ti == 1 ? DSV4_TYPE_F16 : DSV4_KV_FP4;
+            size_t rb;
+            void *trows = typed_rows(rows, nr, Id, rt, &rb), *dtrows = dcopy(c, trows, rb);
+            char lb[64];
+            snprintf(lb, sizeof lb, "%s %s",
+                     big ? "indexer_topk_chunk 9000+ rows" : "indexer_topk_chunk start", kv_type_name(rt));
+            if (ran(c, lb, CPU->indexer_topk_chunk(CC, q, w, ws, IH, Id, rt, trows, pos0, n, R, k, sel, &ec),
+                    GPU->indexer_topk_chunk(GC, dq, dw, ws, IH, Id, rt, dtrows, pos0, n, R, k, dsel, &c->err),
+                    &ec))
+                cmp_i(c, lb, sel, dsel, (size_t)n * k);
+            free(trows), dfree(c, dtrows);
+        }
         free(q), free(w), free(rows), free(sel);
         dfree(c, dq), dfree(c, dw), dfree(c, drows), dfree(c, dsel);
     }
@@ -831,17 +924,27 @@ int main(int argc, char **argv) {
         float *dout = dcopy(c, out, (size_t)n * H * Dh * 4);
         int32_t *dasel = dcopy(c, asel, (size_t)n * k * 4);
         const float kq = 1.0f / sqrtf((float)Dh);
-        const char *lb = v == 0   ? "attention_chunk r4 sel"
-                         : v == 1 ? "attention_chunk long"
-                                  : "attention_chunk r0";
-        if (ran(c, lb,
-                CPU->attention_chunk(CC, qa, n, H, Dh, pos0, ckv, raw, cap, R ? comp : NULL, R,
-                                     v == 0 ? asel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, out, &ec),
-                GPU->attention_chunk(GC, dqa, n, H, Dh, pos0, dckv, draw, cap, R ? dcomp : NULL, R,
-                                     v == 0 ? dasel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, dout,
-                                     &c->err),
-                &ec))
-            cmp_f(c, lb, out, dout, (size_t)n * H * Dh);
+        for (int ti = 0; ti < 2; ti++) { /* F32 and F16 rows (the chunk's own rows stay F32) */
+            const uint32_t kt = ti ? DSV4_TYPE_F16 : DSV4_TYPE_F32;
+            size_t rb, cb;
+            void *traw = typed_rows(raw, cap, Dh, kt, &rb), *tcomp = typed_rows(comp, ncomp + 1, Dh, kt, &cb);
+            void *dtraw = dcopy(c, traw, rb), *dtcomp = dcopy(c, tcomp, cb);
+            char lb[64];
+            snprintf(lb, sizeof lb, "%s %s",
+                     v == 0   ? "attention_chunk r4 sel"
+                     : v == 1 ? "attention_chunk long"
+                              : "attention_chunk r0",
+                     kv_type_name(kt));
+            if (ran(c, lb,
+                    CPU->attention_chunk(CC, qa, n, H, Dh, pos0, ckv, kt, traw, cap, R ? tcomp : NULL, R,
+                                         v == 0 ? asel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, out, &ec),
+                    GPU->attention_chunk(GC, dqa, n, H, Dh, pos0, dckv, kt, dtraw, cap, R ? dtcomp : NULL, R,
+                                         v == 0 ? dasel : NULL, v == 0 ? k : 0, &L0->attn_sinks, kq, dout,
+                                         &c->err),
+                    &ec))
+                cmp_f(c, lb, out, dout, (size_t)n * H * Dh);
+            free(traw), free(tcomp), dfree(c, dtraw), dfree(c, dtcomp);
+        }
         free(qa), free(ckv), free(raw), free(comp), free(out), free(asel);
         dfree(c, dqa), dfree(c, dckv), dfree(c, draw), dfree(c, dcomp), dfree(c, dout), dfree(c, dasel);
     }

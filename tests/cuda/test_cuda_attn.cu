@@ -260,13 +260,16 @@ void test_f16(rng &r, uint32_t n_rows, uint32_t width) {
     dbuf<float> dsrc(x), ddst(x.size());
     std::vector<float> y(x.size());
     dsv4_error err = {};
-    cpu_ok(g_cpu.ops->store_f16(g_cpu.ctx, y.data(), x.data(), n_rows, width, &err), err, "store_f16");
-    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, ddst.p, dsrc.p, n_rows, width), "store_f16");
+    cpu_ok(g_cpu.ops->store_f16(g_cpu.ctx, y.data(), DSV4_TYPE_F32, x.data(), n_rows, width, &err), err,
+           "store_f16");
+    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, ddst.p, DSV4_TYPE_F32, dsrc.p, n_rows, width),
+              "store_f16");
     char shape[96];
     snprintf(shape, sizeof shape, "%u rows x %u", n_rows, width);
     report("store_f16", shape, y, ddst.get(), BITWISE);
     /* in place, as the graph may call it */
-    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, dsrc.p, dsrc.p, n_rows, width), "store_f16");
+    launch_ok(dsv4_cuda_store_f16((dsv4_cuda_stream)g_stream, dsrc.p, DSV4_TYPE_F32, dsrc.p, n_rows, width),
+              "store_f16");
     snprintf(shape, sizeof shape, "%u rows x %u in place", n_rows, width);
     report("store_f16", shape, y, dsrc.get(), BITWISE);
 }
@@ -341,14 +344,14 @@ void test_indexer(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, u
     const float w_scale = 1.0f / sqrtf((float)(head_dim * n_head));
     std::vector<int32_t> sel(k);
     dsv4_error err = {};
-    cpu_ok(g_cpu.ops->indexer_topk(g_cpu.ctx, q.data(), w.data(), w_scale, n_head, head_dim, rows.data(),
-                                   n_rows, k, sel.data(), &err),
+    cpu_ok(g_cpu.ops->indexer_topk(g_cpu.ctx, q.data(), w.data(), w_scale, n_head, head_dim, DSV4_TYPE_F32,
+                                   rows.data(), n_rows, k, sel.data(), &err),
            err, "indexer_topk");
     dbuf<float> dq(q), dw(w), drows(rows);
     dbuf<int32_t> dsel(k);
     dbuf<uint8_t> scratch(dsv4_cuda_indexer_scratch_bytes(n_rows));
     launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim,
-                                     drows.p, n_rows, k, dsel.p, scratch.p),
+                                     DSV4_TYPE_F32, drows.p, n_rows, k, dsel.p, scratch.p),
               "indexer_topk");
     char shape[128];
     snprintf(shape, sizeof shape, "%ux%u heads, top-%u of %u%s", n_head, head_dim, k, n_rows,
@@ -388,16 +391,16 @@ void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap
     ts.data = sinks.data();
     std::vector<float> out((size_t)n_head * head_dim);
     dsv4_error err = {};
-    cpu_ok(g_cpu.ops->attention(g_cpu.ctx, q.data(), n_head, head_dim, raw.data(), raw_cap, raw_start, n_raw,
-                                comp.data(), n_comp, use_sel ? sel.data() : nullptr, n_sel, &ts, kq,
-                                out.data(), &err),
+    cpu_ok(g_cpu.ops->attention(g_cpu.ctx, q.data(), n_head, head_dim, DSV4_TYPE_F32, raw.data(), raw_cap,
+                                raw_start, n_raw, comp.data(), n_comp, use_sel ? sel.data() : nullptr, n_sel,
+                                &ts, kq, out.data(), &err),
            err, "attention");
     dbuf<float> dq(q), draw(raw), dcomp(comp), dsinks(sinks), dout(out.size());
     dbuf<int32_t> dsel(sel.size());
     if (!sel.empty()) dsel.put(sel);
-    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, head_dim, draw.p, raw_cap,
-                                  raw_start, n_raw, dcomp.p, n_comp, use_sel ? dsel.p : nullptr, n_sel,
-                                  dsinks.p, kq, dout.p),
+    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, head_dim, DSV4_TYPE_F32, draw.p,
+                                  raw_cap, raw_start, n_raw, dcomp.p, n_comp, use_sel ? dsel.p : nullptr,
+                                  n_sel, dsinks.p, kq, dout.p),
               "attention");
     char shape[128];
     snprintf(shape, sizeof shape, "%ux%u raw %u@%u/%u comp %u%s", n_head, head_dim, n_raw, raw_start, raw_cap,
@@ -415,8 +418,8 @@ void test_invalid(void) {
                     dsv4_cuda_hadamard_fp4((dsv4_cuda_stream)g_stream, x.p, 1, 48) != 0 &&
                     dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, x.p, x.p, nullptr, 0, 1, 8, x.p,
                                               x.p, x.p) != 0 &&
-                    dsv4_cuda_attention((dsv4_cuda_stream)g_stream, x.p, 1, 64, x.p, 4, 4, 2, x.p, 0, nullptr,
-                                        0, x.p, 1.0f, x.p) != 0;
+                    dsv4_cuda_attention((dsv4_cuda_stream)g_stream, x.p, 1, 64, DSV4_TYPE_F32, x.p, 4, 4, 2,
+                                        x.p, 0, nullptr, 0, x.p, 1.0f, x.p) != 0;
     printf("%-4s %-16s %-44s\n", ok ? "PASS" : "FAIL", "invalid args",
            "odd n_rot, nope%64, width 48, ratio 1, ring");
     (ok ? g_pass : g_fail)++;
@@ -449,20 +452,20 @@ void timings(rng &r) {
     const dsv4_rope rope = rope_yarn(64);
     const float t_idx = time_ms(
         [&] {
-            dsv4_cuda_indexer_topk((dsv4_cuda_stream)s, iq.p, iw.p, 0.01f, 64, 128, irows.p, 20000, 512,
-                                   sel.p, scratch.p);
+            dsv4_cuda_indexer_topk((dsv4_cuda_stream)s, iq.p, iw.p, 0.01f, 64, 128, DSV4_TYPE_F32, irows.p,
+                                   20000, 512, sel.p, scratch.p);
         },
         20);
     const float t_att = time_ms(
         [&] {
-            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 20000, sel.p,
-                                512, sinks.p, 0.04f, out.p);
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, DSV4_TYPE_F32, raw.p, 128, 5, 128, comp.p,
+                                20000, sel.p, 512, sinks.p, 0.04f, out.p);
         },
         20);
     const float t_att_all = time_ms(
         [&] {
-            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, raw.p, 128, 5, 128, comp.p, 8192, nullptr,
-                                0, sinks.p, 0.04f, out.p);
+            dsv4_cuda_attention((dsv4_cuda_stream)s, q.p, 64, 512, DSV4_TYPE_F32, raw.p, 128, 5, 128, comp.p,
+                                8192, nullptr, 0, sinks.p, 0.04f, out.p);
         },
         5);
     const float t_rope = time_ms(

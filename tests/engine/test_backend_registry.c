@@ -33,7 +33,7 @@ static void test_cpu_by_name(void **state) {
     assert_int_equal(b.ops->buf_alloc(b.ctx, 2 * sizeof(float), (void **)&buf, &err), DSV4_OK);
     const float v = 1.0f + 1.0f / 4096.0f; /* not representable in f16 (11-bit significand) */
     buf[0] = v;
-    assert_int_equal(b.ops->store_f16(b.ctx, buf + 1, buf, 1, 1, &err), DSV4_OK);
+    assert_int_equal(b.ops->store_f16(b.ctx, buf + 1, DSV4_TYPE_F32, buf, 1, 1, &err), DSV4_OK);
     assert_true(buf[1] == v);
     b.ops->buf_free(b.ctx, buf);
     dsv4_device_info di;

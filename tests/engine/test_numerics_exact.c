@@ -115,12 +115,12 @@ static void test_kv_roundings_are_identity(void **state) {
     assert_memory_equal(y, x, sizeof x);
     assert_int_equal(g_b1.ops->hadamard_fp4(g_b1.ctx, y, R, W, &err), DSV4_OK);
     assert_memory_equal(y, x, sizeof x);
-    assert_int_equal(g_b1.ops->store_f16(g_b1.ctx, z, y, R, W, &err), DSV4_OK);
+    assert_int_equal(g_b1.ops->store_f16(g_b1.ctx, z, DSV4_TYPE_F32, y, R, W, &err), DSV4_OK);
     assert_memory_equal(z, x, sizeof x);
     /* argument checks still apply */
     assert_int_equal(g_b1.ops->fp8_kv(g_b1.ctx, y, R, W, 60, &err), DSV4_ERR_INVALID);
     /* the DS4 backend rounds */
-    assert_int_equal(g_ds4.ops->store_f16(g_ds4.ctx, z, x, R, W, &err), DSV4_OK);
+    assert_int_equal(g_ds4.ops->store_f16(g_ds4.ctx, z, DSV4_TYPE_F32, x, R, W, &err), DSV4_OK);
     assert_memory_not_equal(z, x, sizeof x);
     memcpy(y, x, sizeof x);
     assert_int_equal(g_ds4.ops->fp8_kv(g_ds4.ctx, y, R, W, 64, &err), DSV4_OK);

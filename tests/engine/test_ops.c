@@ -230,9 +230,9 @@ static void test_attention_sink_hand(void **state) {
     const float sinkv[1] = {0.5f};
     dsv4_tensor sinks = f32_tensor(sinkv, 1, 1);
     float out[4];
-    assert_int_equal(
-        g_b.ops->attention(g_b.ctx, q, 1, 4, raw, 3, 2, 2, NULL, 0, NULL, 0, &sinks, 0.5f, out, &err),
-        DSV4_OK);
+    assert_int_equal(g_b.ops->attention(g_b.ctx, q, 1, 4, DSV4_TYPE_F32, raw, 3, 2, 2, NULL, 0, NULL, 0,
+                                        &sinks, 0.5f, out, &err),
+                     DSV4_OK);
     const double w0 = exp(0.5), w1 = 1.0, ws = exp(0.5), den = w0 + w1 + ws;
     assert_float_equal(out[0], w0 / den, 1e-6);
     assert_float_equal(out[1], 2.0 * w1 / den, 1e-6);
@@ -243,9 +243,9 @@ static void test_attention_sink_hand(void **state) {
     comp[0 * 4 + 2] = 5.0f; /* row 0 (not selected) */
     comp[1 * 4 + 0] = 3.0f; /* row 1: score 1.5 */
     const int32_t sel[1] = {1};
-    assert_int_equal(
-        g_b.ops->attention(g_b.ctx, q, 1, 4, raw, 3, 2, 2, comp, 2, sel, 1, &sinks, 0.5f, out, &err),
-        DSV4_OK);
+    assert_int_equal(g_b.ops->attention(g_b.ctx, q, 1, 4, DSV4_TYPE_F32, raw, 3, 2, 2, comp, 2, sel, 1,
+                                        &sinks, 0.5f, out, &err),
+                     DSV4_OK);
     const double wc = exp(1.5), den2 = w0 + w1 + ws + wc;
     assert_float_equal(out[0], (w0 + 3.0 * wc) / den2, 1e-6);
     assert_float_equal(out[1], 2.0 * w1 / den2, 1e-6);
@@ -335,12 +335,14 @@ static void test_indexer_topk_hand(void **state) {
     const float w[2] = {1.0f, 2.0f};
     int32_t sel[4];
     dsv4_error err;
-    assert_int_equal(g_b2.ops->indexer_topk(g_b2.ctx, q, w, 0.5f, 2, D, rows, NR, 3, sel, &err), DSV4_OK);
+    assert_int_equal(
+        g_b2.ops->indexer_topk(g_b2.ctx, q, w, 0.5f, 2, D, DSV4_TYPE_F32, rows, NR, 3, sel, &err), DSV4_OK);
     /* best: rows 1 and 4 (2.0), then the tie at 1.0 goes to the lowest index (2); ascending order */
     assert_int_equal(sel[0], 1);
     assert_int_equal(sel[1], 2);
     assert_int_equal(sel[2], 4);
-    assert_int_equal(g_b.ops->indexer_topk(g_b.ctx, q, w, 0.5f, 2, D, rows, NR, 4, sel, &err), DSV4_OK);
+    assert_int_equal(g_b.ops->indexer_topk(g_b.ctx, q, w, 0.5f, 2, D, DSV4_TYPE_F32, rows, NR, 4, sel, &err),
+                     DSV4_OK);
     assert_int_equal(sel[0], 1);
     assert_int_equal(sel[1], 2);
     assert_int_equal(sel[2], 3);

@@ -378,10 +378,11 @@ static dsv4_status had_only(void *ctx, float *x, uint32_t n_rows, uint32_t width
     for (uint32_t r = 0; r < n_rows; r++) dsv4_hadamard_inplace(x + (uint64_t)r * width, width);
     return DSV4_OK;
 }
-static dsv4_status copy_rows(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
-                             dsv4_error *err) {
-    (void)ctx, (void)err;
-    memcpy(dst, src, (size_t)n_rows * width * sizeof(float));
+static dsv4_status copy_rows(void *ctx, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                             uint32_t width, dsv4_error *err) {
+    (void)ctx;
+    if (dst_type != DSV4_TYPE_F32) return dsv4_fail(err, DSV4_ERR_INVALID, "smooth rows must be F32");
+    if (dst != src) memmove(dst, src, (size_t)n_rows * width * sizeof(float));
     return DSV4_OK;
 }
 
@@ -399,7 +400,8 @@ static void graph_logits(const dsv4_model *m, dsv4_backend *b, const int32_t *to
     dsv4_error err;
     dsv4_graph *g;
     dsv4_kv_state kv;
-    if (dsv4_graph_create(m, b, 16, false, &g, &err) != DSV4_OK) fail_msg("graph: %s", err.msg);
+    dsv4_graph_params gp = {.chunk_cap = 16, .tiers = {b}, .kv_f32 = true}; /* smooth rows stay f32 */
+    if (dsv4_graph_create_ex(m, &gp, &g, &err) != DSV4_OK) fail_msg("graph: %s", err.msg);
     assert_int_equal(dsv4_kv_state_init(g, n, &kv, &err), DSV4_OK);
     sink_t s = {out, 0, m->cfg.n_vocab};
     dsv4_graph_hooks h = {.on_logits = take_logits, .user = &s, .all_logits = true};

@@ -281,7 +281,8 @@ static void test_tier_mem_fill(void **state) {
     eng_opts o = {NULL, true, false, NULL, NULL};
     dsv4_engine *e = open_eng(&o);
     uint64_t mb[8];
-    assert_int_equal(dsv4_placement_entry_bytes(dsv4_engine_model(e), N_CTX, mb, &err), DSV4_OK);
+    assert_int_equal(dsv4_placement_entry_bytes(dsv4_engine_model(e), N_CTX, DSV4_TYPE_F16, mb, &err),
+                     DSV4_OK);
     for (int i = 0; i < 8; i++) assert_true(mb[i] > 0);
     assert_true(mb[1 + 2] > mb[1 + 0]); /* a compressed layer holds more KV than a window-only one */
     char spec[128];

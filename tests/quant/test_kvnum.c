@@ -135,6 +135,47 @@ static void test_fp4_blocks(void **state) {
     for (int i = 2; i < 32; i++) assert_true(t[i] == 0.0f);
 }
 
+/* Packed FP4 rows (backend.h DSV4_KV_FP4): the output of the Hadamard + FP4 round trip reads back
+ * as its f16 rounding, bit for bit, at every magnitude (also blocks whose largest code is small,
+ * scales far below f16's range, zeros of both signs); hand-checked bytes for one block. */
+static void test_fp4_pack(void **state) {
+    (void)state;
+    enum { N = 128 };
+    float x[N], y[N];
+    uint8_t pk[N / 32 * 17];
+    uint64_t s = 5;
+    const float mags[] = {1.0f, 1e-3f, 3e4f, 1e-20f, 1e20f, 7e-38f, 0.0f};
+    for (size_t mi = 0; mi < sizeof mags / sizeof mags[0]; mi++)
+        for (int rep = 0; rep < 50; rep++) {
+            for (int i = 0; i < N; i++) x[i] = (float)(test_rng_next(&s) % 2001 - 1000) / 1000.0f * mags[mi];
+            if (rep % 5 == 1) /* a block whose largest code is small relative to its scale */
+                for (int i = 0; i < 32; i++) x[i] *= 0.01f;
+            if (rep % 5 == 2) x[40] = -0.0f;
+            dsv4_hadamard_inplace(x, N);
+            dsv4_fp4_roundtrip_blocks32(x, N);
+            if (rep % 5 == 3) x[70] = -0.0f, x[71] = 0.0f;
+            dsv4_fp4_pack_row(x, N, pk);
+            dsv4_fp4_unpack_row(pk, N, y);
+            for (int i = 0; i < N; i++) {
+                const float want = dsv4_f16_round(x[i]);
+                if (memcmp(&want, &y[i], 4) != 0)
+                    fail_msg("magnitude %g rep %d element %d: %a reads back %a, want %a", mags[mi], rep, i,
+                             x[i], y[i], want);
+            }
+        }
+    /* one block: 6 * 2^-1 = 3 is the max, so e = -1; 1.5 = 3 * 2^-1 (code 5), -0.25 = -0.5 * 2^-1
+     * (code 8|1), 0 (code 0) */
+    float b[32] = {0};
+    b[0] = 3.0f, b[1] = 1.5f, b[2] = -0.25f;
+    dsv4_fp4_pack_row(b, 32, pk);
+    assert_int_equal((int8_t)pk[0], -1);
+    assert_int_equal(pk[1], 7 | 5 << 4); /* elements 0 and 1: codes 7 (6) and 5 (3) */
+    assert_int_equal(pk[2], 9);          /* element 2: -(0.5), element 3: 0 */
+    for (int i = 3; i < 17; i++) assert_int_equal(pk[i], i == 2 ? 9 : 0);
+    dsv4_fp4_unpack_row(pk, 32, y);
+    assert_true(y[0] == 3.0f && y[1] == 1.5f && y[2] == -0.25f && y[3] == 0.0f);
+}
+
 static void test_hadamard(void **state) {
     (void)state;
     float e0[128] = {0};
@@ -165,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_e2m1),
         cmocka_unit_test(test_fp8_blocks),
         cmocka_unit_test(test_fp4_blocks),
+        cmocka_unit_test(test_fp4_pack),
         cmocka_unit_test(test_hadamard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

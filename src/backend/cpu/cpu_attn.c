@@ -61,11 +61,27 @@ dsv4_status cpu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t wid
     return DSV4_OK;
 }
 
-dsv4_status cpu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
-                          dsv4_error *err) {
-    (void)err;
+dsv4_status cpu_store_f16(void *vctx, void *vdst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                          uint32_t width, dsv4_error *err) {
     const cpu_ctx *c = vctx;
     const uint64_t n = (uint64_t)n_rows * width;
+    if (dst_type == DSV4_TYPE_F16) {
+        uint16_t *h = vdst;
+        for (uint64_t i = 0; i < n; i++) h[i] = dsv4_f32_to_f16(src[i]);
+        return DSV4_OK;
+    }
+    if (dst_type == DSV4_KV_FP4) {
+        if (width % 32)
+            return dsv4_fail(err, DSV4_ERR_INVALID, "store_f16: FP4 rows of %u (need a multiple of 32)",
+                             width);
+        const uint64_t rb = (uint64_t)width / 32 * DSV4_KV_FP4_BLOCK_BYTES;
+        for (uint32_t r = 0; r < n_rows; r++)
+            dsv4_fp4_pack_row(src + (uint64_t)r * width, width, (uint8_t *)vdst + r * rb);
+        return DSV4_OK;
+    }
+    if (dst_type != DSV4_TYPE_F32)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "store_f16: rows of type %s", dsv4_type_name(dst_type));
+    float *dst = vdst;
     if (c->numerics == DSV4_NUMERICS_EXACT) {
         if (n && dst != src) memmove(dst, src, n * sizeof(float));
         return DSV4_OK;
@@ -120,10 +136,13 @@ static void iscore_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
 }
 
 dsv4_status cpu_indexer_topk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                             uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
-                             dsv4_error *err) {
+                             uint32_t head_dim, uint32_t rows_type, const void *krows, uint32_t n_rows,
+                             uint32_t k, int32_t *sel, dsv4_error *err) {
     cpu_ctx *c = vctx;
     if (k > n_rows) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer: top-%u of %u rows", k, n_rows);
+    const float *rows = NULL;
+    dsv4_status st = cpu_kv_rows_f32(c, CPU_SLOT_C, rows_type, krows, n_rows, head_dim, &rows, err);
+    if (st != DSV4_OK) return st;
     float *scores = cpu_scratch(c, CPU_SLOT_A, (size_t)n_rows * sizeof(float));
     float *ws = cpu_scratch(c, CPU_SLOT_B, (size_t)n_head * sizeof(float));
     if (!scores || !ws) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in indexer");
@@ -154,10 +173,10 @@ static void attn_worker(void *arg, uint64_t h0, uint64_t h1, uint32_t th) {
                            score, j->out + h * j->head_dim);
 }
 
-dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                          uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
-                          uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
-                          float kq_scale, float *out, dsv4_error *err) {
+dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                          const void *kraw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                          const void *kcomp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                          const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
     cpu_ctx *c = vctx;
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
         return dsv4_fail(err, DSV4_ERR_INVALID, "attention: raw window %u rows from %u in a ring of %u",
@@ -167,6 +186,10 @@ dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t 
                          sinks->name ? sinks->name : "?", (unsigned long long)sinks->ne[0], n_head);
     const uint32_t n_c = sel ? n_sel : n_comp;
     const uint32_t n_rows = n_raw + n_c;
+    if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: KV rows of type %s", dsv4_type_name(kv_type));
+    const uint64_t es = kv_type == DSV4_TYPE_F16 ? 2 : 4;
+    const unsigned char *raw = kraw, *comp = kcomp;
     const uint32_t n_threads = dsv4_tp_threads(c->tp);
     const float **rows = cpu_scratch(c, CPU_SLOT_A, (size_t)(n_rows + 1) * sizeof(float *));
     float *scores = cpu_scratch(c, CPU_SLOT_B, (size_t)n_threads * (n_rows + 1) * sizeof(float));
@@ -176,13 +199,28 @@ dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t 
     if (!sv)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention: cannot read sinks %s",
                          sinks->name ? sinks->name : "?");
+    float *f16buf = NULL; /* F16 rows read as f32 (exact), each into its own scratch row */
+    if (kv_type == DSV4_TYPE_F16) {
+        f16buf = cpu_scratch(c, CPU_SLOT_C, ((size_t)n_rows + 1) * head_dim * sizeof(float));
+        if (!f16buf) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in attention");
+    }
     /* raw rows oldest -> newest, then compressed rows in increasing index (ds4 CPU order) */
-    for (uint32_t i = 0; i < n_raw; i++) rows[i] = raw + (uint64_t)((raw_start + i) % raw_cap) * head_dim;
-    for (uint32_t i = 0; i < n_c; i++) {
-        const uint32_t r = sel ? (uint32_t)sel[i] : i;
-        if (r >= n_comp)
-            return dsv4_fail(err, DSV4_ERR_INVALID, "attention: selected row %u of %u", r, n_comp);
-        rows[n_raw + i] = comp + (uint64_t)r * head_dim;
+    for (uint32_t i = 0; i < n_rows; i++) {
+        const unsigned char *src;
+        if (i < n_raw) {
+            src = raw + (uint64_t)((raw_start + i) % raw_cap) * head_dim * es;
+        } else {
+            const uint32_t r = sel ? (uint32_t)sel[i - n_raw] : i - n_raw;
+            if (r >= n_comp)
+                return dsv4_fail(err, DSV4_ERR_INVALID, "attention: selected row %u of %u", r, n_comp);
+            src = comp + (uint64_t)r * head_dim * es;
+        }
+        if (f16buf) {
+            cpu_f16_to_f32_row(src, head_dim, f16buf + (uint64_t)i * head_dim);
+            rows[i] = f16buf + (uint64_t)i * head_dim;
+        } else {
+            rows[i] = (const float *)(const void *)src;
+        }
     }
     attn_job j = {q, head_dim, rows, n_rows, sv, kq_scale, scores, out};
     dsv4_tp_run(c->tp, n_head, 1, attn_worker, &j);

@@ -9,6 +9,12 @@
 #include "backend/cpu/cpu_internal.h"
 #include "quant/quant.h"
 
+#define GBC(call)                                                                                            \
+    do {                                                                                                     \
+        const dsv4_status st_ = (call);                                                                      \
+        if (st_ != DSV4_OK) return st_;                                                                      \
+    } while (0)
+
 typedef struct {
     const float *kv, *score, *ape; /* ape: ratio rows of width, dequantized */
     uint64_t kv_stride, score_stride;
@@ -97,13 +103,15 @@ static void itopk_worker(void *arg, uint64_t t0, uint64_t t1, uint32_t th) {
 }
 
 dsv4_status cpu_indexer_topk_chunk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                                   uint32_t head_dim, const float *rows, uint32_t pos0, uint32_t n,
-                                   uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err) {
+                                   uint32_t head_dim, uint32_t rows_type, const void *krows, uint32_t pos0,
+                                   uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err) {
     cpu_ctx *c = vctx;
     if (ratio == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer_topk_chunk: ratio 0");
     if (n == 0) return DSV4_OK;
     const uint32_t max_rows = (uint32_t)(((uint64_t)pos0 + n) / ratio);
     if (max_rows <= k) return DSV4_OK; /* no token runs the indexer */
+    const float *rows = NULL;
+    GBC(cpu_kv_rows_f32(c, CPU_SLOT_C, rows_type, krows, max_rows, head_dim, &rows, err));
     const uint32_t n_threads = dsv4_tp_threads(c->tp);
     float *scores = cpu_scratch(c, CPU_SLOT_A, (size_t)n_threads * max_rows * sizeof(float));
     float *ws = cpu_scratch(c, CPU_SLOT_B, (size_t)n * n_head * sizeof(float));
@@ -160,9 +168,10 @@ static void achunk_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
 }
 
 dsv4_status cpu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
-                                uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
-                                const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
-                                const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
+                                uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *kraw,
+                                uint32_t raw_cap, const void *kcomp, uint32_t ratio, const int32_t *sel,
+                                uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
+                                dsv4_error *err) {
     cpu_ctx *c = vctx;
     if (sinks->ne[0] < n_head)
         return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: sinks %s has %llu values for %u heads",
@@ -183,6 +192,12 @@ dsv4_status cpu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t
         }
     }
     const uint32_t max_rows = raw_cap + max_c + 1;
+    /* F16 rows read as f32 once per chunk: the ring rows older than the chunk, the compressed
+     * rows the last token can see */
+    const float *raw = NULL, *comp = NULL;
+    const uint32_t n_comp_last = ratio ? (pos0 + n) / ratio : 0;
+    GBC(cpu_kv_rows_f32(c, CPU_SLOT_C, kv_type, kraw, pos0 ? raw_cap : 0, head_dim, &raw, err));
+    GBC(cpu_kv_rows_f32(c, CPU_SLOT_D, kv_type, kcomp, n_comp_last, head_dim, &comp, err));
     const uint32_t n_threads = dsv4_tp_threads(c->tp);
     const float **rows = cpu_scratch(c, CPU_SLOT_A, (size_t)n_threads * max_rows * sizeof(float *));
     float *scores = cpu_scratch(c, CPU_SLOT_B, (size_t)n_threads * max_rows * sizeof(float));

@@ -19,6 +19,34 @@ void *cpu_scratch(cpu_ctx *c, int slot, size_t bytes) {
     return p;
 }
 
+void cpu_f16_to_f32_row(const void *h, uint64_t n, float *out) {
+    const uint16_t *p = h;
+    for (uint64_t i = 0; i < n; i++) out[i] = dsv4_f16_to_f32(p[i]);
+}
+
+dsv4_status cpu_kv_rows_f32(cpu_ctx *c, int slot, uint32_t rows_type, const void *rows, uint64_t n_rows,
+                            uint32_t width, const float **out, dsv4_error *err) {
+    if (rows_type == DSV4_TYPE_F32) {
+        *out = rows;
+        return DSV4_OK;
+    }
+    if (rows_type != DSV4_TYPE_F16 && (rows_type != DSV4_KV_FP4 || width % 32))
+        return dsv4_fail(err, DSV4_ERR_INVALID, "KV rows of type %#x and width %u (F32, F16 or FP4)",
+                         rows_type, width);
+    float *f = cpu_scratch(c, slot, ((size_t)n_rows * width + 1) * sizeof(float));
+    if (!f)
+        return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory reading %llu KV rows",
+                         (unsigned long long)n_rows);
+    if (rows_type == DSV4_TYPE_F16)
+        cpu_f16_to_f32_row(rows, n_rows * width, f);
+    else
+        for (uint64_t r = 0; r < n_rows; r++)
+            dsv4_fp4_unpack_row((const uint8_t *)rows + r * (width / 32 * DSV4_KV_FP4_BLOCK_BYTES), width,
+                                f + r * width);
+    *out = f;
+    return DSV4_OK;
+}
+
 const float *cpu_vec_f32(const dsv4_tensor *t, float *tmp, uint64_t n) {
     if (t->type == DSV4_TYPE_F32) return (const float *)t->data;
     if (!quant_dequant_row(t->type, t->data, tmp, (int64_t)n)) return NULL;

@@ -43,6 +43,12 @@ const float *cpu_row_f32(uint32_t type, const void *row, uint64_t n, float *tmp)
 /* w . x with products and sum in double (EXACT numerics). */
 float cpu_dot_exact(const float *w, const float *x, uint64_t n);
 
+/* KV rows of rows_type (F32 or F16) as f32: F32 rows in place, F16 rows converted (exactly) into
+ * scratch `slot`. */
+dsv4_status cpu_kv_rows_f32(cpu_ctx *c, int slot, uint32_t rows_type, const void *rows, uint64_t n_rows,
+                            uint32_t width, const float **out, dsv4_error *err);
+void cpu_f16_to_f32_row(const void *h, uint64_t n, float *out);
+
 /* ---- kernels (single row / single token) ---- */
 float cpu_sigmoid_stable(float x);
 float cpu_silu(float x);
@@ -102,29 +108,30 @@ dsv4_status cpu_rope_tail(void *ctx, float *x, uint32_t n_rows, uint32_t n_head,
 dsv4_status cpu_fp8_kv(void *ctx, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope,
                        dsv4_error *err);
 dsv4_status cpu_hadamard_fp4(void *ctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err);
-dsv4_status cpu_store_f16(void *ctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
-                          dsv4_error *err);
+dsv4_status cpu_store_f16(void *ctx, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                          uint32_t width, dsv4_error *err);
 dsv4_status cpu_compressor_step(void *ctx, const float *kv, const float *score, const dsv4_tensor *ape,
                                 uint32_t pos, uint32_t ratio, uint32_t d_c, float *state_kv,
                                 float *state_score, float *pooled, dsv4_error *err);
 dsv4_status cpu_indexer_topk(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                             uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
-                             dsv4_error *err);
-dsv4_status cpu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                          uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
-                          uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
-                          float kq_scale, float *out, dsv4_error *err);
+                             uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t n_rows,
+                             uint32_t k, int32_t *sel, dsv4_error *err);
+dsv4_status cpu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                          const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                          const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                          const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
 dsv4_status cpu_compressor_chunk(void *ctx, const float *kv, uint64_t kv_stride, const float *score,
                                  uint64_t score_stride, const dsv4_tensor *ape, uint32_t pos0, uint32_t n,
                                  uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,
                                  float *pooled, dsv4_error *err);
 dsv4_status cpu_indexer_topk_chunk(void *ctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                                   uint32_t head_dim, const float *rows, uint32_t pos0, uint32_t n,
-                                   uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err);
+                                   uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t pos0,
+                                   uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err);
 dsv4_status cpu_attention_chunk(void *ctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
-                                uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
-                                const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
-                                const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err);
+                                uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
+                                uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
+                                uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
+                                dsv4_error *err);
 dsv4_status cpu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                               const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens,
                               float scale, int32_t *sel, float *weights, dsv4_error *err);

@@ -21,7 +21,9 @@ int dsv4_cuda_rope_tail(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t 
                         uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse);
 int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope);
 int dsv4_cuda_hadamard_fp4(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width);
-int dsv4_cuda_store_f16(dsv4_cuda_stream s, float *dst, const float *src, uint32_t n_rows, uint32_t width);
+/* dst_type DSV4_TYPE_F32 (f16-rounded floats), DSV4_TYPE_F16 or DSV4_KV_FP4 (width % 32 == 0). */
+int dsv4_cuda_store_f16(dsv4_cuda_stream s, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                        uint32_t width);
 /* ape_dev: the device copy of the F16 ape tensor [coff*d_c, ratio] (element (j, phase) at
  * phase*coff*d_c + j). */
 int dsv4_cuda_compressor_step(dsv4_cuda_stream s, const float *kv, const float *score,
@@ -30,12 +32,13 @@ int dsv4_cuda_compressor_step(dsv4_cuda_stream s, const float *kv, const float *
 /* scratch: device buffer of at least dsv4_cuda_indexer_scratch_bytes(n_rows) bytes. */
 size_t dsv4_cuda_indexer_scratch_bytes(uint32_t n_rows);
 int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale, uint32_t n_head,
-                           uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
-                           void *scratch);
+                           uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t n_rows,
+                           uint32_t k, int32_t *sel, void *scratch);
 /* sinks_dev: device copy of the F32 [n_head] sink logits. */
+/* kv_type: DSV4_TYPE_F32 or DSV4_TYPE_F16 raw and comp rows. */
 int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
-                        const float *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                        const float *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                        uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                        uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
                         const float *sinks_dev, float kq_scale, float *out);
 
 /* Batched prefill ops (backend.h: compressor_chunk, indexer_topk_chunk, attention_chunk), each
@@ -49,12 +52,14 @@ int dsv4_cuda_compressor_chunk(dsv4_cuda_stream s, const float *kv, uint64_t kv_
 /* scratch of dsv4_cuda_indexer_topk_chunk for these arguments */
 size_t dsv4_cuda_indexer_chunk_scratch_bytes(uint32_t pos0, uint32_t n, uint32_t ratio);
 int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
-                                 uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t pos0,
-                                 uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, void *scratch);
+                                 uint32_t n_head, uint32_t head_dim, uint32_t rows_type, const void *rows,
+                                 uint32_t pos0, uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel,
+                                 void *scratch);
 int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
-                              uint32_t head_dim, uint32_t pos0, const float *chunk_kv, const float *raw,
-                              uint32_t raw_cap, const float *comp, uint32_t ratio, const int32_t *sel,
-                              uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out);
+                              uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
+                              const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,
+                              const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale,
+                              float *out);
 
 #ifdef __cplusplus
 }

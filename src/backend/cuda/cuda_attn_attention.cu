@@ -14,21 +14,34 @@
  * Parity: every float operation is the CPU's, in its order and without contraction; expf is
  * rounded from double, so outputs are bitwise equal to the CPU's unless glibc's expf is off by an
  * ulp on a weight (then ~1e-7 relative).
- * Selected rows out of range (sel[i] >= n_comp, which the CPU rejects) get weight 0. */
+ * Selected rows out of range (sel[i] >= n_comp, which the CPU rejects) get weight 0.
+ * KV rows are F32 or F16 (kv_type); a row reference carries its type in bit 0 (set: F16; rows
+ * are at least 2-byte aligned), since a chunk token mixes F32 chunk rows and ring rows. An F16
+ * element reads as __half2float (exact): the float operations are the same as for F32 rows. */
 #include "backend/cuda/cuda_attn_common.cuh"
 
 namespace {
 
 constexpr uint32_t DCH = 32; /* dims of a row tile staged at once */
 
+/* A row reference: the row's address, bit 0 set for an F16 row; 0 for a row out of range. */
+typedef uintptr_t rowref;
+
+__device__ __forceinline__ float row_ld(rowref p, uint32_t i) {
+    if (p & 1u) return __half2float(((const __half *)(p - 1u))[i]);
+    return ((const float *)p)[i];
+}
+
 struct attn_args {
-    const float *q, *raw, *comp;
+    const float *q;
+    const unsigned char *raw, *comp; /* KV rows of kv_type */
     const int32_t *sel;
     const float *sinks;
     float *out;
     uint32_t head_dim, raw_cap, raw_start, n_raw, n_comp, n_rows, chunk;
     float kq_scale;
     bool vec4; /* head_dim % 4 == 0 and raw, comp (and kv) 16-byte aligned */
+    bool half; /* raw and comp rows are F16 */
     /* attention_chunk (kv != nullptr): query blockIdx.y at position pos0 + blockIdx.y; raw
      * positions >= pos0 come from kv rows; n_raw, raw_start, n_comp, sel, n_rows are per block */
     const float *kv;
@@ -52,24 +65,38 @@ __device__ __forceinline__ attn_args block_args(const attn_args &a0) {
     return a;
 }
 
-__device__ __forceinline__ const float *row_ptr(const attn_args &a, uint32_t r) {
+__device__ __forceinline__ rowref kv_ref(const attn_args &a, const unsigned char *base, uint64_t row) {
+    return (rowref)(base + row * a.head_dim * (a.half ? 2u : 4u)) | (a.half ? 1u : 0u);
+}
+
+__device__ __forceinline__ rowref row_ptr(const attn_args &a, uint32_t r) {
     if (r < a.n_raw && a.kv) {
         const uint32_t pos = a.raw_start + r;
-        if (pos >= a.pos0) return a.kv + (uint64_t)(pos - a.pos0) * a.head_dim;
-        return a.raw + (uint64_t)(pos % a.raw_cap) * a.head_dim;
+        if (pos >= a.pos0) return (rowref)(a.kv + (uint64_t)(pos - a.pos0) * a.head_dim);
+        return kv_ref(a, a.raw, pos % a.raw_cap);
     }
-    if (r < a.n_raw) return a.raw + (uint64_t)((a.raw_start + r) % a.raw_cap) * a.head_dim;
+    if (r < a.n_raw) return kv_ref(a, a.raw, (a.raw_start + r) % a.raw_cap);
     const uint32_t c = r - a.n_raw;
     const int64_t i = a.sel ? (int64_t)a.sel[c] : (int64_t)c;
-    if (i < 0 || i >= (int64_t)a.n_comp) return nullptr;
-    return a.comp + (uint64_t)i * a.head_dim;
+    if (i < 0 || i >= (int64_t)a.n_comp) return 0;
+    return kv_ref(a, a.comp, (uint64_t)i);
+}
+
+/* 4 elements of row p from d (16-byte F32 or 8-byte F16 aligned) */
+__device__ __forceinline__ float4 row_ld4(rowref p, uint32_t d) {
+    if (p & 1u) {
+        const uint2 u = *(const uint2 *)((const __half *)(p - 1u) + d);
+        const float2 lo = __half22float2(*(const __half2 *)&u.x), hi = __half22float2(*(const __half2 *)&u.y);
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    return *(const float4 *)((const float *)p + d);
 }
 
 struct attn_smem {
-    const float **rowp; /* blockDim.x row pointers of the tile */
-    float *qs;          /* head_dim */
-    float *tile;        /* blockDim.x x (DCH + 1) */
-    float *ws;          /* chunk scores / weights */
+    rowref *rowp; /* blockDim.x row references of the tile */
+    float *qs;    /* head_dim */
+    float *tile;  /* blockDim.x x (DCH + 1) */
+    float *ws;    /* chunk scores / weights */
 };
 
 /* Score of row t0 + threadIdx.x for threads below nr (-inf for a row out of range); every
@@ -86,8 +113,8 @@ __device__ float tile_score(const attn_args &a, const attn_smem &s, uint32_t t0,
 #pragma unroll 4
             for (uint32_t e = tid; e < nr * (DCH / 4); e += T) {
                 const uint32_t rr = e / (DCH / 4), dd = e % (DCH / 4) * 4;
-                const float *p = s.rowp[rr];
-                const float4 v = p && dd < dn ? *(const float4 *)(p + d0 + dd) : make_float4(0, 0, 0, 0);
+                const rowref p = s.rowp[rr];
+                const float4 v = p && dd < dn ? row_ld4(p, d0 + dd) : make_float4(0, 0, 0, 0);
                 float *t = s.tile + rr * (DCH + 1) + dd;
                 t[0] = v.x;
                 t[1] = v.y;
@@ -98,8 +125,8 @@ __device__ float tile_score(const attn_args &a, const attn_smem &s, uint32_t t0,
 #pragma unroll 8
             for (uint32_t e = tid; e < nr * DCH; e += T) {
                 const uint32_t rr = e / DCH, dd = e % DCH;
-                const float *p = s.rowp[rr];
-                s.tile[rr * (DCH + 1) + dd] = p && dd < dn ? p[d0 + dd] : 0.0f;
+                const rowref p = s.rowp[rr];
+                s.tile[rr * (DCH + 1) + dd] = p && dd < dn ? row_ld(p, d0 + dd) : 0.0f;
             }
         }
         __syncthreads();
@@ -118,8 +145,8 @@ __global__ void attention_kernel(attn_args a0) {
     __shared__ float red[32];
     const uint32_t h = blockIdx.x, tid = threadIdx.x, T = blockDim.x;
     attn_smem s;
-    s.rowp = (const float **)smem_raw;
-    s.qs = (float *)(smem_raw + (size_t)T * sizeof(float *));
+    s.rowp = (rowref *)smem_raw;
+    s.qs = (float *)(smem_raw + (size_t)T * sizeof(rowref));
     s.tile = s.qs + a.head_dim;
     s.ws = s.tile + (size_t)T * (DCH + 1);
     const float *qh = a.q + (uint64_t)h * a.head_dim;
@@ -174,8 +201,8 @@ __global__ void attention_kernel(attn_args a0) {
                     float v[8];
 #pragma unroll
                     for (int u = 0; u < 8; u++) {
-                        const float *p = s.rowp[r + u];
-                        v[u] = p && mine ? p[i] : 0.0f;
+                        const rowref p = s.rowp[r + u];
+                        v[u] = p && mine ? row_ld(p, i) : 0.0f;
                     }
 #pragma unroll
                     for (int u = 0; u < 8; u++) {
@@ -187,8 +214,8 @@ __global__ void attention_kernel(attn_args a0) {
                 for (; r < nr; r++) {
                     const float w = s.ws[t0 + r];
                     den = __fadd_rn(den, w);
-                    const float *p = s.rowp[r];
-                    if (p) acc = __fadd_rn(acc, __fmul_rn(w, mine ? p[i] : 0.0f));
+                    const rowref p = s.rowp[r];
+                    if (p) acc = __fadd_rn(acc, __fmul_rn(w, mine ? row_ld(p, i) : 0.0f));
                 }
             }
             if (!cached) __syncthreads(); /* the next chunk overwrites the weights */
@@ -208,7 +235,7 @@ static int attention_launch(attn_args &a, uint32_t max_rows, dim3 grid, cudaStre
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (e != cudaSuccess) return (int)e;
     const size_t fixed =
-        threads * sizeof(float *) + ((size_t)a.head_dim + (size_t)threads * (DCH + 1)) * sizeof(float);
+        threads * sizeof(rowref) + ((size_t)a.head_dim + (size_t)threads * (DCH + 1)) * sizeof(float);
     const size_t limit = (size_t)optin - 1024; /* room for the static red[] */
     if (fixed + threads * sizeof(float) > limit) return (int)cudaErrorInvalidValue;
     size_t chunk = (limit - fixed) / sizeof(float);
@@ -226,16 +253,18 @@ static int attention_launch(attn_args &a, uint32_t max_rows, dim3 grid, cudaStre
 } // namespace
 
 extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
-                                   const float *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                                   const float *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                                   const float *sinks_dev, float kq_scale, float *out) {
+                                   uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                   uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                   uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap) || head_dim == 0)
         return (int)cudaErrorInvalidValue;
+    if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (n_head == 0) return 0;
     attn_args a = {};
     a.q = q;
-    a.raw = raw;
-    a.comp = comp;
+    a.raw = (const unsigned char *)raw;
+    a.comp = (const unsigned char *)comp;
+    a.half = kv_type == DSV4_TYPE_F16;
     a.sel = sel;
     a.sinks = sinks_dev;
     a.out = out;
@@ -253,15 +282,17 @@ extern "C" int dsv4_cuda_attention(dsv4_cuda_stream s, const float *q, uint32_t 
 
 extern "C" int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
                                          uint32_t head_dim, uint32_t pos0, const float *chunk_kv,
-                                         const float *raw, uint32_t raw_cap, const float *comp,
-                                         uint32_t ratio, const int32_t *sel, uint32_t n_sel,
+                                         uint32_t kv_type, const void *raw, uint32_t raw_cap,
+                                         const void *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
                                          const float *sinks_dev, float kq_scale, float *out) {
     if (head_dim == 0 || !chunk_kv || n > 65535) return (int)cudaErrorInvalidValue;
+    if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (n_head == 0 || n == 0) return 0;
     attn_args a = {};
     a.q = q;
-    a.raw = raw;
-    a.comp = comp;
+    a.raw = (const unsigned char *)raw;
+    a.comp = (const unsigned char *)comp;
+    a.half = kv_type == DSV4_TYPE_F16;
     a.sel = sel;
     a.sinks = sinks_dev;
     a.out = out;

@@ -7,7 +7,9 @@
  * Top-k: one block radix-selects the k-th largest score (8 bits per pass on an order-preserving
  * key, -0 folded into +0 as the CPU's comparisons do), then writes the rows above it plus the
  * lowest-index rows equal to it, in ascending row order. The set is the CPU's (ties to the
- * lower index), for any n_rows. */
+ * lower index), for any n_rows.
+ * Rows are F32, F16 or packed FP4 (rows_type, backend.h); each element is decoded exactly into
+ * the shared row tile, so the scores are those of the decoded f32 rows. */
 #include "backend/cuda/cuda_attn_common.cuh"
 
 namespace {
@@ -30,8 +32,8 @@ __device__ __forceinline__ uint32_t itok_rows(const itok &c, uint32_t n_rows, ui
 
 template <bool q_glob>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
-                              uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t tile,
-                              float *scores, itok c) {
+                              uint32_t head_dim, const void *rows, uint32_t rows_type, uint32_t n_rows,
+                              uint32_t tile, float *scores, itok c) {
     extern __shared__ float sh[];
     const uint32_t tok = blockIdx.y;
     n_rows = itok_rows(c, n_rows, tok);
@@ -52,7 +54,8 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
         for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
             qs[(e / head_dim) * qs_stride + e % head_dim] = q[e];
     for (uint32_t e = threadIdx.x; e < nr * head_dim; e += blockDim.x)
-        ks[(e / head_dim) * ks_stride + e % head_dim] = rows[(uint64_t)r0 * head_dim + e];
+        ks[(e / head_dim) * ks_stride + e % head_dim] =
+            kv_load(rows, rows_type, head_dim, r0 + e / head_dim, e % head_dim);
     __syncthreads();
     const float *qb = q_glob ? q : qs;
     for (uint32_t e = threadIdx.x; e < nr * n_head; e += blockDim.x) {
@@ -176,14 +179,14 @@ static uint32_t iscore_tile(uint32_t n_head, uint32_t head_dim, bool *q_in, size
 }
 
 static int iscore_launch(cudaStream_t st, dim3 grid, bool q_in, size_t smem, const float *q, const float *w,
-                         float w_scale, uint32_t n_head, uint32_t head_dim, const float *rows,
-                         uint32_t n_rows, uint32_t tile, float *scores, itok c) {
+                         float w_scale, uint32_t n_head, uint32_t head_dim, const void *rows,
+                         uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores, itok c) {
     if (q_in)
-        iscore_kernel<false>
-            <<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows, tile, scores, c);
+        iscore_kernel<false><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type,
+                                                      n_rows, tile, scores, c);
     else
-        iscore_kernel<true>
-            <<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, n_rows, tile, scores, c);
+        iscore_kernel<true><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows,
+                                                     tile, scores, c);
     return attn_launch_status();
 }
 
@@ -193,10 +196,15 @@ extern "C" size_t dsv4_cuda_indexer_scratch_bytes(uint32_t n_rows) {
     return ((size_t)n_rows * sizeof(float) + 255) / 256 * 256 + 256;
 }
 
+static bool rows_type_ok(uint32_t t, uint32_t head_dim) {
+    return t == DSV4_TYPE_F32 || t == DSV4_TYPE_F16 || (t == DSV4_KV_FP4 && head_dim % 32 == 0);
+}
+
 extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
-                                      uint32_t n_head, uint32_t head_dim, const float *rows, uint32_t n_rows,
-                                      uint32_t k, int32_t *sel, void *scratch) {
-    if (k > n_rows || !scratch) return (int)cudaErrorInvalidValue;
+                                      uint32_t n_head, uint32_t head_dim, uint32_t rows_type,
+                                      const void *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
+                                      void *scratch) {
+    if (k > n_rows || !scratch || !rows_type_ok(rows_type, head_dim)) return (int)cudaErrorInvalidValue;
     if (k == 0) return 0;
     cudaStream_t st = (cudaStream_t)s;
     float *scores = (float *)scratch;
@@ -206,7 +214,7 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
     if (!tile) return (int)cudaErrorInvalidValue;
     const itok one = {0, 0, k, 0};
     const int e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head,
-                                head_dim, rows, n_rows, tile, scores, one);
+                                head_dim, rows, rows_type, n_rows, tile, scores, one);
     if (e) return e;
     select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel, one);
     return attn_launch_status();
@@ -222,10 +230,10 @@ extern "C" size_t dsv4_cuda_indexer_chunk_scratch_bytes(uint32_t pos0, uint32_t 
 }
 
 extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, const float *w, float w_scale,
-                                            uint32_t n_head, uint32_t head_dim, const float *rows,
-                                            uint32_t pos0, uint32_t n, uint32_t ratio, uint32_t k,
-                                            int32_t *sel, void *scratch) {
-    if (ratio == 0 || !scratch) return (int)cudaErrorInvalidValue;
+                                            uint32_t n_head, uint32_t head_dim, uint32_t rows_type,
+                                            const void *rows, uint32_t pos0, uint32_t n, uint32_t ratio,
+                                            uint32_t k, int32_t *sel, void *scratch) {
+    if (ratio == 0 || !scratch || !rows_type_ok(rows_type, head_dim)) return (int)cudaErrorInvalidValue;
     const uint64_t max_rows = ((uint64_t)pos0 + n) / ratio;
     if (n == 0 || k == 0 || max_rows <= k) return 0;
     cudaStream_t st = (cudaStream_t)s;
@@ -246,7 +254,7 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         const itok c = {pos0 + t0, ratio, k, stride};
         const float *qg = q + (uint64_t)t0 * n_head * head_dim, *wg = w + (uint64_t)t0 * n_head;
         int e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
-                              head_dim, rows, 0, tile, (float *)scratch, c);
+                              head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
         if (e) return e;
         select_kernel<<<m, SELECT_THREADS, 0, st>>>((const float *)scratch, 0, k, sel + (uint64_t)t0 * k, c);
         e = attn_launch_status();

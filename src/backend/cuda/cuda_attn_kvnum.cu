@@ -77,6 +77,52 @@ __global__ void f16_kernel(float *dst, const float *src, uint64_t n) {
         dst[i] = __half2float(__float2half_rn(src[i]));
 }
 
+__global__ void f16_store_kernel(__half *dst, const float *src, uint64_t n) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        dst[i] = __float2half_rn(src[i]);
+}
+
+/* dsv4_e2m1_round of ax >= 0 (quant/kvnum.c minifloat_round with 1 mantissa bit, emin 0) */
+__device__ __forceinline__ float e2m1_nearest(float ax) {
+    ax = fminf(ax, 6.0f);
+    if (ax == 0.0f) return 0.0f;
+    int ex;
+    (void)frexpf(ax, &ex);
+    int e = ex - 1;
+    if (e < 0) e = 0;
+    return ldexpf(rintf(ldexpf(ax, 1 - e)), e - 1);
+}
+
+/* One thread per block of 32 (backend.h DSV4_KV_FP4; CPU: dsv4_fp4_pack_row). */
+__global__ void fp4_store_kernel(unsigned char *dst, const float *src, uint64_t n_blocks) {
+    for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < n_blocks;
+         b += (uint64_t)gridDim.x * blockDim.x) {
+        const float *x = src + b * 32;
+        unsigned char *o = dst + b * DSV4_KV_FP4_BLOCK_BYTES;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+        int ex = 0;
+        const float f = amax > 0.0f ? frexpf(amax, &ex) : 0.0f;
+        int e = f <= 0.75f ? ex - 3 : ex - 2;
+        e = e < -128 ? -128 : e > 127 ? 127 : e;
+        o[0] = (unsigned char)(signed char)e;
+        for (int i = 0; i < 32; i += 2) {
+            uint32_t codes = 0;
+            for (int j = 0; j < 2; j++) {
+                const float v = x[i + j], m = e2m1_nearest(fabsf(ldexpf(v, -e)));
+                const uint32_t k = m < 2.0f    ? (uint32_t)(m * 2.0f)
+                                   : m == 2.0f ? 4u
+                                   : m == 3.0f ? 5u
+                                   : m == 4.0f ? 6u
+                                               : 7u;
+                codes |= ((signbit(v) ? 8u : 0u) | k) << (4 * j);
+            }
+            o[1 + i / 2] = (unsigned char)codes;
+        }
+    }
+}
+
 } // namespace
 
 extern "C" int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width,
@@ -102,12 +148,21 @@ extern "C" int dsv4_cuda_hadamard_fp4(dsv4_cuda_stream s, float *x, uint32_t n_r
     return attn_launch_status();
 }
 
-extern "C" int dsv4_cuda_store_f16(dsv4_cuda_stream s, float *dst, const float *src, uint32_t n_rows,
-                                   uint32_t width) {
+extern "C" int dsv4_cuda_store_f16(dsv4_cuda_stream s, void *dst, uint32_t dst_type, const float *src,
+                                   uint32_t n_rows, uint32_t width) {
     const uint64_t n = (uint64_t)n_rows * width;
+    if (dst_type == DSV4_KV_FP4 && width % 32) return (int)cudaErrorInvalidValue;
+    if (dst_type != DSV4_TYPE_F32 && dst_type != DSV4_TYPE_F16 && dst_type != DSV4_KV_FP4)
+        return (int)cudaErrorInvalidValue;
     if (n == 0) return 0;
-    uint64_t grid = (n + 255) / 256;
+    const uint64_t items = dst_type == DSV4_KV_FP4 ? n / 32 : n;
+    uint64_t grid = (items + 255) / 256;
     if (grid > 65536) grid = 65536;
-    f16_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>(dst, src, n);
+    if (dst_type == DSV4_TYPE_F16)
+        f16_store_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>((__half *)dst, src, n);
+    else if (dst_type == DSV4_KV_FP4)
+        fp4_store_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>((unsigned char *)dst, src, items);
+    else
+        f16_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>((float *)dst, src, n);
     return attn_launch_status();
 }

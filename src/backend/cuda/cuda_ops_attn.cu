@@ -12,6 +12,11 @@ static dsv4_status attn_rc(int rc, const char *what, dsv4_error *err) {
 }
 
 #define STREAM(c) ((dsv4_cuda_stream)(c)->stream)
+#define GCU(call)                                                                                            \
+    do {                                                                                                     \
+        const dsv4_status st_ = (call);                                                                      \
+        if (st_ != DSV4_OK) return st_;                                                                      \
+    } while (0)
 
 dsv4_status cu_rope_tail(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
                          uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse,
@@ -45,15 +50,23 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
     return attn_rc(dsv4_cuda_hadamard_fp4(STREAM(c), x, n_rows, width), "hadamard_fp4", err);
 }
 
-dsv4_status cu_store_f16(void *vctx, float *dst, const float *src, uint32_t n_rows, uint32_t width,
-                         dsv4_error *err) {
+/* KV row types the attention / indexer ops read (FP4: indexer rows only) */
+static dsv4_status kv_type_ok(uint32_t type, uint32_t width, bool fp4, const char *op, dsv4_error *err) {
+    if (type == DSV4_TYPE_F32 || type == DSV4_TYPE_F16 || (fp4 && type == DSV4_KV_FP4 && width % 32 == 0))
+        return DSV4_OK;
+    return dsv4_fail(err, DSV4_ERR_INVALID, "%s: KV rows of type %#x and width %u", op, type, width);
+}
+
+dsv4_status cu_store_f16(void *vctx, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,
+                         uint32_t width, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(dst_type, width, true, "store_f16", err));
     if (!n_rows || !width) return DSV4_OK;
-    if (c->numerics == DSV4_NUMERICS_EXACT) { /* a plain copy (memmove semantics, as the CPU) */
+    if (dst_type == DSV4_TYPE_F32 && c->numerics == DSV4_NUMERICS_EXACT) { /* a plain copy (memmove) */
         if (dst == src) return DSV4_OK;
         return cu_copy(c, dst, src, (size_t)n_rows * width * sizeof(float), err);
     }
-    return attn_rc(dsv4_cuda_store_f16(STREAM(c), dst, src, n_rows, width), "store_f16", err);
+    return attn_rc(dsv4_cuda_store_f16(STREAM(c), dst, dst_type, src, n_rows, width), "store_f16", err);
 }
 
 dsv4_status cu_compressor_step(void *vctx, const float *kv, const float *score, const dsv4_tensor *ape,
@@ -78,23 +91,25 @@ dsv4_status cu_compressor_step(void *vctx, const float *kv, const float *score, 
 }
 
 dsv4_status cu_indexer_topk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                            uint32_t head_dim, const float *rows, uint32_t n_rows, uint32_t k, int32_t *sel,
-                            dsv4_error *err) {
+                            uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t n_rows,
+                            uint32_t k, int32_t *sel, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(rows_type, head_dim, true, "indexer_topk", err));
     if (k > n_rows) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer: top-%u of %u rows", k, n_rows);
     if (k == 0) return DSV4_OK;
     void *scratch = cu_scratch(c, CU_SLOT_IDX, dsv4_cuda_indexer_scratch_bytes(n_rows), err);
     if (!scratch) return DSV4_ERR_NOMEM;
-    return attn_rc(
-        dsv4_cuda_indexer_topk(STREAM(c), q, w, w_scale, n_head, head_dim, rows, n_rows, k, sel, scratch),
-        "indexer_topk", err);
+    return attn_rc(dsv4_cuda_indexer_topk(STREAM(c), q, w, w_scale, n_head, head_dim, rows_type, rows, n_rows,
+                                          k, sel, scratch),
+                   "indexer_topk", err);
 }
 
-dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, const float *raw,
-                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const float *comp,
-                         uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
-                         float kq_scale, float *out, dsv4_error *err) {
+dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                         const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                         const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                         const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(kv_type, head_dim, false, "attention", err));
     if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
         return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
                          sinks->name ? sinks->name : "?", n_head);
@@ -103,8 +118,8 @@ dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t h
                          raw_start, raw_cap);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
-    return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, raw, raw_cap, raw_start, n_raw, comp,
-                                       n_comp, sel, n_sel, sd, kq_scale, out),
+    return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start,
+                                       n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out),
                    "attention", err);
 }
 
@@ -131,30 +146,33 @@ dsv4_status cu_compressor_chunk(void *vctx, const float *kv, uint64_t kv_stride,
 }
 
 dsv4_status cu_indexer_topk_chunk(void *vctx, const float *q, const float *w, float w_scale, uint32_t n_head,
-                                  uint32_t head_dim, const float *rows, uint32_t pos0, uint32_t n,
-                                  uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err) {
+                                  uint32_t head_dim, uint32_t rows_type, const void *rows, uint32_t pos0,
+                                  uint32_t n, uint32_t ratio, uint32_t k, int32_t *sel, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(rows_type, head_dim, true, "indexer_topk_chunk", err));
     if (ratio == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "indexer_topk_chunk: ratio 0");
     if (n == 0 || k == 0 || ((uint64_t)pos0 + n) / ratio <= k) return DSV4_OK;
     void *scratch = cu_scratch(c, CU_SLOT_IDX, dsv4_cuda_indexer_chunk_scratch_bytes(pos0, n, ratio), err);
     if (!scratch) return DSV4_ERR_NOMEM;
-    return attn_rc(dsv4_cuda_indexer_topk_chunk(STREAM(c), q, w, w_scale, n_head, head_dim, rows, pos0, n,
-                                                ratio, k, sel, scratch),
+    return attn_rc(dsv4_cuda_indexer_topk_chunk(STREAM(c), q, w, w_scale, n_head, head_dim, rows_type, rows,
+                                                pos0, n, ratio, k, sel, scratch),
                    "indexer_topk_chunk", err);
 }
 
 dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
-                               uint32_t pos0, const float *chunk_kv, const float *raw, uint32_t raw_cap,
-                               const float *comp, uint32_t ratio, const int32_t *sel, uint32_t n_sel,
-                               const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
+                               uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
+                               uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
+                               uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
+                               dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(kv_type, head_dim, false, "attention_chunk", err));
     if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
         return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: sinks %s must be F32 with %u values",
                          sinks->name ? sinks->name : "?", n_head);
     if (n > 65535) return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: %u queries (at most 65535)", n);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
-    return attn_rc(dsv4_cuda_attention_chunk(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, raw, raw_cap,
-                                             comp, ratio, sel, n_sel, sd, kq_scale, out),
+    return attn_rc(dsv4_cuda_attention_chunk(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type, raw,
+                                             raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out),
                    "attention_chunk", err);
 }

@@ -221,16 +221,17 @@ static dsv4_status pw_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor 
 }
 
 static dsv4_status pw_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,
-                                const float *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                                const float *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                                const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
+                                uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float *out,
+                                dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     /* raw window only / all compressed rows / indexer-selected rows */
     const char *key = sel ? "attention sel" : n_comp ? "attention comp" : "attention raw";
     const dsv4_backend_ops *base = c->prof->base;
     prof_scope s(c, key, true);
-    return base->attention(ctx, q, n_head, head_dim, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel, n_sel,
-                           sinks, kq_scale, out, err);
+    return base->attention(ctx, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp,
+                           sel, n_sel, sinks, kq_scale, out, err);
 }
 
 static dsv4_status pw_embed(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n,
