@@ -46,6 +46,8 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     const char *sr = getenv("DSV4_STEP_RECORD"), *sa = getenv("DSV4_STEP_AHEAD");
     p->no_step_record = sr && strcmp(sr, "0") == 0;
     p->no_step_ahead = sa && strcmp(sa, "0") == 0;
+    const char *kf = getenv("DSV4_KV_F32");
+    p->kv_f32 = kf && strcmp(kf, "1") == 0;
 }
 
 /* The placement the parameters ask for (needs the bound model for --tier-mem). */
