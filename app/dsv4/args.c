@@ -38,7 +38,7 @@ void cli_usage(FILE *f) {
             "      --numerics ds4|exact  ds4's roundings (default) or plain float math without FP8/f16/FP4\n"
             "                          rounding or activation quantization (validation only)\n"
             "      --stats             print prompt tokens, prefill/decode tok/s, KV bytes, tier switches\n"
-            "                          and fused-op counters on stderr\n"
+            "                          and fused-op counters on stderr (with --dump-logits: the counters)\n"
             "      --dump-tokens       print the prompt's token ids and strings, then exit\n"
             "      --dump-logits FILE  teacher-forced logits of --tokens as raw little-endian float32\n"
             "                          [n_pos][n_vocab] into FILE, plus FILE.meta; then exit\n"

@@ -134,6 +134,13 @@ int cli_dump_logits(const cli_opts *o, dsv4_engine *e) {
     dsv4_status st = dsv4_session_eval(s, ids.ids, n, &eo, &err);
     cli_progress_done(&pr);
     if (st != DSV4_OK) goto fail;
+    if (o->stats) { /* which paths ran (fusion, tier and decode-step counters) */
+        dsv4_engine_stats es;
+        char buf[2048];
+        dsv4_engine_stats_get(e, &es);
+        dsv4_engine_stats_format(&es, buf, sizeof buf);
+        fputs(buf, stderr);
+    }
     if (sink.failed || sink.next != n || fclose(f) != 0) {
         f = NULL;
         fprintf(stderr, "dsv4: writing '%s' failed (%u of %u positions written)\n", o->dump_logits, sink.next,

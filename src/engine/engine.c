@@ -211,6 +211,49 @@ size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n)
     return o < n ? o : (n ? n - 1 : 0);
 }
 
+/* Device scratch a prefill chunk of n tokens needs beyond the workspace and the KV state (CUDA:
+ * the routed experts' gate/up/mid/down intermediates of n x k (token, expert) pairs, the indexer's
+ * score buffer (at most 128 MiB) and a margin for activations), an estimate from the shapes. */
+static uint64_t device_scratch_estimate(const dsv4_config *c, uint32_t n, uint32_t n_ctx) {
+    const uint64_t pairs = (uint64_t)n * c->n_expert_used;
+    const uint64_t moe = pairs * (3ull * c->n_ff_exp + c->n_embd) * sizeof(float);
+    uint64_t idx = (uint64_t)n * (n_ctx / 4 + 2) * sizeof(float);
+    if (idx > (128ull << 20)) idx = 128ull << 20;
+    return moe + idx + (256ull << 20);
+}
+
+/* A context that cannot run is refused when the session is created, not mid-generation: on device
+ * tiers the prefill workspace is allocated now (the KV state already is), and each device must
+ * still have room for the scratch estimate above. */
+static dsv4_status session_device_check(dsv4_engine *e, uint32_t n_ctx, uint64_t kv_bytes, dsv4_error *err) {
+    bool device = false;
+    for (uint32_t t = 0; t < e->place.n_tiers; t++) {
+        dsv4_device_info di;
+        if (dsv4_engine_tier_device_info(e, t, &di, err) != DSV4_OK) return DSV4_ERR_INVALID;
+        device |= di.total_mem > 0;
+    }
+    if (!device) return DSV4_OK;
+    const uint32_t chunk = e->chunk < n_ctx ? e->chunk : n_ctx;
+    dsv4_status st = dsv4_graph_reserve(e->graph, chunk, err);
+    if (st != DSV4_OK) {
+        dsv4_error_prefix(err, "context of %u tokens (KV state %llu bytes): ", n_ctx, (unsigned long long)kv_bytes);
+        return st;
+    }
+    const uint64_t need = device_scratch_estimate(&e->model->cfg, chunk, n_ctx);
+    for (uint32_t t = 0; t < e->place.n_tiers; t++) {
+        dsv4_device_info di;
+        if (dsv4_engine_tier_device_info(e, t, &di, err) != DSV4_OK) return DSV4_ERR_INVALID;
+        if (di.total_mem == 0 || di.free_mem + di.scratch_bytes >= need) continue;
+        return dsv4_fail(err, DSV4_ERR_NOMEM,
+                         "context of %u tokens does not fit on %s (tier %u): after the KV state (%llu bytes) "
+                         "and the prefill workspace, prefill chunks of %u tokens need about %llu bytes of scratch "
+                         "but %llu bytes are free; use a smaller --ctx or --chunk",
+                         n_ctx, di.name, t, (unsigned long long)kv_bytes, chunk, (unsigned long long)need,
+                         (unsigned long long)(di.free_mem + di.scratch_bytes));
+    }
+    return DSV4_OK;
+}
+
 dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **out, dsv4_error *err) {
     *out = NULL;
     if (n_ctx == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "session context size must be at least 1 token");
@@ -223,6 +266,10 @@ dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **o
         return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory for the session logits");
     }
     dsv4_status st = dsv4_kv_state_init(e->graph, n_ctx, &s->kv, err);
+    if (st == DSV4_OK) {
+        st = session_device_check(e, n_ctx, s->kv.layout.n_bytes, err);
+        if (st != DSV4_OK) dsv4_kv_state_free(e->graph, &s->kv);
+    }
     if (st != DSV4_OK) {
         free(s->logits);
         free(s);

@@ -165,6 +165,12 @@ static dsv4_status alloc_ws(dsv4_graph *g, uint32_t cap, dsv4_error *err) {
     return DSV4_OK;
 }
 
+dsv4_status dsv4_graph_reserve(dsv4_graph *g, uint32_t n, dsv4_error *err) {
+    if (n <= g->cap) return DSV4_OK;
+    g->prep_valid = false;
+    return alloc_ws(g, n, err);
+}
+
 dsv4_status dsv4_graph_create(const dsv4_model *m, dsv4_backend *b, uint32_t chunk_cap, bool fusion,
                               dsv4_graph **out, dsv4_error *err) {
     dsv4_graph_params p = {0};

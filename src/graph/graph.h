@@ -69,6 +69,8 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
 void dsv4_graph_free(dsv4_graph *g);
 void dsv4_graph_stats(const dsv4_graph *g, dsv4_exec_stats *out);
 void dsv4_graph_stats_reset(dsv4_graph *g);
+/* Grow the workspace now to hold chunks of n tokens (it otherwise grows on the first such chunk). */
+dsv4_status dsv4_graph_reserve(dsv4_graph *g, uint32_t n, dsv4_error *err);
 uint32_t dsv4_graph_n_tiers(const dsv4_graph *g);
 
 dsv4_status dsv4_kv_state_init(dsv4_graph *g, uint32_t n_ctx, dsv4_kv_state *kv, dsv4_error *err);

@@ -580,6 +580,52 @@ int main(int argc, char **argv) {
             snprintf(lb, sizeof lb, "hc_pre n=%u split", n);
             cmp_f(c, lb, sp, dsp, (size_t)n * MIX);
         }
+        /* the fused hc_pre_norm: bitwise the device's unfused hc_pre + rmsnorm, close to the CPU's */
+        if (n == 1 && GPU->hc_pre_norm && GPU->fused_available) {
+            dsv4_fused_query q = {.n_tokens = 1,
+                                  .width = E,
+                                  .weight_type = L0->hc_attn_fn.type,
+                                  .n_hc = HC,
+                                  .aux_type = L0->attn_norm.type,
+                                  .n_tiers = 1};
+            const bool gate = GPU->fused_available(GC, DSV4_FUSED_HC_PRE_NORM, &q);
+            printf("%s %-34s %s\n", gate ? "ok  " : "FAIL", "hc_pre_norm gate n=1", gate ? "open" : "closed");
+            c->fails += !gate, c->checks++;
+            float *dy1 = dcopy(c, u, (size_t)E * 4), *dy2 = dcopy(c, u, (size_t)E * 4);
+            float *ds2 = dcopy(c, sp, (size_t)MIX * 4);
+            float *y = calloc(E, 4), *sp2 = calloc(MIX, 4), *g1 = calloc(E, 4), *g2 = calloc(E, 4);
+            float *gs1 = calloc(MIX, 4), *gs2 = calloc(MIX, 4);
+            const dsv4_status s1 =
+                GPU->hc_pre(GC, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, dx, 1, HC, E,
+                            cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, du, dsp, &c->err);
+            const dsv4_status s2 =
+                s1 == DSV4_OK ? GPU->rmsnorm(GC, du, &L0->attn_norm, 1, E, cf->rms_eps, dy1, &c->err) : s1;
+            const dsv4_status s3 =
+                s2 == DSV4_OK ? GPU->hc_pre_norm(GC, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base,
+                                                 &L0->attn_norm, dx, 1, HC, E, cf->hc_sinkhorn_iter,
+                                                 cf->rms_eps, cf->hc_eps, dy2, ds2, &c->err)
+                              : s2;
+            if (ran(c, "hc_pre_norm fused vs unfused", DSV4_OK, s3, &ec)) {
+                GPU->read(GC, g1, dy1, (size_t)E * 4, &c->err);
+                GPU->read(GC, g2, dy2, (size_t)E * 4, &c->err);
+                GPU->read(GC, gs1, dsp, (size_t)MIX * 4, &c->err);
+                GPU->read(GC, gs2, ds2, (size_t)MIX * 4, &c->err);
+                size_t differ = 0;
+                for (uint32_t i = 0; i < E; i++) differ += memcmp(&g1[i], &g2[i], 4) != 0;
+                for (uint32_t i = 0; i < MIX; i++) differ += memcmp(&gs1[i], &gs2[i], 4) != 0;
+                printf("%s %-34s n=%-8u %zu of %u values differ (required: 0)\n", differ ? "FAIL" : "ok  ",
+                       "hc_pre_norm fused bitwise", E + MIX, differ, E + MIX);
+                c->fails += differ != 0, c->checks++;
+                if (ran(c, "hc_pre_norm cpu",
+                        CPU->hc_pre_norm(CC, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base,
+                                         &L0->attn_norm, x, 1, HC, E, cf->hc_sinkhorn_iter, cf->rms_eps,
+                                         cf->hc_eps, y, sp2, &ec),
+                        DSV4_OK, &ec))
+                    cmp_f(c, "hc_pre_norm fused vs cpu", y, dy2, E);
+            }
+            free(y), free(sp2), free(g1), free(g2), free(gs1), free(gs2);
+            dfree(c, dy1), dfree(c, dy2), dfree(c, ds2);
+        }
         /* hc_post from the CPU split (valid mixing weights) */
         float *f = hrand(c, (size_t)n * E, 1.0f), *o = calloc((size_t)n * HD, 4);
         float *df = dcopy(c, f, (size_t)n * E * 4), *do_ = dcopy(c, o, (size_t)n * HD * 4);

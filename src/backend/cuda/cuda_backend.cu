@@ -181,9 +181,15 @@ static dsv4_status cu_sync(void *vctx, dsv4_error *err) {
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "sync (a queued kernel failed)");
 }
 
+/* Fused-op gates (docs/PATHS.md). DSV4_CUDA_FUSED_GATE=off forces every gate false (to prove that
+ * none is selected then). */
 static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
-    (void)ctx, (void)op, (void)q;
-    return false; /* unfused sequences only, for now */
+    const cuda_ctx *c = (const cuda_ctx *)ctx;
+    if (c->fused_gates_off) return false;
+    switch (op) {
+    case DSV4_FUSED_HC_PRE_NORM: return cu_hc_pre_norm_ok(c, q->n_tokens, q->n_hc, q->width, q->aux_type);
+    default: return false;
+    }
 }
 
 static void cu_destroy(void *vctx) {
@@ -240,7 +246,7 @@ static const dsv4_backend_ops cuda_ops = {
     .attention = cu_attention,
     .router_select = cu_router_select,
     .moe = cu_moe,
-    .hc_pre_norm = NULL,
+    .hc_pre_norm = cu_hc_pre_norm,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .step_run = cu_step_run,
@@ -295,6 +301,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     if (st == DSV4_OK) {
         const char *mv = getenv("DSV4_CUDA_MATVEC");
         c->generic_only = mv && strcmp(mv, "generic") == 0;
+        const char *fg = getenv("DSV4_CUDA_FUSED_GATE");
+        c->fused_gates_off = fg && strcmp(fg, "off") == 0;
         st = cu_step_init(c, err);
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }

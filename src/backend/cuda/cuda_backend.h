@@ -73,6 +73,7 @@ typedef struct cuda_ctx {
     dsv4_cuda_mv_ctx mv;
     bool mv_ready;
     bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
@@ -179,6 +180,14 @@ dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups
 dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
                         float eps, float *y, dsv4_error *err);
 
+/* ---- fused ops ---- */
+/* hc_pre + sublayer RMSNorm for one token (cuda_ops_hc.cu) and its gate. */
+bool cu_hc_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc, uint32_t n_embd,
+                       uint32_t norm_type);
+dsv4_status cu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                           const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
+                           uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                           float *u_normed, float *split, dsv4_error *err);
 /* ---- step recording (cuda_step.cu) ---- */
 dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
 dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);

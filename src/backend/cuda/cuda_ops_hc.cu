@@ -277,6 +277,104 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     return cu_launched(err, "hc pre split and sum");
 }
 
+/* ---- hc_pre_norm (fused: hc_pre + the sublayer RMSNorm, one token) ---- */
+
+/* One block: the token's split weights exactly as hc_weights_sum_kernel<false> computes them,
+ * u[d] with its expression (kept in shared memory, never stored), then the rmsnorm op's sum of
+ * squares over u (cu_row_sumsq: the same per-thread groups, butterfly and warp order) and
+ * y = u * s * w as rms_kernel writes it. Every output is bitwise the unfused pair's; it saves
+ * the rmsnorm launch and the u round trip. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    hc_pre_norm_kernel(const float *mix_in, const double *part, uint32_t P, const float *x,
+                       const float *scale, const float *base, const float *norm_w, uint32_t n_hc,
+                       uint32_t n_embd, uint32_t iters, float eps, float rms_eps, float *split_out,
+                       float *y) {
+    extern __shared__ float u_s[]; /* n_embd floats, 16-byte aligned */
+    __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
+    __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
+    __shared__ double red[RMS_THREADS / 32];
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+    for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) {
+        if (part) {
+            const double *pp = part + m;
+            double acc = 0.0;
+#pragma unroll 16
+            for (uint32_t p = 0; p < P; p++) acc += pp[(uint64_t)p * n_mix];
+            mix[m] = (float)acc;
+        } else {
+            mix[m] = mix_in[m];
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const uint32_t lane = threadIdx.x;
+        const hc_exp ex;
+        if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
+        float *cm = wts + 2 * n_hc;
+        if (lane < n_hc)
+            hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
+        __syncwarp();
+        for (uint32_t it = 0; it < iters; it++) {
+            if (it > 0) {
+                if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
+                __syncwarp();
+            }
+            if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) split_out[m] = wts[m];
+    for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) {
+        float acc = 0.0f;
+#pragma unroll 4
+        for (uint32_t h = 0; h < n_hc; h++) acc += x[(uint64_t)h * n_embd + d] * wts[h];
+        u_s[d] = acc;
+    }
+    __syncthreads();
+    const double tot = cu_row_sumsq(u_s, n_embd, true, red);
+    const float sc = 1.0f / sqrtf((float)(tot / (double)n_embd) + rms_eps);
+    for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) y[d] = u_s[d] * sc * norm_w[d];
+}
+
+/* The gate (backend.h fused_available): one token, n_hc <= HC_MAX, the row fits shared memory,
+ * an F32 norm weight; any numerics (the mix comes from the same producer as hc_pre's). */
+bool cu_hc_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc, uint32_t n_embd,
+                       uint32_t norm_type) {
+    return n_tokens == 1 && n_hc >= 1 && n_hc <= HC_MAX && n_embd % 4 == 0 && norm_type == DSV4_TYPE_F32 &&
+           (size_t)n_embd * sizeof(float) <= (size_t)c->caps.smem_per_block_optin;
+}
+
+dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                           const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
+                           uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                           float *u_normed, float *split, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_hc_pre_norm_ok(c, n, n_hc, n_embd, norm_w->type) || norm_w->ne[0] != n_embd)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc_pre_norm: %u tokens of %u x %u with norm %s", n, n_hc,
+                         n_embd, norm_w->name ? norm_w->name : "?");
+    const uint64_t hd = (uint64_t)n_hc * n_embd;
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+    const float *sv = NULL, *bv = NULL;
+    dsv4_status st = hc_vecs(c, scale, 3, base, n_mix, &sv, &bv, "hc_pre_norm", err);
+    if (st != DSV4_OK) return st;
+    const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    float *mix;
+    double *part;
+    uint32_t P;
+    if ((st = hc_mix(c, fn, x_hc, n, hd, n_mix, rms_eps, &mix, &part, &P, err)) != DSV4_OK) return st;
+    const size_t smem = (size_t)n_embd * sizeof(float);
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(hc_pre_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return cu_fail(err, e, "hc_pre_norm shared memory");
+    }
+    hc_pre_norm_kernel<<<1, RMS_THREADS, smem, c->stream>>>(mix, part, P, x_hc, sv, bv, wd, n_hc, n_embd,
+                                                            iters, hc_eps, rms_eps, split, u_normed);
+    return cu_launched(err, "hc_pre_norm");
+}
+
 /* ---- hc_post ---- */
 
 /* Block (x, t): 256 of token t's n_hc * n_embd outputs. */

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# CUDA fused ops against their unfused sequences on the GPU machine (after `CUDA=1
+# scripts/device/pack.sh` here; issue 5 acceptance, docs/PATHS.md). For a tiny q2 and a flash-width
+# 4-layer q2 model, teacher-forced logits one token per step (--chunk 1: the decode path, where
+# the CUDA fusions apply), under: fusions on (default), --no-fusion, DSV4_FAULT=<each fusion>
+# (the fused op runs, its outputs are poisoned, the fallback must rewrite them) and
+# DSV4_CUDA_FUSED_GATE=off (every CUDA gate false). All dumps must be byte-identical (the CUDA
+# fusions are bitwise by construction) and the --stats counters must show each fusion selected by
+# default, never selected with the gates off, and failing over under DSV4_FAULT.
+# With FLASH=1 (the full model in /dev/shm/flash-q2.gguf, see flash_bench.sh) also 128 greedy tokens
+# with fusions on and off. Results in $OUT (default ./fusion-out)/fusion_check.txt.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT="${OUT:-$ROOT/fusion-out}"; mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
+S="$OUT/fusion_check.txt"; : >"$S"; fails=0
+say() { echo "$*" | tee -a "$S"; }
+FUSIONS="hc_pre_norm"
+say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
+"$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
+"$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"
+python3 -c "import random; r=random.Random(9); print(','.join(str(r.randrange(10,1000)) for _ in range(300)))" >"$W/toks"
+for name in tiny flash4; do
+  m="$W/$name.gguf"
+  dump() { # tag env... ; extra args after --
+    local tag=$1; shift
+    env "$@" "$C/dsv4" -m "$m" --backend cuda --chunk 1 --ctx 1024 --tokens "$(cat "$W/toks")" --stats \
+      --dump-logits "$W/$name.$tag.bin" 2>"$OUT/$name.$tag.err" >/dev/null || { say "FAIL $name $tag: $(tail -1 "$OUT/$name.$tag.err")"; fails=$((fails+1)); }
+    say "$name $tag: $(grep -E '^fusion ' "$OUT/$name.$tag.err" | tr '\n' ' ')"
+  }
+  dump on X=1
+  dump nofusion DSV4_FUSION=off
+  dump gateoff DSV4_CUDA_FUSED_GATE=off
+  for f in $FUSIONS; do dump "fault-$f" DSV4_FAULT=$f; done
+  for tag in nofusion gateoff $(for f in $FUSIONS; do echo fault-$f; done); do
+    if cmp -s "$W/$name.on.bin" "$W/$name.$tag.bin"; then say "ok   $name: fusions on == $tag (byte-identical)"
+    else say "FAIL $name: fusions on != $tag"; fails=$((fails+1)); fi
+  done
+  for f in $FUSIONS; do
+    grep -qE "^fusion $f: selected [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f selected" || { say "FAIL $name: $f not selected"; fails=$((fails+1)); }
+    grep -qE "^fusion $f: selected 0," "$OUT/$name.gateoff.err" && say "ok   $name: $f never selected with the gates off" || { say "FAIL $name: $f selected with gates off"; fails=$((fails+1)); }
+    grep -qE "^fusion $f: selected 0, fallback [1-9][0-9]*, faulted [1-9]" "$OUT/$name.fault-$f.err" && say "ok   $name: DSV4_FAULT=$f fell back every time" || { say "FAIL $name: fault counters for $f"; fails=$((fails+1)); }
+  done
+done
+if [ -n "${FLASH:-}" ] && [ -s /dev/shm/flash-q2.gguf ]; then
+  for tag in on off; do
+    a=""; [ $tag = off ] && a=--no-fusion
+    "$C/dsv4" -m /dev/shm/flash-q2.gguf --backend cuda --system "" -p "Tell me about the lighthouse." -n 128 --temp 0 \
+      --ctx 2048 --stats $a >"$OUT/flash.$tag.txt" 2>"$OUT/flash.$tag.err"
+    say "flash $tag: $(grep -E '^decode:|^fusion ' "$OUT/flash.$tag.err" | tr '\n' ' ')"
+  done
+  cmp -s "$OUT/flash.on.txt" "$OUT/flash.off.txt" && say "ok   full flash: 128 greedy tokens identical with fusions on and off" || { say "FAIL full flash greedy text differs"; fails=$((fails+1)); }
+fi
+say "fusion_check: $fails failure(s)"
