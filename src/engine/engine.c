@@ -236,7 +236,8 @@ static dsv4_status session_device_check(dsv4_engine *e, uint32_t n_ctx, uint64_t
     const uint32_t chunk = e->chunk < n_ctx ? e->chunk : n_ctx;
     dsv4_status st = dsv4_graph_reserve(e->graph, chunk, err);
     if (st != DSV4_OK) {
-        dsv4_error_prefix(err, "context of %u tokens (KV state %llu bytes): ", n_ctx, (unsigned long long)kv_bytes);
+        dsv4_error_prefix(err, "context of %u tokens (KV state %llu bytes): ", n_ctx,
+                          (unsigned long long)kv_bytes);
         return st;
     }
     const uint64_t need = device_scratch_estimate(&e->model->cfg, chunk, n_ctx);
@@ -244,12 +245,13 @@ static dsv4_status session_device_check(dsv4_engine *e, uint32_t n_ctx, uint64_t
         dsv4_device_info di;
         if (dsv4_engine_tier_device_info(e, t, &di, err) != DSV4_OK) return DSV4_ERR_INVALID;
         if (di.total_mem == 0 || di.free_mem + di.scratch_bytes >= need) continue;
-        return dsv4_fail(err, DSV4_ERR_NOMEM,
-                         "context of %u tokens does not fit on %s (tier %u): after the KV state (%llu bytes) "
-                         "and the prefill workspace, prefill chunks of %u tokens need about %llu bytes of scratch "
-                         "but %llu bytes are free; use a smaller --ctx or --chunk",
-                         n_ctx, di.name, t, (unsigned long long)kv_bytes, chunk, (unsigned long long)need,
-                         (unsigned long long)(di.free_mem + di.scratch_bytes));
+        return dsv4_fail(
+            err, DSV4_ERR_NOMEM,
+            "context of %u tokens does not fit on %s (tier %u): after the KV state (%llu bytes) "
+            "and the prefill workspace, prefill chunks of %u tokens need about %llu bytes of scratch "
+            "but %llu bytes are free; use a smaller --ctx or --chunk",
+            n_ctx, di.name, t, (unsigned long long)kv_bytes, chunk, (unsigned long long)need,
+            (unsigned long long)(di.free_mem + di.scratch_bytes));
     }
     return DSV4_OK;
 }
