@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every bitwise fast path against its switch-back reference on the GPU machine (after `CUDA=1
+# scripts/device/pack.sh` here): teacher-forced logits of a flash-width 4-layer q2 model over 300
+# positions, once one token per step (--chunk 1: the decode path, recorded steps, decode fusions)
+# and once in chunks of 128 (the prefill path), with the default paths and with each switch
+# (README "Runtime switches"; docs/PATHS.md). Each pair of dumps must be byte-identical.
+# Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design).
+# Results in $OUT (default ./ab-out)/ab_check.txt.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT="${OUT:-$ROOT/ab-out}"; mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-ab; mkdir -p "$W"
+S="$OUT/ab_check.txt"; : >"$S"; fails=0
+say() { echo "$*" | tee -a "$S"; }
+SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0}"
+say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
+m="$W/flash4.gguf"
+[ -s "$m" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$m" >/dev/null || { say "FAIL synth"; exit 1; }
+python3 -c "import random; r=random.Random(11); print(','.join(str(r.randrange(10,1000)) for _ in range(300)))" >"$W/toks"
+for chunk in 1 128; do
+  dump() { env "$@" "$C/dsv4" -m "$m" --backend cuda --chunk $chunk --ctx 1024 --tokens "$(cat "$W/toks")" \
+      --stats --dump-logits "$W/d.$chunk.$tag.bin" >/dev/null 2>"$OUT/$chunk.$tag.err"; }
+  tag=default; dump X=1 || { say "FAIL chunk $chunk default: $(tail -1 "$OUT/$chunk.$tag.err")"; fails=$((fails+1)); continue; }
+  for sw in $SWITCHES; do
+    tag=$sw
+    if ! dump "$sw"; then say "FAIL chunk $chunk $sw: $(tail -1 "$OUT/$chunk.$tag.err")"; fails=$((fails+1)); continue; fi
+    if cmp -s "$W/d.$chunk.default.bin" "$W/d.$chunk.$sw.bin"; then say "ok   chunk $chunk: default == $sw (byte-identical)"
+    else say "FAIL chunk $chunk: default != $sw"; fails=$((fails+1)); fi
+  done
+  say "chunk $chunk default counters: $(grep -E '^fusion |^decode steps|^attention:' "$OUT/$chunk.default.err" | tr '\n' ' ')"
+done
+say "ab_check: $fails failure(s)"
