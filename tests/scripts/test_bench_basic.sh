@@ -81,4 +81,29 @@ err "start above max" -m "$M" --prompt-file "$TXT" --ctx-start 64 --ctx-max 32
 err "ctx-alloc too small" -m "$M" --prompt-file "$TXT" --ctx-start 64 --ctx-alloc 64
 err "missing model" -m "$dir/none.gguf" --prompt-file "$TXT" --ctx-start 16
 err "cuda" -m "$M" --prompt-file "$TXT" --backend cuda
+# A broken model must not pass as a speed result: a NaN scale in the first Q8_0 block of the LM
+# head's row 0 makes logit 0 NaN at every step (a NaN in an activation would not do: Q8
+# quantization's max ignores NaN); the row is still written, the JSON counts the values and the
+# run exits 3.
+cp "$M" "$dir/nan.gguf"
+off=$("$gguf" info "$M" | awk '$2 == "output.weight" && $3 == "Q8_0" {print $NF}')
+doff=$("$gguf" info "$M" | sed -n 's/.*data offset \([0-9]*\).*/\1/p')
+[ -n "$off" ] && [ -n "$doff" ] || fail "cannot locate a Q8_0 output.weight"
+python3 - "$dir/nan.gguf" $((doff + off)) <<'PY'
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    f.write(struct.pack("<H", 0x7E00))  # f16 NaN: the block's scale
+PY
+rc=0
+"$bench" -m "$dir/nan.gguf" --prompt-file "$TXT" --ctx-start 32 --gen-tokens 2 --json "$dir/nan.json" \
+  >"$dir/nan.csv" 2>"$dir/nan.err" || rc=$?
+[ "$rc" = 3 ] || fail "NaN logits: exit code $rc, expected 3 ($(cat "$dir/nan.err"))"
+grep -q 'non-finite logit values' "$dir/nan.err" || fail "NaN logits: no message"
+python3 - "$dir/nan.json" <<'PY' || fail "NaN logits: JSON"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["rows"][0]["nonfinite_logits"] > 0, j["rows"][0]
+PY
+echo "ok: NaN logits -> exit 3, $(head -n 1 "$dir/nan.err")"
 echo "bench checks passed"
