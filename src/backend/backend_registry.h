@@ -57,5 +57,8 @@ typedef struct dsv4_device_info {
 dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);
 /* The CUDA part of dsv4_backend_device_info (stubbed in CPU builds). */
 dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);
+/* Test hook: the CUDA backend's one-launch decode hc pre step on or off (DSV4_CUDA_HC_FAST=0 turns
+ * it off at creation); *was (may be NULL) gets the previous setting. Stubbed in CPU builds. */
+dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *was, dsv4_error *err);
 
 #endif

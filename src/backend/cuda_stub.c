@@ -14,3 +14,8 @@ dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_inf
     (void)b, (void)out;
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
 }
+
+dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *was, dsv4_error *err) {
+    (void)b, (void)on, (void)was;
+    return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
+}

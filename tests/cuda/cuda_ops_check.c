@@ -498,6 +498,89 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dy), dfree(c, dy2);
 }
 
+/* One decode pre step of sublayer `ffn` of L: hc_pre (y = u) or hc_pre_norm (y = the normed row). */
+static dsv4_status hc_pre_call(chk *c, const dsv4_layer_weights *L, bool ffn, bool norm, const float *dx,
+                               float *dy, float *ds) {
+    const dsv4_config *cf = &c->m->cfg;
+    const dsv4_tensor *fn = ffn ? &L->hc_ffn_fn : &L->hc_attn_fn,
+                      *sc = ffn ? &L->hc_ffn_scale : &L->hc_attn_scale,
+                      *bs = ffn ? &L->hc_ffn_base : &L->hc_attn_base,
+                      *nw = ffn ? &L->ffn_norm : &L->attn_norm;
+    if (norm)
+        return GPU->hc_pre_norm(GC, fn, sc, bs, nw, dx, 1, cf->n_hc, cf->n_embd, cf->hc_sinkhorn_iter,
+                                cf->rms_eps, cf->hc_eps, dy, ds, &c->err);
+    return GPU->hc_pre(GC, fn, sc, bs, dx, 1, cf->n_hc, cf->n_embd, cf->hc_sinkhorn_iter, cf->rms_eps,
+                       cf->hc_eps, dy, ds, &c->err);
+}
+
+/* The one-launch decode pre step (DSV4_CUDA_HC_FAST, switched through the test hook) against the
+ * two-launch kernels, bit for bit: hc_pre (u, split) and hc_pre_norm (normed row, split) of one token,
+ * both HC sublayers of L, inputs of several magnitudes. The outputs are poisoned (NaN) before every
+ * call and the one-launch path runs 3 times in a row on each input (its ticket must be back at 0
+ * after every launch, or a later launch writes nothing). Then the time per call of both paths. */
+static void check_hc_one(chk *c, const dsv4_layer_weights *L) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t E = cf->n_embd, HD = cf->n_hc * E, MIX = dsv4_cfg_hc_mix(cf);
+    bool was = true;
+    if (dsv4_backend_cuda_set_hc_fast(&c->gpu, true, &was, &c->err) != DSV4_OK) {
+        printf("FAIL hc one-launch: %s\n", c->err.msg);
+        c->fails++, c->checks++;
+        return;
+    }
+    float *x0 = calloc(HD, 4), *ya = malloc((size_t)E * 4), *yb = malloc((size_t)E * 4);
+    float *sa = malloc((size_t)MIX * 4), *sb = malloc((size_t)MIX * 4);
+    if (!x0 || !ya || !yb || !sa || !sb) abort();
+    float *dx = dcopy(c, x0, (size_t)HD * 4), *dy[2], *ds[2];
+    for (int k = 0; k < 2; k++) dy[k] = dcopy(c, ya, (size_t)E * 4), ds[k] = dcopy(c, sa, (size_t)MIX * 4);
+    const float mags[5] = {1e-3f, 0.05f, 1.0f, 2.0f, 40.0f};
+    size_t differ = 0, total = 0;
+    bool ok = true;
+    for (int ffn = 0; ffn < 2 && ok; ffn++)
+        for (int mi = 0; mi < 5 && ok; mi++) {
+            float *x = hrand(c, HD, mags[mi]);
+            ok = GPU->write(GC, dx, x, (size_t)HD * 4, &c->err) == DSV4_OK;
+            free(x);
+            for (int norm = 0; norm < 2 && ok; norm++)
+                for (int fast = 0; fast < 2 && ok; fast++)
+                    for (int rep = 0; rep < (fast ? 3 : 1) && ok; rep++) {
+                        ok = dsv4_backend_cuda_set_hc_fast(&c->gpu, fast, NULL, &c->err) == DSV4_OK &&
+                             GPU->fill_f32(GC, dy[fast], NAN, E, &c->err) == DSV4_OK &&
+                             GPU->fill_f32(GC, ds[fast], NAN, MIX, &c->err) == DSV4_OK &&
+                             hc_pre_call(c, L, ffn, norm, dx, dy[fast], ds[fast]) == DSV4_OK;
+                        if (!ok || !fast) continue;
+                        ok = GPU->read(GC, ya, dy[0], (size_t)E * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, yb, dy[1], (size_t)E * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, sa, ds[0], (size_t)MIX * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, sb, ds[1], (size_t)MIX * 4, &c->err) == DSV4_OK;
+                        for (uint32_t i = 0; ok && i < E; i++) differ += memcmp(&ya[i], &yb[i], 4) != 0;
+                        for (uint32_t i = 0; ok && i < MIX; i++) differ += memcmp(&sa[i], &sb[i], 4) != 0;
+                        total += E + MIX;
+                    }
+        }
+    if (!ok) printf("FAIL hc one-launch: %s\n", c->err.msg);
+    printf("%s %-34s %zu of %zu values differ (required: 0)\n", ok && !differ ? "ok  " : "FAIL",
+           "hc pre one-launch vs two-launch", differ, total);
+    c->fails += !ok || differ != 0, c->checks++;
+    for (int norm = 0; norm < 2 && ok; norm++) {
+        double t[2] = {-1, -1};
+        for (int fast = 0; fast < 2 && ok; fast++) {
+            ok = dsv4_backend_cuda_set_hc_fast(&c->gpu, fast, NULL, &c->err) == DSV4_OK &&
+                 hc_pre_call(c, L, false, norm, dx, dy[fast], ds[fast]) == DSV4_OK &&
+                 GPU->sync(GC, &c->err) == DSV4_OK;
+            const double t0 = now_s();
+            for (int r = 0; r < 500 && ok; r++)
+                ok = hc_pre_call(c, L, false, norm, dx, dy[fast], ds[fast]) == DSV4_OK;
+            if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t[fast] = (now_s() - t0) / 500;
+        }
+        printf("     hc %-12s timing n=1: one launch %.2f us, two launches %.2f us (stream, no graph)\n",
+               norm ? "pre_norm" : "pre", t[1] * 1e6, t[0] * 1e6);
+    }
+    dsv4_backend_cuda_set_hc_fast(&c->gpu, was, NULL, &c->err);
+    free(x0), free(ya), free(yb), free(sa), free(sb);
+    dfree(c, dx);
+    for (int k = 0; k < 2; k++) dfree(c, dy[k]), dfree(c, ds[k]);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
@@ -645,6 +728,7 @@ int main(int argc, char **argv) {
         free(x), free(u), free(sp), free(f), free(o);
         dfree(c, dx), dfree(c, du), dfree(c, dsp), dfree(c, df), dfree(c, do_);
     }
+    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) check_hc_one(c, L0);
     /* ---- rmsnorm, add, swiglu ---- */
     {
         const size_t n = 3 * (size_t)E;

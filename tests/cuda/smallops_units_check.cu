@@ -5,7 +5,11 @@
  *    bytes, with the CPU's expf as the exp function;
  *  - the router top-k: k passes of an argmax reduced the way router_kernel reduces (per-thread
  *    strided scan, xor butterfly over 32 lanes, warps in order), over scores with many ties,
- *    signed zeros and infinities, must give cpu_topk_desc's ids in its slot order.
+ *    signed zeros and infinities, must give cpu_topk_desc's ids in its slot order;
+ *  - the register combine matrix of the one-launch decode pre step (hcr_*, one element per lane,
+ *    n_hc <= 5): 32 lanes emulated step by step (a shuffle reads the lanes' values before the step)
+ *    must give the hcu_* passes' bytes and cpu_hc_split's, for 0..20 iterations and eps from 0 to
+ *    larger than the sums.
  * Needs no GPU (exit 0 = pass). Build: make BUILD=build-x cuda -> build-x/cuda/smallops_units_check */
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +61,64 @@ static int check_split(uint32_t n_hc, uint32_t iters, float mag) {
         return 1;
     }
     return 0;
+}
+
+/* The exp of the device kernels (cu_expf: through double). */
+struct host_exp_d {
+    float operator()(float v) const { return (float)exp((double)v); }
+};
+
+/* hcr_* lane reads in the host emulation: a snapshot of the 32 lanes before the step (a shuffle
+ * wraps its source lane mod 32). */
+struct snap_get {
+    const float *a;
+    float operator()(uint32_t src) const { return a[src & 31]; }
+};
+
+/* hc_split_warp's register combine matrix for 32 lanes, step by step as a warp runs it. */
+template <class E>
+static void hcr_emulated(const float *mix, const float *scale, const float *base, uint32_t n_hc,
+                         uint32_t iters, float eps, E ex, float *cm) {
+    float v[32], mx[32], e[32], c[32], snap[32];
+    for (uint32_t l = 0; l < 32; l++) v[l] = hcr_logit(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, l);
+    for (uint32_t l = 0; l < 32; l++) mx[l] = hcr_row_max(snap_get{v}, n_hc, l);
+    for (uint32_t l = 0; l < 32; l++) e[l] = ex(v[l] - mx[l]);
+    for (uint32_t l = 0; l < 32; l++) c[l] = hcr_softmax_norm(snap_get{e}, e[l], n_hc, l, eps);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            memcpy(snap, c, sizeof c);
+            for (uint32_t l = 0; l < 32; l++) c[l] = hcr_row_pass(snap_get{snap}, snap[l], n_hc, l, eps);
+        }
+        memcpy(snap, c, sizeof c);
+        for (uint32_t l = 0; l < 32; l++) c[l] = hcr_col_pass(snap_get{snap}, snap[l], n_hc, l, eps);
+    }
+    memcpy(cm, c, n_hc * n_hc * sizeof(float));
+}
+
+/* The register combine matrix against the shared-memory hcu_* passes (same exp), and with the CPU's
+ * expf against cpu_hc_split, bit for bit. */
+static int check_reg_split(uint32_t n_hc, uint32_t iters, float mag, float eps, float bmag) {
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc, nn = n_hc * n_hc;
+    float mix[2 * 16 + 16 * 16], base[2 * 16 + 16 * 16], ref[2 * 16 + 16 * 16], seq[16 * 16], reg[32];
+    const float scale[3] = {0.5f + uni(), 0.5f + uni(), 0.5f + uni()};
+    for (uint32_t i = 0; i < n_mix; i++) mix[i] = mag * uni(), base[i] = bmag * uni();
+    cpu_hc_split(mix, scale, base, n_hc, iters, eps, ref);
+    hcr_emulated(mix, scale, base, n_hc, iters, eps, host_exp(), reg);
+    int bad = memcmp(ref + 2 * n_hc, reg, nn * sizeof(float)) != 0;
+    const host_exp_d exd;
+    for (uint32_t r = 0; r < n_hc; r++)
+        hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, r, eps, seq, exd);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0)
+            for (uint32_t r = 0; r < n_hc; r++) hcu_comb_row_pass(seq, n_hc, r, eps);
+        for (uint32_t j = 0; j < n_hc; j++) hcu_comb_col_pass(seq, n_hc, j, eps);
+    }
+    hcr_emulated(mix, scale, base, n_hc, iters, eps, exd, reg);
+    bad |= memcmp(seq, reg, nn * sizeof(float)) != 0;
+    if (bad)
+        fprintf(stderr, "FAIL register hc combine n_hc=%u iters=%u mag=%g eps=%g bmag=%g\n", n_hc, iters, mag,
+                eps, bmag);
+    return bad;
 }
 
 /* router_kernel's selection with `threads` threads (a multiple of 32). */
@@ -132,6 +194,16 @@ int main(void) {
         for (uint32_t b = 0; b < sizeof its / sizeof *its; b++)
             for (uint32_t m = 0; m < sizeof mags / sizeof *mags; m++)
                 for (int rep = 0; rep < 20; rep++, checks++) fails += check_split(hcs[a], its[b], mags[m]);
+    const float regmag[] = {0.01f, 1.0f, 8.0f, 30.0f, 200.0f};
+    const float regeps[] = {0.0f, 1e-6f, 1e-3f, 0.25f, 3.0f};
+    const float regb[] = {0.0f, 1.0f, 50.0f};
+    for (uint32_t nh = 1; nh <= HCR_MAX; nh++)
+        for (uint32_t it = 0; it <= 20; it++)
+            for (uint32_t m = 0; m < sizeof regmag / sizeof *regmag; m++)
+                for (uint32_t e = 0; e < sizeof regeps / sizeof *regeps; e++)
+                    for (uint32_t b = 0; b < sizeof regb / sizeof *regb; b++)
+                        for (int rep = 0; rep < 3; rep++, checks++)
+                            fails += check_reg_split(nh, it, regmag[m], regeps[e], regb[b]);
     const uint32_t ns[] = {1, 7, 64, 256, 300, 512};
     const uint32_t ks[] = {1, 2, 6, 8};
     const int lv[] = {0, 2, 3, 5, 9};

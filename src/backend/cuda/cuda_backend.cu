@@ -205,6 +205,7 @@ static void cu_destroy(void *vctx) {
     if (c->d_iq2_grid) cudaFree(c->d_iq2_grid);
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
     if (c->d_iota) cudaFree(c->d_iota);
+    if (c->d_hc_ticket) cudaFree(c->d_hc_ticket);
     if (c->pin_tok) cudaFreeHost(c->pin_tok);
     if (c->pin_ev) cudaEventDestroy(c->pin_ev);
     if (c->xev) cudaEventDestroy(c->xev);
@@ -303,6 +304,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->generic_only = mv && strcmp(mv, "generic") == 0;
         const char *fg = getenv("DSV4_CUDA_FUSED_GATE");
         c->fused_gates_off = fg && strcmp(fg, "off") == 0;
+        const char *hf = getenv("DSV4_CUDA_HC_FAST");
+        c->hc_fast = !(hf && strcmp(hf, "0") == 0);
         st = cu_step_init(c, err);
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }
@@ -315,6 +318,18 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     }
     out->ops = ops;
     out->ctx = c;
+    return DSV4_OK;
+}
+
+/* Test hook (cuda_ops_check): the one-launch hc pre step on or off, as DSV4_CUDA_HC_FAST=0 sets it
+ * at creation. Returns the previous setting through *was (may be NULL). */
+extern "C" dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *was,
+                                                     dsv4_error *err) {
+    if (!b || !b->ops || b->ops->destroy != cu_destroy)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_fast: not a CUDA backend");
+    cuda_ctx *c = (cuda_ctx *)b->ctx;
+    if (was) *was = c->hc_fast;
+    c->hc_fast = on;
     return DSV4_OK;
 }
 

@@ -74,15 +74,17 @@ typedef struct cuda_ctx {
     bool mv_ready;
     bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
     bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
+    bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;
     uint64_t weight_bytes;
     /* tables of the generic quantized kernels */
-    uint64_t *d_iq2_grid; /* 256 */
-    uint8_t *d_iq2_signs; /* 128 */
-    int32_t *d_iota;      /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
+    uint64_t *d_iq2_grid;  /* 256 */
+    uint8_t *d_iq2_signs;  /* 128 */
+    int32_t *d_iota;       /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
+    unsigned *d_hc_ticket; /* one-launch hc pre step: blocks done (0 between launches) */
     /* scratch */
     void *scratch[CU_SLOTS];
     size_t scratch_bytes[CU_SLOTS];

@@ -223,5 +223,7 @@ dsv4_status cu_tables_init(cuda_ctx *c, dsv4_error *err) {
     for (int i = 0; i < CU_IOTA; i++) iota[i] = i;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_iota, sizeof iota);
     if (e == cudaSuccess) e = cudaMemcpy(c->d_iota, iota, sizeof iota, cudaMemcpyHostToDevice);
-    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "IQ2_XXS tables");
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_hc_ticket, sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(c->d_hc_ticket, 0, sizeof(unsigned));
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "device tables");
 }

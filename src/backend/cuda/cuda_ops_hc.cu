@@ -91,32 +91,38 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
  * tree, so s and flat = x * s are the values the rmsnorm op gives), then for every mix row m the
  * dot of inputs [256 p, 256 p + 256) with flat: exact products, summed in double (8 per lane in
  * order, then a xor butterfly). The row is read by every block (from L2); the weights once. */
+__device__ __forceinline__ void hc_mix_part_token(const float *xr, const uint8_t *fn, uint64_t fn_row_bytes,
+                                                  uint32_t hd, uint32_t n_mix, float rms_eps, double *part_t,
+                                                  double *red) {
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
+    const double tot = cu_row_sumsq(xr, hd, true, red);
+    const float s = 1.0f / sqrtf((float)(tot / (double)hd) + rms_eps);
+    const float4 a = *(const float4 *)(xr + i0), b = *(const float4 *)(xr + i0 + 4);
+    const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
+    for (uint32_t m = warp; m < n_mix; m += RMS_THREADS / 32) {
+        const uint4 q = *(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2);
+        const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+        double acc = 0.0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float w0 = __half2float(__ushort_as_half((unsigned short)(qw[j] & 0xffffu)));
+            const float w1 = __half2float(__ushort_as_half((unsigned short)(qw[j] >> 16)));
+            acc += (double)w0 * f[2 * j];
+            acc += (double)w1 * f[2 * j + 1];
+        }
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) part_t[(uint64_t)blockIdx.x * n_mix + m] = acc;
+    }
+}
+
 __global__ void __launch_bounds__(RMS_THREADS)
     hc_mix_part_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, uint32_t n, uint32_t hd,
                        uint32_t n_mix, float rms_eps, double *part) {
     __shared__ double red[RMS_THREADS / 32];
-    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, P = gridDim.x;
-    const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
     for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
-        const float *xr = x + (uint64_t)t * hd;
-        const double tot = cu_row_sumsq(xr, hd, true, red);
-        const float s = 1.0f / sqrtf((float)(tot / (double)hd) + rms_eps);
-        const float4 a = *(const float4 *)(xr + i0), b = *(const float4 *)(xr + i0 + 4);
-        const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
-        for (uint32_t m = warp; m < n_mix; m += RMS_THREADS / 32) {
-            const uint4 q = *(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2);
-            const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-            double acc = 0.0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float w0 = __half2float(__ushort_as_half((unsigned short)(qw[j] & 0xffffu)));
-                const float w1 = __half2float(__ushort_as_half((unsigned short)(qw[j] >> 16)));
-                acc += (double)w0 * f[2 * j];
-                acc += (double)w1 * f[2 * j + 1];
-            }
-            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (lane == 0) part[((uint64_t)t * P + blockIdx.x) * n_mix + m] = acc;
-        }
+        hc_mix_part_token(x + (uint64_t)t * hd, fn, fn_row_bytes, hd, n_mix, rms_eps,
+                          part + (uint64_t)t * gridDim.x * n_mix, red);
         __syncthreads(); /* red is reused by the next token */
     }
 }
@@ -255,6 +261,184 @@ static dsv4_status hc_vecs(cuda_ctx *c, const dsv4_tensor *scale, uint32_t n_sca
     return *bv ? DSV4_OK : DSV4_ERR_INVALID;
 }
 
+/* ---- one-launch decode pre step (hc_pre / hc_pre_norm, one token, DSV4_CUDA_HC_FAST) ---- */
+
+struct hc_shfl_get { /* hcr_* lane reads: warp shuffles of v */
+    float v;
+    __device__ float operator()(uint32_t src) const { return __shfl_sync(0xffffffffu, v, (int)src); }
+};
+
+/* Warp 0 (all 32 lanes): the split weights of one token from its mix, hc_weights_sum_kernel's
+ * values: pre/post one lane per element; the combine matrix one element per lane in registers
+ * (hcr_*: the hcu_* sums in their order) when n_hc² <= 32, else hcu_* through shared memory. */
+__device__ void hc_split_warp(const float *mix, const float *scale, const float *base, uint32_t n_hc,
+                              uint32_t iters, float eps, float *wts) {
+    const uint32_t lane = threadIdx.x & 31;
+    const hc_exp ex;
+    if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
+    float *cm = wts + 2 * n_hc;
+    if (n_hc <= HCR_MAX) {
+        const float v = hcr_logit(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane);
+        const float mx = hcr_row_max(hc_shfl_get{v}, n_hc, lane);
+        const float e = ex(v - mx);
+        float cv = hcr_softmax_norm(hc_shfl_get{e}, e, n_hc, lane, eps);
+        for (uint32_t it = 0; it < iters; it++) {
+            if (it > 0) cv = hcr_row_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
+            cv = hcr_col_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
+        }
+        if (lane < n_hc * n_hc) cm[lane] = cv;
+        return;
+    }
+    if (lane < n_hc) hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
+    __syncwarp();
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
+            __syncwarp();
+        }
+        if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
+        __syncwarp();
+    }
+}
+
+#define HCO_STAGE_BYTES (48u * 1024u) /* partials staged in shared memory up to this size */
+
+/* Grid of P = hd / 256 blocks. Every block writes its partial dots (hc_mix_part_token, the decode
+ * mix kernel's code); the last block to finish (a ticket it puts back to 0, so every launch, replays
+ * of a recorded step included, finds it at 0) then does hc_weights_sum_kernel<false>'s work for
+ * the whole row (NORM: hc_pre_norm_kernel's: u kept in shared memory, then the RMSNorm), with the
+ * same expressions in the same order: the partials summed in block order (staged in shared memory
+ * first when they fit: one round trip to L2), the split from hc_split_warp. */
+template <bool NORM>
+__global__ void __launch_bounds__(RMS_THREADS)
+    hc_pre_one_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, uint32_t n_hc,
+                      uint32_t n_embd, float rms_eps, double *part, unsigned *ticket, bool stage,
+                      const float *scale, const float *base, const float *norm_w, uint32_t iters, float eps,
+                      float *split_out, float *y) {
+    extern __shared__ float4 hco_dyn[]; /* NORM: u (n_embd floats); first: the staged partials */
+    __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
+    __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
+    __shared__ double red[RMS_THREADS / 32];
+    __shared__ bool last;
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc, P = gridDim.x;
+    hc_mix_part_token(x, fn, fn_row_bytes, n_hc * n_embd, n_mix, rms_eps, part, red);
+    __threadfence(); /* this block's partials, device-wide, before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1u) == P - 1;
+        if (last) atomicExch(ticket, 0u);
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const uint32_t np = P * n_mix;
+    double *st = (double *)hco_dyn;
+    if (stage) {
+        for (uint32_t i = threadIdx.x; i < np; i += blockDim.x) st[i] = __ldcg(part + i);
+        __syncthreads();
+    }
+    for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) {
+        double acc = 0.0;
+        if (stage) {
+#pragma unroll 16
+            for (uint32_t p = 0; p < P; p++) acc += st[(uint64_t)p * n_mix + m];
+        } else {
+#pragma unroll 16
+            for (uint32_t p = 0; p < P; p++) acc += __ldcg(part + (uint64_t)p * n_mix + m);
+        }
+        mix[m] = (float)acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) hc_split_warp(mix, scale, base, n_hc, iters, eps, wts);
+    __syncthreads();
+    if (split_out)
+        for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) split_out[m] = wts[m];
+    /* u[d] = sum_h x[h][d] * w[h], h in order; 4 dims per thread and iteration (float4 loads, all in
+     * flight together: one block does the whole row) when n_embd % 4 == 0 */
+    float *u_s = (float *)hco_dyn; /* the staged partials are dead */
+    if (n_embd % 4 == 0) {
+        const uint32_t n4 = n_embd / 4;
+#pragma unroll 4
+        for (uint32_t g = threadIdx.x; g < n4; g += blockDim.x) {
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (uint32_t h = 0; h < n_hc; h++) {
+                const float4 v = *(const float4 *)(x + (uint64_t)h * n_embd + 4 * g);
+                const float w = wts[h];
+                acc.x += v.x * w;
+                acc.y += v.y * w;
+                acc.z += v.z * w;
+                acc.w += v.w * w;
+            }
+            if (NORM) {
+                ((float4 *)u_s)[g] = acc;
+            } else {
+                y[4 * g] = acc.x;
+                y[4 * g + 1] = acc.y;
+                y[4 * g + 2] = acc.z;
+                y[4 * g + 3] = acc.w;
+            }
+        }
+    } else {
+#pragma unroll 4
+        for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) {
+            float acc = 0.0f;
+            for (uint32_t h = 0; h < n_hc; h++) acc += x[(uint64_t)h * n_embd + d] * wts[h];
+            if (NORM)
+                u_s[d] = acc;
+            else
+                y[d] = acc;
+        }
+    }
+    if (NORM) {
+        __syncthreads();
+        const double tot = cu_row_sumsq(u_s, n_embd, true, red);
+        const float sc = 1.0f / sqrtf((float)(tot / (double)n_embd) + rms_eps);
+#pragma unroll 4
+        for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) y[d] = u_s[d] * sc * norm_w[d];
+    }
+}
+
+/* The one-launch pre step when it applies (DSV4_CUDA_HC_FAST not 0, and the decode mix's
+ * conditions: hc_fast_mix and aligned weights); *done says whether it ran. norm_w: NULL for
+ * hc_pre (y = u), else hc_pre_norm's weight (y = the normed row). */
+static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *sv, const float *bv,
+                              const float *norm_w, const float *x_hc, uint32_t n_hc, uint32_t n_embd,
+                              uint32_t iters, float rms_eps, float hc_eps, float *y, float *split, bool *done,
+                              dsv4_error *err) {
+    *done = false;
+    const uint64_t hd = (uint64_t)n_hc * n_embd;
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+    if (!c->hc_fast || !c->d_hc_ticket || n_hc == 0 || n_hc > HC_MAX || !hc_fast_mix(c, fn, x_hc, 1, hd) ||
+        fn->ne[0] != hd || fn->ne[1] != n_mix)
+        return DSV4_OK;
+    const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, fn, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    if (((uintptr_t)wd & 15) != 0) return DSV4_OK;
+    const uint32_t P = (uint32_t)(hd / HCM_CHUNK);
+    const size_t part_bytes = (size_t)P * n_mix * sizeof(double);
+    double *part = (double *)cu_scratch(c, CU_SLOT_FLAT, part_bytes, err);
+    if (!part) return DSV4_ERR_NOMEM;
+    const bool stage = part_bytes <= HCO_STAGE_BYTES;
+    size_t smem = norm_w ? (size_t)n_embd * sizeof(float) : 0;
+    if (stage && part_bytes > smem) smem = part_bytes;
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(norm_w ? hc_pre_one_kernel<true> : hc_pre_one_kernel<false>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return cu_fail(err, e, "hc pre (one launch) shared memory");
+    }
+    if (norm_w)
+        hc_pre_one_kernel<true><<<P, RMS_THREADS, smem, c->stream>>>(x_hc, wd, fn->row_bytes, n_hc, n_embd,
+                                                                     rms_eps, part, c->d_hc_ticket, stage, sv,
+                                                                     bv, norm_w, iters, hc_eps, split, y);
+    else
+        hc_pre_one_kernel<false><<<P, RMS_THREADS, smem, c->stream>>>(x_hc, wd, fn->row_bytes, n_hc, n_embd,
+                                                                      rms_eps, part, c->d_hc_ticket, stage,
+                                                                      sv, bv, NULL, iters, hc_eps, split, y);
+    *done = true;
+    return cu_launched(err, "hc pre (one launch)");
+}
+
 /* ---- hc_pre ---- */
 
 dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,
@@ -268,6 +452,12 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     const float *sv = NULL, *bv = NULL;
     dsv4_status st = hc_vecs(c, scale, 3, base, n_mix, &sv, &bv, "hc", err);
     if (st != DSV4_OK || n == 0) return st;
+    if (n == 1) {
+        bool done;
+        st =
+            hc_pre_one(c, fn, sv, bv, NULL, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u, split, &done, err);
+        if (st != DSV4_OK || done) return st;
+    }
     float *mix;
     double *part;
     uint32_t P;
@@ -360,6 +550,10 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
     if (st != DSV4_OK) return st;
     const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
     if (!wd) return DSV4_ERR_INVALID;
+    bool done;
+    st = hc_pre_one(c, fn, sv, bv, wd, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u_normed, split, &done,
+                    err);
+    if (st != DSV4_OK || done) return st;
     float *mix;
     double *part;
     uint32_t P;

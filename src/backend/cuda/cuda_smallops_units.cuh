@@ -63,6 +63,68 @@ __host__ __device__ inline void hcu_comb_col_pass(float *c, uint32_t n_hc, uint3
     for (uint32_t r = 0; r < n_hc; r++) c[r * n_hc + j] *= inv;
 }
 
+/* ---- HC combine matrix in registers: one element per lane (n_hc * n_hc <= 32) ----
+ * Lane l < n_hc² holds c[l / n_hc][l % n_hc]. Every step is a function of the lane's own value
+ * and of other lanes' values through `get(src)` (a shuffle on the device, a read of a snapshot of
+ * all 32 lanes in the host check), summed in the order of the hcu_* functions above, so every
+ * lane ends with the bytes those give. Every lane of the warp runs every step (lanes past n_hc²
+ * compute values nobody stores). */
+#define HCR_MAX 5 /* largest n_hc with n_hc² <= 32 */
+
+/* get(first), get(first + stride), ... added in that order from 0.0f. */
+#pragma nv_exec_check_disable
+template <class G>
+__host__ __device__ inline float hcr_sum(const G &get, uint32_t first, uint32_t stride, uint32_t n) {
+    float s = 0.0f;
+    for (uint32_t k = 0; k < n; k++) s += get(first + k * stride);
+    return s;
+}
+
+/* Softmax logit of the lane's element (hcu_comb_softmax_row's v). */
+__host__ __device__ inline float hcr_logit(const float *m, float scale2, const float *b, uint32_t n_hc,
+                                           uint32_t lane) {
+    return lane < n_hc * n_hc ? m[lane] * scale2 + b[lane] : 0.0f;
+}
+
+/* The row maximum as hcu_comb_softmax_row scans it, over the logits get() reads. */
+#pragma nv_exec_check_disable
+template <class G> __host__ __device__ inline float hcr_row_max(const G &get, uint32_t n_hc, uint32_t lane) {
+    const uint32_t r0 = lane / n_hc * n_hc;
+    float mx = HCU_NEG_INF;
+    for (uint32_t k = 0; k < n_hc; k++) {
+        const float v = get(r0 + k);
+        if (v > mx) mx = v;
+    }
+    return mx;
+}
+
+/* The softmax's last step: e / (row sum of the exps get() reads) + eps. */
+#pragma nv_exec_check_disable
+template <class G>
+__host__ __device__ inline float hcr_softmax_norm(const G &get, float e, uint32_t n_hc, uint32_t lane,
+                                                  float eps) {
+    const float inv = 1.0f / hcr_sum(get, lane / n_hc * n_hc, 1, n_hc);
+    return e * inv + eps;
+}
+
+/* Sinkhorn row pass (get: the matrix before it). */
+#pragma nv_exec_check_disable
+template <class G>
+__host__ __device__ inline float hcr_row_pass(const G &get, float v, uint32_t n_hc, uint32_t lane,
+                                              float eps) {
+    const float inv = 1.0f / (hcr_sum(get, lane / n_hc * n_hc, 1, n_hc) + eps);
+    return v * inv;
+}
+
+/* Sinkhorn column pass. */
+#pragma nv_exec_check_disable
+template <class G>
+__host__ __device__ inline float hcr_col_pass(const G &get, float v, uint32_t n_hc, uint32_t lane,
+                                              float eps) {
+    const float inv = 1.0f / (hcr_sum(get, lane % n_hc, n_hc, n_hc) + eps);
+    return v * inv;
+}
+
 /* ---- router top-k ---- */
 
 /* Does (sa, a) rank before (sb, b)? Higher score first, ties to the lower index: the order
