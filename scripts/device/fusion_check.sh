@@ -6,7 +6,8 @@
 # (the fused op runs, its outputs are poisoned, the fallback must rewrite them) and
 # DSV4_CUDA_FUSED_GATE=off (every CUDA gate false). All dumps must be byte-identical (the CUDA
 # fusions are bitwise by construction) and the --stats counters must show each fusion selected by
-# default, never selected with the gates off, and failing over under DSV4_FAULT.
+# default, never selected with the gates off, and failing over under DSV4_FAULT. q_norm_rope and
+# kv_norm_rope_fp8 also apply to prefill chunks: --chunk 64 on / off / faulted must match too.
 # With FLASH=1 (the full model in /dev/shm/flash-q2.gguf, see flash_bench.sh) also 128 greedy tokens
 # with fusions on and off. Results in $OUT (default ./fusion-out)/fusion_check.txt.
 set -u
@@ -16,7 +17,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"
@@ -25,10 +26,11 @@ for name in tiny flash4; do
   m="$W/$name.gguf"
   dump() { # tag env... ; extra args after --
     local tag=$1; shift
-    env "$@" "$C/dsv4" -m "$m" --backend cuda --chunk 1 --ctx 1024 --tokens "$(cat "$W/toks")" --stats \
+    env "$@" "$C/dsv4" -m "$m" --backend cuda --chunk "$ch" --ctx 1024 --tokens "$(cat "$W/toks")" --stats \
       --dump-logits "$W/$name.$tag.bin" 2>"$OUT/$name.$tag.err" >/dev/null || { say "FAIL $name $tag: $(tail -1 "$OUT/$name.$tag.err")"; fails=$((fails+1)); }
     say "$name $tag: $(grep -E '^fusion ' "$OUT/$name.$tag.err" | tr '\n' ' ')"
   }
+  ch=1
   dump on X=1
   dump nofusion DSV4_FUSION=off
   dump gateoff DSV4_CUDA_FUSED_GATE=off
@@ -36,6 +38,16 @@ for name in tiny flash4; do
   for tag in nofusion gateoff $(for f in $FUSIONS; do echo fault-$f; done); do
     if cmp -s "$W/$name.on.bin" "$W/$name.$tag.bin"; then say "ok   $name: fusions on == $tag (byte-identical)"
     else say "FAIL $name: fusions on != $tag"; fails=$((fails+1)); fi
+  done
+  # prefill chunks of 64 (q_norm_rope and kv_norm_rope_fp8 also fuse there): on == off == faulted
+  ch=64
+  dump p64on X=1
+  dump p64off DSV4_FUSION=off
+  dump p64fault DSV4_FAULT=q_norm_rope,kv_norm_rope_fp8
+  ch=1
+  for tag in p64off p64fault; do
+    if cmp -s "$W/$name.p64on.bin" "$W/$name.$tag.bin"; then say "ok   $name: chunk 64 fusions on == $tag (byte-identical)"
+    else say "FAIL $name: chunk 64 fusions on != $tag"; fails=$((fails+1)); fi
   done
   for f in $FUSIONS; do
     grep -qE "^fusion $f: selected [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f selected" || { say "FAIL $name: $f not selected"; fails=$((fails+1)); }

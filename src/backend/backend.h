@@ -46,7 +46,9 @@ typedef struct dsv4_rope {
 
 /* Fused ops a backend may offer (graph/ falls back to the unfused sequence). */
 typedef enum dsv4_fused_op {
-    DSV4_FUSED_HC_PRE_NORM = 0, /* hc_pre + rmsnorm(weight) of the collapsed row */
+    DSV4_FUSED_HC_PRE_NORM = 0,      /* hc_pre + rmsnorm(weight) of the collapsed row */
+    DSV4_FUSED_Q_NORM_ROPE = 1,      /* per-head rmsnorm (no weight) + rope_tail of the queries */
+    DSV4_FUSED_KV_NORM_ROPE_FP8 = 2, /* rmsnorm(weight) + rope_tail + fp8_kv of the KV rows */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -58,7 +60,8 @@ typedef struct dsv4_fused_query {
     uint32_t weight_type;   /* dsv4_type of the main weight */
     uint32_t mode;          /* 0 = decode (one token), 1 = batch (prefill chunk) */
     uint32_t n_hc;          /* HC streams */
-    uint32_t aux_type;      /* dsv4_type of the secondary weight (hc_pre_norm: the norm weight) */
+    uint32_t aux_type;      /* dsv4_type of the secondary weight (hc_pre_norm, kv_norm_rope_fp8: the
+                               norm weight) */
     uint32_t tier, n_tiers; /* placement: the tier running the op and how many there are */
 } dsv4_fused_query;
 
@@ -185,6 +188,16 @@ typedef struct dsv4_backend_ops {
                                const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc,
                                uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps,
                                float hc_eps, float *u_normed, float *split, dsv4_error *err);
+    /* In place: rmsnorm(x, NULL, n_rows * n_head rows of head_dim, eps) then rope_tail(x, n_rows,
+     * n_head, head_dim, pos0, pos_step, rope, forward); every value bitwise the unfused pair's. */
+    dsv4_status (*q_norm_rope)(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                               float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
+                               dsv4_error *err);
+    /* In place: rmsnorm(x, norm_w, n_rows, width, eps), rope_tail(x, n_rows, 1, width, pos0,
+     * pos_step, rope, forward), fp8_kv(x, n_rows, width, n_nope); bitwise the unfused three. */
+    dsv4_status (*kv_norm_rope_fp8)(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
+                                    uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                    const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
 
     /* ---- step recording (optional; NULL: every op runs as it is issued) ---- */
     /* step_begin: the ops issued until step_end form one decode step (n = 1), which the backend

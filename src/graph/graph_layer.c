@@ -66,6 +66,63 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
     return OPS->rmsnorm(BCTX, g->w.u, norm, n, c->n_embd, c->rms_eps, g->w.xn, err);
 }
 
+/* The fused ops below work in place on the projection's output, so a failed (or faulted) fused op
+ * leaves nothing to redo the unfused ops from: the fallback runs the projection again (same
+ * operands, same values) and then the unfused ops. */
+
+/* q = attn_q_b . qr, then the per-head norm (no weight) and RoPE of q: fused when it may. */
+static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
+                               uint32_t p0, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const uint32_t Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank, QD = H * Dh;
+    GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, g->w.qr, QL, n, g->w.q, QD, err));
+    const dsv4_fused_query fq = {.n_tokens = n,
+                                 .width = Dh,
+                                 .weight_type = DSV4_TYPE_F32, /* no weight */
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = DSV4_TYPE_F32,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    if (fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE, OPS->q_norm_rope != NULL, &fq)) {
+        const dsv4_status st = OPS->q_norm_rope(BCTX, g->w.q, n, H, Dh, c->rms_eps, p0, 1, rope, err);
+        float *const outs[1] = {g->w.q};
+        const size_t n_outs[1] = {(size_t)n * QD};
+        if (fusion_result(g, DSV4_FUSED_Q_NORM_ROPE, st, outs, n_outs, 1, err)) return DSV4_OK;
+        GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, g->w.qr, QL, n, g->w.q, QD, err));
+    }
+    GB(OPS->rmsnorm(BCTX, g->w.q, NULL, n * H, Dh, c->rms_eps, g->w.q, err)); /* per-head norm, no weight */
+    return OPS->rope_tail(BCTX, g->w.q, n, H, Dh, p0, 1, rope, false, err);
+}
+
+/* kv = attn_kv . xn, then its weighted norm, RoPE and FP8 round trip: fused when it may. */
+static dsv4_status kv_projected(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
+                                uint32_t p0, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const uint32_t E = c->n_embd, Dh = c->head_dim, nope = Dh - c->n_rot;
+    const dsv4_tensor *norm = &L->attn_kv_a_norm;
+    GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, g->w.xn, E, n, g->w.kv, Dh, err));
+    const dsv4_fused_query fq = {.n_tokens = n,
+                                 .width = Dh,
+                                 .weight_type = L->attn_kv.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = norm->type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    if (fusion_wanted(g, DSV4_FUSED_KV_NORM_ROPE_FP8, OPS->kv_norm_rope_fp8 != NULL, &fq)) {
+        const dsv4_status st =
+            OPS->kv_norm_rope_fp8(BCTX, g->w.kv, norm, n, Dh, c->rms_eps, p0, 1, rope, nope, err);
+        float *const outs[1] = {g->w.kv};
+        const size_t n_outs[1] = {(size_t)n * Dh};
+        if (fusion_result(g, DSV4_FUSED_KV_NORM_ROPE_FP8, st, outs, n_outs, 1, err)) return DSV4_OK;
+        GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, g->w.xn, E, n, g->w.kv, Dh, err));
+    }
+    GB(OPS->rmsnorm(BCTX, g->w.kv, norm, n, Dh, c->rms_eps, g->w.kv, err));
+    GB(OPS->rope_tail(BCTX, g->w.kv, n, 1, Dh, p0, 1, rope, false, err));
+    return OPS->fp8_kv(BCTX, g->w.kv, n, Dh, nope, err);
+}
+
 /* Compressed-row post-processing: norm, RoPE at the window start, FP8 (attention rows) or
  * Hadamard+FP4 (indexer rows), f16 store. */
 static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm, uint32_t width, uint32_t pos,
@@ -159,7 +216,7 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     graph_ws *w = &g->w;
     const uint32_t p0 = kv->pos, R = K->ratio;
     const uint32_t E = c->n_embd, Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank;
-    const uint32_t QD = H * Dh, nope = Dh - c->n_rot;
+    const uint32_t QD = H * Dh;
     const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
 
     /* ---- batched: HC pre, norms, projections, RoPE, FP8 ---- */
@@ -167,13 +224,10 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
                      err));
     GB(OPS->matmul(BCTX, &L->attn_q_a, 0, QL, w->xn, E, n, w->qa, QL, err));
     GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
-    GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, w->qr, QL, n, w->q, QD, err));
-    GB(OPS->rmsnorm(BCTX, w->q, NULL, n * H, Dh, c->rms_eps, w->q, err)); /* per-head norm, no weight */
-    GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, w->xn, E, n, w->kv, Dh, err));
-    GB(OPS->rmsnorm(BCTX, w->kv, &L->attn_kv_a_norm, n, Dh, c->rms_eps, w->kv, err));
-    GB(OPS->rope_tail(BCTX, w->q, n, H, Dh, p0, 1, rope, false, err));
-    GB(OPS->rope_tail(BCTX, w->kv, n, 1, Dh, p0, 1, rope, false, err));
-    GB(OPS->fp8_kv(BCTX, w->kv, n, Dh, nope, err));
+    /* q and kv are independent buffers: q's RoPE runs right after its norm, before the kv
+     * projection (the order was q-norm, kv proj, kv-norm, q-rope, kv-rope, fp8); no value changes. */
+    GB(q_projected(g, L, rope, n, p0, err));
+    GB(kv_projected(g, L, rope, n, p0, err));
     uint32_t t_idx = n; /* first chunk row whose query runs the indexer */
     if (R != 0) {
         GB(OPS->matmul(BCTX, &L->attn_compressor_kv, 0, Wc, w->xn, E, n, w->ckv, Wc, err));

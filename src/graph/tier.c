@@ -9,7 +9,7 @@ const char *dsv4_tier_mode_name(dsv4_tier_mode m) {
 }
 
 const char *dsv4_fusion_name(dsv4_fused_op op) {
-    static const char *const names[DSV4_FUSED_COUNT] = {"hc_pre_norm"};
+    static const char *const names[DSV4_FUSED_COUNT] = {"hc_pre_norm", "q_norm_rope", "kv_norm_rope_fp8"};
     return (unsigned)op < DSV4_FUSED_COUNT ? names[op] : NULL;
 }
 
@@ -28,8 +28,10 @@ dsv4_status dsv4_fusion_mask(const char *list, const char *what, uint32_t *mask,
                 if (strlen(nm) == len && strncmp(nm, p, len) == 0) found = op;
             }
             if (found < 0)
-                return dsv4_fail(err, DSV4_ERR_INVALID, "%s: unknown fusion '%.*s' (known: hc_pre_norm, all)",
-                                 what, (int)len, p);
+                return dsv4_fail(
+                    err, DSV4_ERR_INVALID,
+                    "%s: unknown fusion '%.*s' (known: hc_pre_norm, q_norm_rope, kv_norm_rope_fp8, all)",
+                    what, (int)len, p);
             *mask |= 1u << found;
         }
         if (!end) break;

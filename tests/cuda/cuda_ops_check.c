@@ -839,6 +839,72 @@ int main(int argc, char **argv) {
         }
         free(x), dfree(c, dx);
     }
+    /* ---- fused q norm + rope, kv norm + rope + fp8: bitwise the device's unfused ops (0 of N
+     * differ), close to the CPU's fused op; decode (n = 1) and a prefill chunk (n = 7) ---- */
+    if (GPU->q_norm_rope && GPU->kv_norm_rope_fp8 && GPU->fused_available) {
+        for (uint32_t li = 0; li < 2; li++) {
+            const uint32_t il = li ? l4 : 0;
+            const dsv4_rope r = dsv4_rope_for_layer(cf, il);
+            const dsv4_tensor *kn = &m->layers[il].attn_kv_a_norm;
+            const uint32_t nope = Dh - cf->n_rot, p0 = 2000 + 53 * li;
+            for (uint32_t n = 1; n <= 7; n += 6) {
+                char lb[64];
+                const dsv4_fused_query fq = {.n_tokens = n,
+                                             .width = Dh,
+                                             .weight_type = DSV4_TYPE_F32,
+                                             .mode = n > 1,
+                                             .n_hc = HC,
+                                             .aux_type = DSV4_TYPE_F32,
+                                             .n_tiers = 1};
+                dsv4_fused_query fk = fq;
+                fk.weight_type = m->layers[il].attn_kv.type;
+                fk.aux_type = kn->type;
+                const bool gq = GPU->fused_available(GC, DSV4_FUSED_Q_NORM_ROPE, &fq);
+                const bool gk = GPU->fused_available(GC, DSV4_FUSED_KV_NORM_ROPE_FP8, &fk);
+                snprintf(lb, sizeof lb, "q/kv norm_rope gates n=%u", n);
+                printf("%s %-34s q %s, kv %s\n", gq && gk ? "ok  " : "FAIL", lb, gq ? "open" : "closed",
+                       gk ? "open" : "closed");
+                c->fails += !(gq && gk), c->checks++;
+                for (int kv = 0; kv < 2; kv++) {
+                    const size_t nv = (size_t)n * (kv ? 1 : H) * Dh;
+                    float *x = hrand(c, nv, 3.0f), *du = dcopy(c, x, nv * 4), *df = dcopy(c, x, nv * 4);
+                    float *gu = malloc(nv * 4), *gf = malloc(nv * 4);
+                    dsv4_status su, sf, sc;
+                    if (kv) {
+                        su = GPU->rmsnorm(GC, du, kn, n, Dh, cf->rms_eps, du, &c->err);
+                        if (su == DSV4_OK) su = GPU->rope_tail(GC, du, n, 1, Dh, p0, 1, &r, false, &c->err);
+                        if (su == DSV4_OK) su = GPU->fp8_kv(GC, du, n, Dh, nope, &c->err);
+                        sf = su == DSV4_OK ? GPU->kv_norm_rope_fp8(GC, df, kn, n, Dh, cf->rms_eps, p0, 1, &r,
+                                                                   nope, &c->err)
+                                           : su;
+                        sc = CPU->kv_norm_rope_fp8(CC, x, kn, n, Dh, cf->rms_eps, p0, 1, &r, nope, &ec);
+                    } else {
+                        su = GPU->rmsnorm(GC, du, NULL, n * H, Dh, cf->rms_eps, du, &c->err);
+                        if (su == DSV4_OK) su = GPU->rope_tail(GC, du, n, H, Dh, p0, 1, &r, false, &c->err);
+                        sf = su == DSV4_OK
+                                 ? GPU->q_norm_rope(GC, df, n, H, Dh, cf->rms_eps, p0, 1, &r, &c->err)
+                                 : su;
+                        sc = CPU->q_norm_rope(CC, x, n, H, Dh, cf->rms_eps, p0, 1, &r, &ec);
+                    }
+                    const char *nm = kv ? "kv_norm_rope_fp8" : "q_norm_rope";
+                    snprintf(lb, sizeof lb, "%s L%u n=%u fused vs unfused", nm, il, n);
+                    if (ran(c, lb, DSV4_OK, sf, &ec)) {
+                        GPU->read(GC, gu, du, nv * 4, &c->err);
+                        GPU->read(GC, gf, df, nv * 4, &c->err);
+                        size_t differ = 0;
+                        for (size_t i = 0; i < nv; i++) differ += memcmp(&gu[i], &gf[i], 4) != 0;
+                        snprintf(lb, sizeof lb, "%s L%u bitwise", nm, il);
+                        printf("%s %-34s n=%-8u %zu of %zu values differ (required: 0)\n",
+                               differ ? "FAIL" : "ok  ", lb, n, differ, nv);
+                        c->fails += differ != 0, c->checks++;
+                        snprintf(lb, sizeof lb, "%s L%u n=%u vs cpu", nm, il, n);
+                        if (ran(c, lb, sc, DSV4_OK, &ec)) cmp_f(c, lb, x, df, nv);
+                    }
+                    free(x), free(gu), free(gf), dfree(c, du), dfree(c, df);
+                }
+            }
+        }
+    }
     {
         const size_t n = 5 * (size_t)Dh;
         float *x = hrand(c, n, 4.0f), *dx = dcopy(c, x, n * 4), *y = calloc(n, 4), *dy = dcopy(c, y, n * 4);

@@ -327,56 +327,88 @@ static uint8_t *fusion_run(const eng_opts *o, dsv4_engine_stats *st, size_t *sna
     return snap;
 }
 
+/* Expected counts of one fusion in one run. */
+static void expect_counts(const dsv4_engine_stats *st, dsv4_fused_op op, uint64_t selected, uint64_t fallback,
+                          uint64_t faulted, uint64_t skipped) {
+    const dsv4_fusion_counts *f = &st->fusion[op];
+    assert_int_equal(f->selected, selected);
+    assert_int_equal(f->fallback, fallback);
+    assert_int_equal(f->faulted, faulted);
+    assert_int_equal(f->skipped, skipped);
+}
+
 static void test_fusion_on_off_fault(void **state) {
     (void)state;
     const uint64_t evals = (N_TOK - 4 + 6) / 7 + 4;
-    const uint64_t calls = 2ull * g_layers * evals; /* attention and FFN halves */
-    dsv4_engine_stats on, off, dis, flt;
-    size_t b_on, b_off, b_dis, b_flt;
+    const uint64_t calls = 2ull * g_layers * evals;   /* hc_pre_norm: attention and FFN halves */
+    const uint64_t attn = (uint64_t)g_layers * evals; /* q_norm_rope, kv_norm_rope_fp8: attention */
+    const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
+                        KV = DSV4_FUSED_KV_NORM_ROPE_FP8;
+    dsv4_engine_stats on, off, dis, flt, flt1;
+    size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
     eng_opts o_off = {TIERS3, false, false, NULL, NULL};
-    eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm", NULL};
-    eng_opts o_flt = {TIERS3, true, false, NULL, "hc_pre_norm"};
+    /* disabled by name: q_norm_rope stays on (the names act one by one) */
+    eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8", NULL};
+    eng_opts o_flt = {TIERS3, true, false, NULL, "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8"};
+    /* one fault next to selected fusions: kv's fallback redoes its projection only */
+    eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
     uint8_t *s_off = fusion_run(&o_off, &off, &b_off);
     uint8_t *s_dis = fusion_run(&o_dis, &dis, &b_dis);
     uint8_t *s_flt = fusion_run(&o_flt, &flt, &b_flt);
-    /* KV state and logits identical on every path */
+    uint8_t *s_flt1 = fusion_run(&o_flt1, &flt1, &b_flt1);
+    /* KV state and logits (checked in fusion_run) identical on every path */
     assert_int_equal(b_on, b_off);
+    assert_int_equal(b_on, b_dis);
+    assert_int_equal(b_on, b_flt);
+    assert_int_equal(b_on, b_flt1);
     assert_memory_equal(s_on, s_off, b_on);
     assert_memory_equal(s_on, s_dis, b_on);
     assert_memory_equal(s_on, s_flt, b_on);
-    const dsv4_fusion_counts *f;
-    f = &on.fusion[DSV4_FUSED_HC_PRE_NORM];
-    assert_int_equal(f->selected, calls);
-    assert_int_equal(f->fallback + f->faulted + f->skipped, 0);
-    f = &off.fusion[DSV4_FUSED_HC_PRE_NORM];
-    assert_int_equal(f->skipped, calls);
-    assert_int_equal(f->selected + f->fallback + f->faulted, 0);
-    f = &dis.fusion[DSV4_FUSED_HC_PRE_NORM];
-    assert_int_equal(f->skipped, calls);
-    assert_int_equal(f->selected, 0);
-    f = &flt.fusion[DSV4_FUSED_HC_PRE_NORM];
-    assert_int_equal(f->fallback, calls);
-    assert_int_equal(f->faulted, calls);
-    assert_int_equal(f->selected + f->skipped, 0);
+    assert_memory_equal(s_on, s_flt1, b_on);
+    expect_counts(&on, HC, calls, 0, 0, 0);
+    expect_counts(&on, Q, attn, 0, 0, 0);
+    expect_counts(&on, KV, attn, 0, 0, 0);
+    expect_counts(&off, HC, 0, 0, 0, calls);
+    expect_counts(&off, Q, 0, 0, 0, attn);
+    expect_counts(&off, KV, 0, 0, 0, attn);
+    expect_counts(&dis, HC, 0, 0, 0, calls);
+    expect_counts(&dis, Q, attn, 0, 0, 0);
+    expect_counts(&dis, KV, 0, 0, 0, attn);
+    expect_counts(&flt, HC, 0, calls, calls, 0);
+    expect_counts(&flt, Q, 0, attn, attn, 0);
+    expect_counts(&flt, KV, 0, attn, attn, 0);
+    expect_counts(&flt1, HC, calls, 0, 0, 0);
+    expect_counts(&flt1, Q, attn, 0, 0, 0);
+    expect_counts(&flt1, KV, 0, attn, attn, 0);
     /* a fallback leaves the other counters as they were */
     assert_memory_equal(on.tier_switches, flt.tier_switches, sizeof on.tier_switches);
     assert_memory_equal(on.tier_bytes, off.tier_bytes, sizeof on.tier_bytes);
     assert_memory_equal(on.tier_bytes, flt.tier_bytes, sizeof on.tier_bytes);
+    assert_memory_equal(on.tier_bytes, flt1.tier_bytes, sizeof on.tier_bytes);
     /* the environment switches reach the parameters */
     setenv("DSV4_FUSION", "off", 1);
-    setenv("DSV4_FUSION_DISABLE", "hc_pre_norm", 1);
-    setenv("DSV4_FAULT", "hc_pre_norm", 1);
+    setenv("DSV4_FUSION_DISABLE", "q_norm_rope", 1);
+    setenv("DSV4_FAULT", "kv_norm_rope_fp8", 1);
     dsv4_engine_params p;
     dsv4_engine_params_default(&p);
     assert_false(p.fusion);
-    assert_string_equal(p.fusion_disable, "hc_pre_norm");
-    assert_string_equal(p.fault, "hc_pre_norm");
+    assert_string_equal(p.fusion_disable, "q_norm_rope");
+    assert_string_equal(p.fault, "kv_norm_rope_fp8");
     unsetenv("DSV4_FUSION");
     unsetenv("DSV4_FUSION_DISABLE");
     unsetenv("DSV4_FAULT");
-    free(s_on), free(s_off), free(s_dis), free(s_flt);
+    /* the names resolve to their ops, an unknown one is refused */
+    uint32_t mask = 0;
+    dsv4_error err;
+    assert_int_equal(dsv4_fusion_mask("kv_norm_rope_fp8,q_norm_rope", "test", &mask, &err), DSV4_OK);
+    assert_int_equal(mask, (1u << Q) | (1u << KV));
+    assert_int_equal(dsv4_fusion_mask("all", "test", &mask, &err), DSV4_OK);
+    assert_int_equal(mask, (1u << DSV4_FUSED_COUNT) - 1);
+    assert_int_equal(dsv4_fusion_mask("q_norm", "test", &mask, &err), DSV4_ERR_INVALID);
+    assert_string_equal(dsv4_fusion_name(KV), "kv_norm_rope_fp8");
+    free(s_on), free(s_off), free(s_dis), free(s_flt), free(s_flt1);
 }
 
 static void test_snapshot_checkpoint_three_tiers(void **state) {

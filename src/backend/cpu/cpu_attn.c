@@ -46,6 +46,73 @@ dsv4_status cpu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, ui
     return DSV4_OK;
 }
 
+/* ---- fused: norm + RoPE (+ FP8) of the query heads / KV rows, one token at a time ---- */
+
+typedef struct {
+    float *x;
+    const float *w; /* norm weight (KV) or NULL (query heads) */
+    uint32_t n_head, head_dim, pos0, pos_step, n_nope;
+    float eps;
+    const dsv4_rope *rope;
+    bool fp8;
+} norm_rope_job;
+
+/* Token r: the rmsnorm op's row kernel on each head, then the rope op's row kernel, then the
+ * fp8_kv op's block round trip: the unfused ops' own kernels in their order, so bitwise. */
+static void norm_rope_worker(void *arg, uint64_t r0, uint64_t r1, uint32_t th) {
+    (void)th;
+    const norm_rope_job *j = arg;
+    const uint64_t w = (uint64_t)j->n_head * j->head_dim;
+    for (uint64_t r = r0; r < r1; r++) {
+        float *row = j->x + r * w;
+        for (uint32_t h = 0; h < j->n_head; h++) {
+            float *hr = row + (uint64_t)h * j->head_dim;
+            cpu_rmsnorm_row(hr, j->w, j->head_dim, j->eps, hr);
+        }
+        cpu_rope_row(row, j->n_head, j->head_dim, j->pos0 + (uint32_t)r * j->pos_step, j->rope, false);
+        if (j->fp8) dsv4_fp8_roundtrip_blocks64(row, j->n_nope);
+    }
+}
+
+dsv4_status cpu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                            float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
+                            dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "q_norm_rope: %u rotated dims do not fit heads of %u",
+                         rope->n_rot, head_dim);
+    norm_rope_job j = {x, NULL, n_head, head_dim, pos0, pos_step, 0, eps, rope, false};
+    dsv4_tp_run(c->tp, n_rows, 1, norm_rope_worker, &j);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
+                                 uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                 const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (!norm_w || norm_w->ne[0] != width)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "kv_norm_rope_fp8: norm weight %s does not have %u values",
+                         norm_w && norm_w->name ? norm_w->name : "?", width);
+    if (rope->n_rot > width || rope->n_rot % 2 || rope->n_rot > 512)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "kv_norm_rope_fp8: %u rotated dims do not fit rows of %u",
+                         rope->n_rot, width);
+    if (n_nope % 64 || n_nope > width)
+        return dsv4_fail(err, DSV4_ERR_INVALID,
+                         "kv_norm_rope_fp8: %u quantized dims of rows of %u (need a multiple of 64)", n_nope,
+                         width);
+    float *tmp = cpu_scratch(c, CPU_SLOT_VEC, (size_t)width * sizeof(float));
+    if (!tmp) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in kv_norm_rope_fp8");
+    const float *wv = cpu_vec_f32(norm_w, tmp, width);
+    if (!wv)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "kv_norm_rope_fp8: cannot read weight %s of type %s",
+                         norm_w->name ? norm_w->name : "?", dsv4_type_name(norm_w->type));
+    /* EXACT numerics skip the FP8 step, as fp8_kv does */
+    norm_rope_job j = {x,        wv,     1,   width, pos0,
+                       pos_step, n_nope, eps, rope,  c->numerics != DSV4_NUMERICS_EXACT};
+    dsv4_tp_run(c->tp, n_rows, 1, norm_rope_worker, &j);
+    return DSV4_OK;
+}
+
 dsv4_status cpu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err) {
     const cpu_ctx *c = vctx;
     if (width == 0 || (width & (width - 1)) || width % 32)

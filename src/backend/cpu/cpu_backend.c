@@ -104,13 +104,17 @@ static dsv4_status cpu_sync(void *ctx, dsv4_error *err) {
     return DSV4_OK;
 }
 
-/* hc_pre_norm: any mode, tier and row count (its arithmetic is the unfused pair's, bitwise), as
- * long as the shapes and types are ones the unfused ops take. */
+/* Every fusion: any mode, tier and row count (its arithmetic is the unfused ops' own row kernels,
+ * bitwise), as long as the shapes and types are ones the unfused ops take. */
 static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
     switch (op) {
     case DSV4_FUSED_HC_PRE_NORM:
         return q->n_tokens > 0 && q->n_hc > 0 && q->n_hc <= 16 && q->width > 0 &&
                cpu_supports_weight_type(ctx, q->weight_type) &&
+               (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
+    case DSV4_FUSED_Q_NORM_ROPE: return q->n_tokens > 0 && q->width > 0;
+    case DSV4_FUSED_KV_NORM_ROPE_FP8:
+        return q->n_tokens > 0 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
     default: return false;
     }
@@ -153,6 +157,8 @@ static const dsv4_backend_ops cpu_ops = {
     .router_select = cpu_router_select,
     .moe = cpu_moe,
     .hc_pre_norm = cpu_hc_pre_norm,
+    .q_norm_rope = cpu_q_norm_rope,
+    .kv_norm_rope_fp8 = cpu_kv_norm_rope_fp8,
     .compressor_chunk = cpu_compressor_chunk,
     .indexer_topk_chunk = cpu_indexer_topk_chunk,
     .attention_chunk = cpu_attention_chunk,

@@ -89,6 +89,12 @@ dsv4_status cpu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor 
                             const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
                             uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
                             float *u_normed, float *split, dsv4_error *err);
+dsv4_status cpu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                            float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
+                            dsv4_error *err);
+dsv4_status cpu_kv_norm_rope_fp8(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
+                                 uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                 const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
 dsv4_status cpu_hc_post(void *ctx, const float *f, const float *x_hc, const float *split, uint32_t n,
                         uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
 dsv4_status cpu_hc_head(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,

@@ -20,6 +20,15 @@ typedef struct CUstream_st *dsv4_cuda_stream; /* == cudaStream_t */
 int dsv4_cuda_rope_tail(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
                         uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope, bool inverse);
 int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width, uint32_t n_nope);
+/* Fused (backend.h q_norm_rope, kv_norm_rope_fp8): in place, bitwise the unfused rmsnorm, rope
+ * and fp8_kv launches. w_dev: the F32 norm weight; n_nope = 0 skips the FP8 step (EXACT). KV rows
+ * live in shared memory: width <= DSV4_CUDA_KV_FUSED_MAX_WIDTH (48 KiB, no opt-in). */
+#define DSV4_CUDA_KV_FUSED_MAX_WIDTH 12288u
+int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                          float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope);
+int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
+                               uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                               const dsv4_rope *rope, uint32_t n_nope);
 int dsv4_cuda_hadamard_fp4(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t width);
 /* dst_type DSV4_TYPE_F32 (f16-rounded floats), DSV4_TYPE_F16 or DSV4_KV_FP4 (width % 32 == 0). */
 int dsv4_cuda_store_f16(dsv4_cuda_stream s, void *dst, uint32_t dst_type, const float *src, uint32_t n_rows,

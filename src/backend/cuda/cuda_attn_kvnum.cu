@@ -7,31 +7,9 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-#include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_attn_kvnum.cuh"
 
 namespace {
-
-/* Nearest value of an unsigned minifloat (mbits mantissa bits, minimum normal exponent emin),
- * ties to even; ax already clamped to the format's maximum. */
-__device__ __forceinline__ float minifloat_round(float ax, int mbits, int emin) {
-    if (ax == 0.0f) return 0.0f;
-    int ex;
-    (void)frexpf(ax, &ex);
-    int e = ex - 1;
-    if (e < emin) e = emin;
-    const float q = rintf(ldexpf(ax, mbits - e));
-    return ldexpf(q, e - mbits);
-}
-
-/* One block element of a power-of-two-scaled round trip; amax is the block's (floored) amax. */
-__device__ __forceinline__ float block_round(float v0, float amax, float vmax, int mbits, int emin) {
-    const float scale = ldexpf(1.0f, attn_ceil_log2(__fdiv_rn(amax, vmax)));
-    float v = __fdiv_rn(v0, scale);
-    if (v > vmax) v = vmax;
-    if (v < -vmax) v = -vmax;
-    const float r = minifloat_round(fminf(fabsf(v), vmax), mbits, emin);
-    return __fmul_rn(v < 0.0f ? -r : r, scale);
-}
 
 /* One warp per block of 64 values (two per lane). */
 __global__ void fp8_kernel(float *x, uint64_t n_blocks, uint32_t blocks_per_row, uint32_t width) {
@@ -39,11 +17,7 @@ __global__ void fp8_kernel(float *x, uint64_t n_blocks, uint32_t blocks_per_row,
     if (b >= n_blocks) return;
     const uint32_t lane = threadIdx.x % 32;
     float *p = x + (b / blocks_per_row) * width + (b % blocks_per_row) * 64;
-    const float v0 = p[lane], v1 = p[lane + 32];
-    float amax = warp_max(fmaxf(fabsf(v0), fabsf(v1)));
-    if (amax < 1.0e-4f) amax = 1.0e-4f;
-    p[lane] = block_round(v0, amax, 448.0f, 3, -6);
-    p[lane + 32] = block_round(v1, amax, 448.0f, 3, -6);
+    fp8_block64(p, lane);
 }
 
 /* One block per row: the butterflies in shared memory, then one warp per FP4 block of 32. */

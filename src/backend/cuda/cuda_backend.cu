@@ -188,6 +188,8 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     if (c->fused_gates_off) return false;
     switch (op) {
     case DSV4_FUSED_HC_PRE_NORM: return cu_hc_pre_norm_ok(c, q->n_tokens, q->n_hc, q->width, q->aux_type);
+    case DSV4_FUSED_Q_NORM_ROPE: return cu_q_norm_rope_ok(c, q->n_tokens, q->width);
+    case DSV4_FUSED_KV_NORM_ROPE_FP8: return cu_kv_norm_rope_fp8_ok(c, q->n_tokens, q->width, q->aux_type);
     default: return false;
     }
 }
@@ -248,6 +250,8 @@ static const dsv4_backend_ops cuda_ops = {
     .router_select = cu_router_select,
     .moe = cu_moe,
     .hc_pre_norm = cu_hc_pre_norm,
+    .q_norm_rope = cu_q_norm_rope,
+    .kv_norm_rope_fp8 = cu_kv_norm_rope_fp8,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .step_run = cu_step_run,

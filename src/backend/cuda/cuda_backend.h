@@ -190,6 +190,16 @@ dsv4_status cu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *
                            const dsv4_tensor *base, const dsv4_tensor *norm_w, const float *x_hc, uint32_t n,
                            uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
                            float *u_normed, float *split, dsv4_error *err);
+/* Query heads: per-head rmsnorm + RoPE; KV rows: rmsnorm(weight) + RoPE + FP8 (cuda_ops_attn.cu,
+ * kernels in cuda_attn_fused.cu), and their gates. */
+bool cu_q_norm_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
+bool cu_kv_norm_rope_fp8_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type);
+dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                           float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
+                           dsv4_error *err);
+dsv4_status cu_kv_norm_rope_fp8(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
+                                uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
 /* ---- step recording (cuda_step.cu) ---- */
 dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
 dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);

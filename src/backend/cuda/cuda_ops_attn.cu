@@ -40,6 +40,58 @@ dsv4_status cu_fp8_kv(void *vctx, float *x, uint32_t n_rows, uint32_t width, uin
     return attn_rc(dsv4_cuda_fp8_kv(STREAM(c), x, n_rows, width, n_nope), "fp8_kv", err);
 }
 
+/* ---- fused norm + RoPE (+ FP8) (cuda_attn_fused.cu) ---- */
+
+/* Gates (backend.h fused_available): any row count and mode; even head width; the KV row fits
+ * shared memory and its norm weight is F32 (what cu_rmsnorm reads). The rotated width and the FP8
+ * blocks are checked by the ops, as the unfused ones check them. */
+bool cu_q_norm_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim) {
+    (void)c;
+    return n_tokens > 0 && head_dim > 0 && head_dim % 2 == 0;
+}
+
+bool cu_kv_norm_rope_fp8_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type) {
+    (void)c;
+    return n_tokens > 0 && width > 0 && width % 2 == 0 && width <= DSV4_CUDA_KV_FUSED_MAX_WIDTH &&
+           norm_type == DSV4_TYPE_F32;
+}
+
+dsv4_status cu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
+                           float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
+                           dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_q_norm_rope_ok(c, n_rows ? n_rows : 1, head_dim) || rope->n_rot > head_dim || rope->n_rot % 2 ||
+        rope->n_rot > 512)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "q_norm_rope: %u rotated dims of heads of %u",
+                         rope->n_rot, head_dim);
+    if (!n_rows || !n_head) return DSV4_OK;
+    return attn_rc(dsv4_cuda_q_norm_rope(STREAM(c), x, n_rows, n_head, head_dim, eps, pos0, pos_step, rope),
+                   "q_norm_rope", err);
+}
+
+dsv4_status cu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
+                                uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!norm_w || norm_w->ne[0] != width)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "kv_norm_rope_fp8: norm weight %s does not have %u values",
+                         norm_w && norm_w->name ? norm_w->name : "?", width);
+    if (!cu_kv_norm_rope_fp8_ok(c, n_rows ? n_rows : 1, width, norm_w->type) || rope->n_rot > width ||
+        rope->n_rot % 2 || rope->n_rot > 512 || n_nope % 64 || n_nope > width)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "kv_norm_rope_fp8: rows of %u (%u rotated, %u FP8 dims) with norm %s of type %s",
+                         width, rope->n_rot, n_nope, norm_w->name ? norm_w->name : "?",
+                         dsv4_type_name(norm_w->type));
+    if (!n_rows) return DSV4_OK;
+    const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    /* EXACT numerics skip the FP8 step, as fp8_kv does */
+    const uint32_t fp8 = c->numerics == DSV4_NUMERICS_EXACT ? 0 : n_nope;
+    return attn_rc(
+        dsv4_cuda_kv_norm_rope_fp8(STREAM(c), x, wd, n_rows, width, eps, pos0, pos_step, rope, fp8),
+        "kv_norm_rope_fp8", err);
+}
+
 dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t width, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (width < 32 || (width & (width - 1)))

@@ -15,7 +15,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
     const float *xr = x + (uint64_t)blockIdx.x * width;
     float *yr = y + (uint64_t)blockIdx.x * width;
     const double tot = cu_row_sumsq(xr, width, VEC, part);
-    const float s = 1.0f / sqrtf((float)(tot / (double)width) + eps);
+    const float s = cu_rms_inv(tot, width, eps);
     if (VEC) {
         const float4 *x4 = (const float4 *)xr;
         float4 *y4 = (float4 *)yr;

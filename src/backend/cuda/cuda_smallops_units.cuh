@@ -149,7 +149,9 @@ struct cu_tok_arg {
  * of rows or the alignment): thread t adds the 4-element groups t, t + 256, ... element by
  * element, then the lanes (xor butterfly: every lane ends with the same value) and the 8 warp
  * sums in order. Call with RMS_THREADS threads; every thread gets the total. vec: the row is
- * 16-byte aligned and width % 4 == 0 (same sums, wider loads). */
+ * 16-byte aligned and width % 4 == 0 (same sums, wider loads). The products and sums are explicit
+ * _rn intrinsics: no contraction, so the sums are the same in files built with or without
+ * --fmad=false (the fused norm + RoPE kernels live with the RoPE kernels, built without it). */
 __device__ inline double cu_row_sumsq(const float *xr, uint32_t width, bool vec, double *part) {
     double ss = 0.0;
     const uint32_t groups = (width + 3) / 4;
@@ -158,14 +160,15 @@ __device__ inline double cu_row_sumsq(const float *xr, uint32_t width, bool vec,
 #pragma unroll 8
         for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS) {
             const float4 v = x4[g];
-            ss += (double)v.x * v.x;
-            ss += (double)v.y * v.y;
-            ss += (double)v.z * v.z;
-            ss += (double)v.w * v.w;
+            ss = __dadd_rn(ss, __dmul_rn((double)v.x, (double)v.x));
+            ss = __dadd_rn(ss, __dmul_rn((double)v.y, (double)v.y));
+            ss = __dadd_rn(ss, __dmul_rn((double)v.z, (double)v.z));
+            ss = __dadd_rn(ss, __dmul_rn((double)v.w, (double)v.w));
         }
     } else {
         for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS)
-            for (uint32_t i = 4 * g; i < 4 * g + 4 && i < width; i++) ss += (double)xr[i] * xr[i];
+            for (uint32_t i = 4 * g; i < 4 * g + 4 && i < width; i++)
+                ss = __dadd_rn(ss, __dmul_rn((double)xr[i], (double)xr[i]));
     }
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
@@ -173,6 +176,12 @@ __device__ inline double cu_row_sumsq(const float *xr, uint32_t width, bool vec,
     double tot = 0.0;
     for (int i = 0; i < RMS_THREADS / 32; i++) tot += part[i];
     return tot;
+}
+
+/* The rmsnorm scale 1 / sqrtf(mean + eps) of a row with Σx² tot (IEEE division and square root,
+ * as the default -prec-div / -prec-sqrt compile `1.0f / sqrtf(...)`). */
+__device__ __forceinline__ float cu_rms_inv(double tot, uint32_t width, float eps) {
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)__ddiv_rn(tot, (double)width), eps)));
 }
 #endif
 

@@ -1,0 +1,98 @@
+/* Fused norm + RoPE (+ FP8) of the attention's query heads and KV rows (backend.h q_norm_rope,
+ * kv_norm_rope_fp8): one block per row, the unfused kernels' pieces in their order.
+ *
+ * Bitwise the unfused ops by construction: the sum of squares is cu_row_sumsq (the rmsnorm op's
+ * tree) and the scale cu_rms_inv (cuda_smallops_units.cuh), y = x * s (* w) is the rms kernel's
+ * left-to-right product; the pair angles and rotation are cuda_attn_rope.cuh's (the rope op's);
+ * the FP8 blocks are cuda_attn_kvnum.cuh's fp8_block64 (the fp8_kv op's). This file is built like
+ * the rope and KV files (without --fmad=false): every float operation above is an explicit _rn
+ * intrinsic and cos/sin/log2 are the same libdevice calls as there, so the flag changes nothing. */
+#include "backend/cuda/cuda_attn_kvnum.cuh"
+#include "backend/cuda/cuda_attn_rope.cuh"
+#include "backend/cuda/cuda_smallops_units.cuh"
+
+namespace {
+
+/* One block per head row r (token r / n_head): norm without weight, then the rotation of its
+ * tail pairs. Each thread reads and writes only its own pairs after the sum. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    q_norm_rope_kernel(float *x, uint32_t head_dim, float eps, bool vec, rope_args a) {
+    __shared__ double part[RMS_THREADS / 32];
+    __shared__ float cs[256], sn[256];
+    const uint64_t r = blockIdx.x;
+    const uint32_t pos = a.pos0 + (uint32_t)(r / a.n_head) * a.pos_step;
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    float *xr = x + r * head_dim;
+    const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
+    const float s = cu_rms_inv(tot, head_dim, eps);
+    const uint32_t nope = head_dim - 2 * a.half;
+    for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
+        const uint32_t i = 2 * p;
+        float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
+        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+        xr[i] = y0;
+        xr[i + 1] = y1;
+    }
+}
+
+/* One block per token row: weighted norm and rotation into shared memory, then one warp per
+ * FP8 block of [0, n_nope) (n_nope = 0: no FP8), then the row back. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    kv_norm_rope_fp8_kernel(float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
+                            rope_args a) {
+    extern __shared__ float row[]; /* width floats */
+    __shared__ double part[RMS_THREADS / 32];
+    __shared__ float cs[256], sn[256];
+    const uint32_t r = blockIdx.x;
+    const uint32_t pos = a.pos0 + r * a.pos_step;
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    float *xr = x + (uint64_t)r * width;
+    const double tot = cu_row_sumsq(xr, width, vec, part); /* synchronizes: cs, sn are ready */
+    const float s = cu_rms_inv(tot, width, eps);
+    const uint32_t nope = width - 2 * a.half;
+    for (uint32_t p = threadIdx.x; p < width / 2; p += blockDim.x) {
+        const uint32_t i = 2 * p;
+        float y0 = __fmul_rn(__fmul_rn(xr[i], s), w[i]), y1 = __fmul_rn(__fmul_rn(xr[i + 1], s), w[i + 1]);
+        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+        row[i] = y0;
+        row[i + 1] = y1;
+    }
+    __syncthreads();
+    const uint32_t lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (uint32_t b = threadIdx.x / 32; b < n_nope / 64; b += warps)
+        fp8_block64(row + (uint64_t)b * 64, lane);
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) xr[i] = row[i];
+}
+
+bool rope_fits(const dsv4_rope *rope, uint32_t head_dim) {
+    return rope && rope->n_rot <= head_dim && rope->n_rot % 2 == 0 && rope->n_rot <= 512 && head_dim % 2 == 0;
+}
+
+} // namespace
+
+extern "C" int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t n_head,
+                                     uint32_t head_dim, float eps, uint32_t pos0, uint32_t pos_step,
+                                     const dsv4_rope *rope) {
+    if (!rope_fits(rope, head_dim)) return (int)cudaErrorInvalidValue;
+    const uint64_t blocks = (uint64_t)n_rows * n_head;
+    if (blocks == 0 || head_dim == 0) return 0;
+    if (blocks > 0x7fffffffu) return (int)cudaErrorInvalidValue;
+    const rope_args a = rope_args_make(rope, false, n_head, head_dim, pos0, pos_step);
+    const bool vec = head_dim % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    q_norm_rope_kernel<<<(unsigned)blocks, RMS_THREADS, 0, (cudaStream_t)s>>>(x, head_dim, eps, vec, a);
+    return attn_launch_status();
+}
+
+extern "C" int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
+                                          uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
+                                          const dsv4_rope *rope, uint32_t n_nope) {
+    if (!rope_fits(rope, width) || n_nope % 64 || n_nope > width || width > DSV4_CUDA_KV_FUSED_MAX_WIDTH)
+        return (int)cudaErrorInvalidValue;
+    if (n_rows == 0 || width == 0) return 0;
+    const rope_args a = rope_args_make(rope, false, 1, width, pos0, pos_step);
+    const bool vec = width % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    kv_norm_rope_fp8_kernel<<<n_rows, RMS_THREADS, (size_t)width * sizeof(float), (cudaStream_t)s>>>(
+        x, w_dev, width, eps, vec, n_nope, a);
+    return attn_launch_status();
+}
