@@ -93,21 +93,44 @@ static void finish_text(gen *g) {
     if (g->dsml) dsv4_dsml_parser_finish(g->dsml, &err);
 }
 
-/* Follow-up turns: when the rendered text starts with the exact text of the live tokens (the
- * model's own sampled tokens, which a fresh tokenization may split differently), keep those
- * tokens and tokenize only the rest, so the request extends the live session. */
+/* Bytes of the rendered text covered by the live tokens, or 0: their exact bytes, else the text
+ * the client was sent for them (ill-formed UTF-8 in sampled tokens replaced by U+FFFD, as the
+ * streamed output does it: dsv4_detok over the whole sequence; valid text passes unchanged). */
+static size_t live_text_match(dsv4_server *s, const srv_job *j) {
+    const dsv4_prefix_cache *c = &s->cache;
+    size_t at = 0;
+    uint32_t i = 0;
+    for (; i < c->n_live; i++) {
+        size_t n;
+        const char *b = dsv4_token_bytes(s->tok, c->live[i], &n);
+        if (at + n > j->text_len || memcmp(j->text + at, b, n) != 0) break;
+        at += n;
+    }
+    if (i == c->n_live) return at;
+    dsv4_detok d;
+    dsv4_detok_init(&d);
+    dsv4_strbuf seen = {0};
+    dsv4_error err;
+    bool ok = true;
+    for (i = 0; i < c->n_live && ok; i++)
+        ok = dsv4_detok_push_token(&d, s->tok, c->live[i], &seen, &err) == DSV4_OK;
+    ok = ok && dsv4_detok_flush(&d, &seen, &err) == DSV4_OK;
+    at = ok && seen.len <= j->text_len && memcmp(j->text, seen.data, seen.len) == 0 ? seen.len : 0;
+    dsv4_strbuf_free(&seen);
+    return at;
+}
+
+/* Follow-up turns: when the rendered text starts with the text of the live tokens (the model's
+ * own sampled tokens, which a fresh tokenization may split differently, and whose ill-formed
+ * UTF-8 the client only saw as U+FFFD), keep those tokens and tokenize only the rest, so the
+ * request extends the live session. */
 static void splice_live(dsv4_server *s, srv_job *j) {
     const dsv4_prefix_cache *c = &s->cache;
     if (!c->n_live || c->damaged || !j->text) return;
     if (c->n_live <= j->n_tokens && memcmp(c->live, j->tokens, (size_t)c->n_live * sizeof *c->live) == 0)
         return;
-    size_t at = 0;
-    for (uint32_t i = 0; i < c->n_live; i++) {
-        size_t n;
-        const char *b = dsv4_token_bytes(s->tok, c->live[i], &n);
-        if (at + n > j->text_len || memcmp(j->text + at, b, n) != 0) return;
-        at += n;
-    }
+    const size_t at = live_text_match(s, j);
+    if (!at) return;
     dsv4_tokens t = {0};
     dsv4_error err;
     bool ok = true;
