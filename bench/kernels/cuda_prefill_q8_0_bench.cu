@@ -43,14 +43,8 @@ static const shape SHAPES[] = {
     {"output 4096->129280", 4096, 129280},
 };
 
-static uint64_t g_s = 7;
-static uint64_t nxt(void) {
-    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+#define CHECK_RNG_SEED 7
+#include "../../tests/cuda/check_rng.h"
 
 int main(int argc, char **argv) {
     int n = 2048, reps = 10, device = 0;

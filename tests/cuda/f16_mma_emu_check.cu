@@ -18,14 +18,8 @@ extern "C" {
 #include "quant/quant.h"
 }
 
-static uint64_t g_s = 4242;
-static uint64_t nxt(void) {
-    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+#define CHECK_RNG_SEED 4242
+#include "check_rng.h"
 
 static float h2f(uint32_t reg, int hi) { return dsv4_f16_to_f32((uint16_t)(hi ? reg >> 16 : reg & 0xffff)); }
 

@@ -16,14 +16,8 @@ extern "C" {
 #include "backend/cpu/cpu_internal.h" /* cpu_dot_exact: the CPU backend's EXACT dot */
 }
 
-static uint64_t g_s = 99;
-static uint64_t nxt(void) {
-    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+#define CHECK_RNG_SEED 99
+#include "check_rng.h"
 
 template <int K> static float row_dot(const uint8_t *w, const uint8_t *x, long long nb) {
     float acc = 0.0f; /* gm_kernel: terms of blocks 0, 1, ... added to acc from 0.0f */

@@ -17,14 +17,8 @@ extern "C" {
 #include "quant/quant.h"
 }
 
-static uint64_t g_s = 2024;
-static uint64_t nxt(void) {
-    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+#define CHECK_RNG_SEED 2024
+#include "check_rng.h"
 
 /* D = C + A B for one warp, operands in the per-lane fragment layout (PTX ISA, m16n8k32 .s8). */
 static void emu_mma(int32_t d[32][4], uint32_t a[32][4], uint32_t b[32][2], int32_t c) {

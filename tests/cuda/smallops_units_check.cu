@@ -21,14 +21,8 @@ extern "C" {
 #include "backend/cpu/cpu_internal.h" /* cpu_hc_split, cpu_topk_desc */
 }
 
-static uint64_t g_s = 7;
-static uint64_t nxt(void) {
-    uint64_t z = (g_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float uni(void) { return (float)((nxt() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+#define CHECK_RNG_SEED 7
+#include "check_rng.h"
 
 struct host_exp {
     float operator()(float v) const { return expf(v); }
