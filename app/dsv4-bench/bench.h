@@ -49,6 +49,7 @@ double bench_percentile(double *v, size_t n, double p);
 
 /* e: the engine whose placement and statistics (tier switches, fused ops) go into the report. */
 int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, uint32_t prompt_tokens,
-                     uint32_t threads, const double *all_lat_ms, size_t n_lat, const dsv4_engine *e);
+                     uint32_t threads, const double *all_lat_ms, size_t n_lat, const dsv4_engine *e,
+                     double load_s);
 
 #endif

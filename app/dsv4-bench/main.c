@@ -60,6 +60,7 @@ static int32_t argmax_excluding(const float *l, uint32_t n, int32_t skip, uint64
 
 typedef struct bench {
     const bench_opts *o;
+    double load_s; /* model open: bind + weight upload */
     dsv4_engine *e;
     dsv4_tokenizer *tok;
     dsv4_session *s;
@@ -196,7 +197,7 @@ static int run(bench *b) {
     }
     if (rc == 0 && o->json)
         rc = bench_write_json(o, b->rows, b->n_rows, (uint32_t)b->prompt.n, dsv4_engine_threads(b->e),
-                              b->lat_ms, b->n_lat, b->e);
+                              b->lat_ms, b->n_lat, b->e, b->load_s);
     for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
         if (b->rows[i].nonfinite_logits) rc = 3; /* reported above; the CSV/JSON are written */
     return rc;
@@ -227,10 +228,13 @@ int main(int argc, char **argv) {
     ep.tier_ctx = o.ctx_alloc;
     if (o.no_fusion) ep.fusion = false;
     bench b = {.o = &o};
+    const double l0 = bench_now();
     if (dsv4_engine_open(o.model, &ep, &b.e, &err) != DSV4_OK) {
         fprintf(stderr, "dsv4-bench: cannot load model '%s': %s\n", o.model, err.msg);
         return 1;
     }
+    b.load_s = bench_now() - l0;
+    fprintf(stderr, "dsv4-bench: model loaded in %.2f s\n", b.load_s);
     if (dsv4_tokenizer_from_gguf(dsv4_engine_model(b.e)->file, &b.tok, &err) != DSV4_OK)
         rc = fail("tokenizer", &err);
     else

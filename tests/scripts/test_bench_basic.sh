@@ -37,6 +37,7 @@ j = json.load(open(sys.argv[2]))
 assert j["decode_latency_ms"]["samples"] == 3 * 8
 assert 0 < j["decode_latency_ms"]["p50"] <= j["decode_latency_ms"]["p95"]
 assert j["peak_rss_bytes"] > 0 and j["kvcache_bytes"] == int(rows[0]["kvcache_bytes"])
+assert j["model_load_s"] > 0, j["model_load_s"]
 assert j["time_to_first_token_s"] >= j["rows"][0]["prefill_s"] > 0
 assert abs(j["decode_floor_fraction"] - j["decode_tps"] / 450.0) < 1e-4
 assert j["floor_tps"] == 450 and j["ctx_alloc"] == 128 + 8 + 1
