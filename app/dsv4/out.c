@@ -1,10 +1,12 @@
 /* Streams generated tokens: bytes go through the streaming detokenizer so a UTF-8 character is
- * never split; on a terminal the reasoning between <think> and </think> is dimmed and the two
- * tags are hidden, elsewhere every byte is written verbatim. */
+ * never split; on a terminal the reasoning between <think> and </think> is dimmed, the two tags
+ * are hidden and control characters are replaced (text/termsafe.h), elsewhere every byte is
+ * written verbatim. */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "text/termsafe.h"
 
 #define SGR_DIM "\033[2m"
 #define SGR_RESET "\033[0m"
@@ -26,7 +28,15 @@ static void emit(cli_out *o) {
         fputs(SGR_DIM, o->f);
         o->dimmed = true;
     }
-    fwrite(o->buf.data, 1, o->buf.len, o->f);
+    if (o->tty) { /* model text must not drive the terminal (escape sequences, C1 controls) */
+        dsv4_strbuf safe = {0};
+        dsv4_error err;
+        if (dsv4_term_sanitize(o->buf.data, o->buf.len, &safe, &err) == DSV4_OK)
+            fwrite(safe.data, 1, safe.len, o->f);
+        dsv4_strbuf_free(&safe);
+    } else {
+        fwrite(o->buf.data, 1, o->buf.len, o->f);
+    }
     o->buf.len = 0;
     fflush(o->f);
 }
