@@ -82,18 +82,32 @@ static int32_t sample_full_vocab(const float *logits, uint32_t n, float temp, fl
     if (finite == 0) return dsv4_sample_argmax(logits, n);
 
     if (top_p >= 1.0f) {
-        /* two passes in id order; q_max = 1 so min_p compares directly with q */
+        /* two passes in id order; q_max = 1 so min_p compares directly with q. A token whose
+         * exponent x lies 0.01 below log(min_p) has expf(x) < min_p whatever expf's last-ulp
+         * rounding (expf is monotonic), so it is skipped without calling expf: the same tokens
+         * and the same float sums as computing every q (about 20x less work at min_p = 0.05). */
+        const float x_min = min_p > 0.0f ? logf(min_p) - 0.01f : -INFINITY;
+        /* and d = logit - max below d_min implies d / temp < x_min (division by temp > 0 is
+         * monotonic): most tokens cost one subtraction and one comparison */
+        float d_min = x_min * temp;
+        while (isfinite(d_min) && d_min / temp >= x_min) d_min = nextafterf(d_min, -INFINITY);
         float sum = 0.0f;
         for (uint32_t i = 0; i < n; i++) {
-            if (!isfinite(logits[i])) continue;
-            const float q = expf((logits[i] - max_logit) / temp);
+            const float d = logits[i] - max_logit;
+            if (d < d_min || !isfinite(logits[i])) continue;
+            const float x = d / temp;
+            if (x < x_min) continue;
+            const float q = expf(x);
             if (q >= min_p) sum += q;
         }
         if (sum <= 0.0f || !isfinite(sum)) return best;
         float r = dsv4_rng_uniform(rng) * sum;
         for (uint32_t i = 0; i < n; i++) {
-            if (!isfinite(logits[i])) continue;
-            const float q = expf((logits[i] - max_logit) / temp);
+            const float d = logits[i] - max_logit;
+            if (d < d_min || !isfinite(logits[i])) continue;
+            const float x = d / temp;
+            if (x < x_min) continue;
+            const float q = expf(x);
             if (q < min_p) continue;
             r -= q;
             if (r <= 0.0f) return (int32_t)i;

@@ -250,6 +250,64 @@ static void test_logprobs(void **state) {
     assert_int_equal(dsv4_top_logprobs(none, 2, 2, top), 0);
 }
 
+/* Whole-vocabulary sampling with top_p = 1 as the spec states it: every finite token's
+ * q = expf((l - max) / temp) in id order, kept when q >= min_p, summed, then one draw walking the
+ * same tokens. The sampler skips tokens far below the min_p cut without calling expf; it must
+ * pick the same token and consume the same RNG draws on any input. */
+static int32_t ref_full_vocab(const float *l, uint32_t n, float temp, float min_p, uint64_t *rng) {
+    float mx = -1e30f;
+    int32_t best = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (isfinite(l[i]) && l[i] > mx) mx = l[i], best = (int32_t)i;
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(l[i])) continue;
+        const float q = expf((l[i] - mx) / temp);
+        if (q >= min_p) sum += q;
+    }
+    if (sum <= 0.0f || !isfinite(sum)) return best;
+    float r = dsv4_rng_uniform(rng) * sum;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(l[i])) continue;
+        const float q = expf((l[i] - mx) / temp);
+        if (q < min_p) continue;
+        r -= q;
+        if (r <= 0.0f) return (int32_t)i;
+    }
+    return best;
+}
+
+static void test_min_p_skip_matches_reference(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    static float l[N];
+    const float temps[] = {0.05f, 0.3f, 0.7f, 1.0f, 1.5f, 4.0f};
+    const float min_ps[] = {0.0f, 1e-6f, 0.01f, 0.05f, 0.5f, 0.999f, 1.0f};
+    uint64_t gen = 99;
+    int trials = 0;
+    for (int dist = 0; dist < 3; dist++)
+        for (size_t ti = 0; ti < sizeof temps / sizeof *temps; ti++)
+            for (size_t mi = 0; mi < sizeof min_ps / sizeof *min_ps; mi++)
+                for (int rep = 0; rep < 4; rep++, trials++) {
+                    for (uint32_t i = 0; i < N; i++) {
+                        const float u = dsv4_rng_uniform(&gen);
+                        /* flat, peaked, and a few ties at the top */
+                        l[i] = dist == 0   ? 10.0f * u - 5.0f
+                               : dist == 1 ? 30.0f * u * u * u
+                                           : (float)(int)(4.0f * u);
+                    }
+                    if (rep == 3) l[17] = NAN, l[18] = -INFINITY;
+                    const dsv4_sampling p = {
+                        .temperature = temps[ti], .top_p = 1.0f, .min_p = min_ps[mi], .top_k = 0};
+                    uint64_t a = 1000 + (uint64_t)trials, b = a;
+                    const int32_t got = dsv4_sample(l, N, p, &a, NULL);
+                    const int32_t want = ref_full_vocab(l, N, temps[ti], min_ps[mi], &b);
+                    assert_int_equal(got, want);
+                    assert_true(a == b); /* the same draws consumed */
+                }
+    assert_int_equal(trials, 3 * 6 * 7 * 4);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rng),
@@ -259,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_ties_and_non_finite),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_min_p_skip_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

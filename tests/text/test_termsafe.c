@@ -29,10 +29,15 @@ static void test_controls_replaced(void **state) {
     (void)state;
     /* an SGR sequence, a carriage return, a bell, NUL and DEL */
     expect("\x1b[31mred\x1b[0m", 12, R "[31mred" R "[0m");
-    expect("a\rb\x07" "c", 5, "a" R "b" R "c");
+    expect("a\rb\x07"
+           "c",
+           5, "a" R "b" R "c");
     expect("x\0y\x7fz", 5, "x" R "y" R "z");
     /* C1 controls: U+0085 (NEL), U+009B (CSI), U+0080 */
-    expect("\xC2\x85" "a\xC2\x9B" "b\xC2\x80", 8, R "a" R "b" R);
+    expect("\xC2\x85"
+           "a\xC2\x9B"
+           "b\xC2\x80",
+           8, R "a" R "b" R);
     /* every C0 control but tab and newline */
     char in[32];
     for (int i = 0; i < 32; i++) in[i] = (char)i;
