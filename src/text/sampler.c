@@ -115,13 +115,19 @@ static int32_t sample_full_vocab(const float *logits, uint32_t n, float temp, fl
         return best;
     }
 
+    /* Every q enters the normalizer (in id order), but only tokens that can pass the min_p walk
+     * are sorted: one whose exponent is 0.01 below log(min_p) has q / sum < min_p / sum whatever
+     * the roundings, and such tokens rank below every kept one (x grows with the logit), so the
+     * walk of filter_sorted stops at or before them either way. */
+    const float x_min = min_p > 0.0f ? logf(min_p) - 0.01f : -INFINITY;
     uint32_t m = 0;
     float sum = 0.0f;
     for (uint32_t i = 0; i < n; i++) {
         const float v = logits[i];
         if (!isfinite(v)) continue;
-        const float q = expf((v - max_logit) / temp);
-        scratch[m++] = (cand){.id = (int32_t)i, .logit = v, .prob = q};
+        const float x = (v - max_logit) / temp;
+        const float q = expf(x);
+        if (x >= x_min) scratch[m++] = (cand){.id = (int32_t)i, .logit = v, .prob = q};
         sum += q;
     }
     if (sum <= 0.0f || !isfinite(sum)) return best;

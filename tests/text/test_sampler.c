@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "text/sampler.h"
@@ -277,10 +278,57 @@ static int32_t ref_full_vocab(const float *l, uint32_t n, float temp, float min_
     return best;
 }
 
+/* The same with top_p < 1, as the spec states it: every finite token as a candidate, sorted by
+ * logit descending (ties: lower id first), the min_p / top_p walk, one draw. */
+typedef struct ref_cand {
+    int32_t id;
+    float logit, prob;
+} ref_cand;
+static int ref_cmp(const void *pa, const void *pb) {
+    const ref_cand *a = pa, *b = pb;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+static int32_t ref_top_p(const float *l, uint32_t n, float temp, float top_p, float min_p, uint64_t *rng,
+                         ref_cand *c) {
+    float mx = -1e30f;
+    int32_t best = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (isfinite(l[i]) && l[i] > mx) mx = l[i], best = (int32_t)i;
+    uint32_t m = 0;
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(l[i])) continue;
+        const float q = expf((l[i] - mx) / temp);
+        c[m++] = (ref_cand){(int32_t)i, l[i], q};
+        sum += q;
+    }
+    if (sum <= 0.0f || !isfinite(sum)) return best;
+    qsort(c, m, sizeof *c, ref_cmp);
+    const float min_prob = (c[0].prob / sum) * min_p;
+    float fsum = 0.0f;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (i > 0 && c[i].prob / sum < min_prob) break;
+        fsum += c[i].prob;
+        kept++;
+        if (fsum / sum >= top_p) break;
+    }
+    if (kept == 0) return best;
+    float r = dsv4_rng_uniform(rng) * fsum;
+    for (uint32_t i = 0; i < kept; i++) {
+        r -= c[i].prob;
+        if (r <= 0.0f) return c[i].id;
+    }
+    return c[kept - 1].id;
+}
+
 static void test_min_p_skip_matches_reference(void **state) {
     (void)state;
     enum { N = 3000 };
     static float l[N];
+    static unsigned char scratch[N * 12]; /* dsv4_sample's candidates: 12 bytes each */
+    static ref_cand rc[N];
     const float temps[] = {0.05f, 0.3f, 0.7f, 1.0f, 1.5f, 4.0f};
     const float min_ps[] = {0.0f, 1e-6f, 0.01f, 0.05f, 0.5f, 0.999f, 1.0f};
     uint64_t gen = 99;
@@ -304,6 +352,17 @@ static void test_min_p_skip_matches_reference(void **state) {
                     const int32_t want = ref_full_vocab(l, N, temps[ti], min_ps[mi], &b);
                     assert_int_equal(got, want);
                     assert_true(a == b); /* the same draws consumed */
+                    /* and through the sorted path, top_p < 1 */
+                    const float tps[2] = {0.3f, 0.95f};
+                    for (int k = 0; k < 2; k++) {
+                        const dsv4_sampling pp = {
+                            .temperature = temps[ti], .top_p = tps[k], .min_p = min_ps[mi], .top_k = 0};
+                        a = 5000 + (uint64_t)trials, b = a;
+                        const int32_t g2 = dsv4_sample(l, N, pp, &a, scratch);
+                        const int32_t w2 = ref_top_p(l, N, temps[ti], tps[k], min_ps[mi], &b, rc);
+                        assert_int_equal(g2, w2);
+                        assert_true(a == b);
+                    }
                 }
     assert_int_equal(trials, 3 * 6 * 7 * 4);
 }
