@@ -213,7 +213,7 @@ int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, 
     jstr(f, have_cpu ? cpu : NULL);
     fprintf(f, ", \"online_cpus\": %ld},\n", sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "  \"peak_rss_bytes\": %lld,\n", (long long)ru.ru_maxrss * 1024);
-    fprintf(f, "  \"model_load_s\": %.3f,\n", load_s);
+    fprintf(f, "  \"model_load_s\": %.6f,\n", load_s);
     write_engine_stats(f, e);
     fprintf(f, "  \"time_to_first_token_s\": %.6f,\n", n_rows ? rows[0].ttft_s : 0.0);
     fprintf(f, "  \"decode_latency_ms\": {\"p50\": %.4f, \"p95\": %.4f, \"samples\": %zu},\n", p50, p95,
