@@ -49,6 +49,7 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_HC_PRE_NORM = 0,      /* hc_pre + rmsnorm(weight) of the collapsed row */
     DSV4_FUSED_Q_NORM_ROPE = 1,      /* per-head rmsnorm (no weight) + rope_tail of the queries */
     DSV4_FUSED_KV_NORM_ROPE_FP8 = 2, /* rmsnorm(weight) + rope_tail + fp8_kv of the KV rows */
+    DSV4_FUSED_PARALLEL_FFN = 3,     /* the shared expert on a side lane while the routed experts run */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -76,6 +77,21 @@ struct dsv4_backend; /* copy_from takes the source tier's backend */
 #define DSV4_KV_FP4 0x1000u
 #define DSV4_KV_FP4_BLOCK_BYTES 17u /* per 32 elements */
 
+/* Lanes (the `lanes` op): ops issued after DSV4_LANE_SIDE run on a side lane that starts once
+ * everything issued before it is done; after DSV4_LANE_MAIN they run on the main lane again,
+ * concurrently with the side lane's ops; after DSV4_LANE_JOIN the main lane also waits for the
+ * side lane. Ops on the two lanes must not touch the same buffers. */
+enum { DSV4_LANE_SIDE = 1, DSV4_LANE_MAIN = 2, DSV4_LANE_JOIN = 3 };
+
+/* One product of matmul_multi: y[t*y_stride + o] = W[row0 + o] . x[t*x_stride : + W.ne[0]]. */
+typedef struct dsv4_matmul_item {
+    const dsv4_tensor *w;
+    uint64_t row0, n_out;
+    const float *x;
+    uint64_t x_stride;
+    float *y;
+    uint64_t y_stride;
+} dsv4_matmul_item;
 typedef struct dsv4_backend_ops {
     const char *name;
 
@@ -126,6 +142,14 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*matmul_grouped)(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
                                   uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride,
                                   dsv4_error *err);
+    /* Optional (NULL: graph/ calls matmul once per item): independent products over n tokens in
+     * one call, so a backend may launch products that share their input (or just follow each
+     * other) together. Each value is exactly what matmul gives for its item. */
+    dsv4_status (*matmul_multi)(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                                dsv4_error *err);
+    /* Optional (NULL: no concurrency): switch lanes (DSV4_LANE_*), see above. JOIN must follow a
+     * SIDE even when an op in between failed; it reports a failure of the lane machinery only. */
+    dsv4_status (*lanes)(void *ctx, int what, dsv4_error *err);
     /* out = a + b (n floats). */
     dsv4_status (*add)(void *ctx, const float *a, const float *b, size_t n, float *out, dsv4_error *err);
     /* out = silu(min(g, clamp)) * clamp(u, -clamp, clamp) (no clamp when clamp <= 1e-6). */

@@ -40,6 +40,16 @@ static bool fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float
     return false;
 }
 
+/* Independent products in one backend call when the backend offers it (same values). */
+static dsv4_status matmuls(dsv4_graph *g, const dsv4_matmul_item *it, uint32_t n_items, uint32_t n,
+                           dsv4_error *err) {
+    if (OPS->matmul_multi) return OPS->matmul_multi(BCTX, it, n_items, n, err);
+    for (uint32_t i = 0; i < n_items; i++)
+        GB(OPS->matmul(BCTX, it[i].w, it[i].row0, it[i].n_out, it[i].x, it[i].x_stride, n, it[i].y,
+                       it[i].y_stride, err));
+    return DSV4_OK;
+}
+
 /* hc_pre then the sublayer norm: the fused op when it may and succeeds, else the unfused pair. */
 static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv4_tensor *scale,
                                  const dsv4_tensor *base, const dsv4_tensor *norm, const float *x_hc,
@@ -95,13 +105,13 @@ static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const
     return OPS->rope_tail(BCTX, g->w.q, n, H, Dh, p0, 1, rope, false, err);
 }
 
-/* kv = attn_kv . xn, then its weighted norm, RoPE and FP8 round trip: fused when it may. */
+/* kv = attn_kv . xn (already computed by the caller), then its weighted norm, RoPE and FP8 round
+ * trip: fused when it may. */
 static dsv4_status kv_projected(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
                                 uint32_t p0, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const uint32_t E = c->n_embd, Dh = c->head_dim, nope = Dh - c->n_rot;
     const dsv4_tensor *norm = &L->attn_kv_a_norm;
-    GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, g->w.xn, E, n, g->w.kv, Dh, err));
     const dsv4_fused_query fq = {.n_tokens = n,
                                  .width = Dh,
                                  .weight_type = L->attn_kv.type,
@@ -222,24 +232,34 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     /* ---- batched: HC pre, norms, projections, RoPE, FP8 ---- */
     GB(hc_pre_normed(g, &L->hc_attn_fn, &L->hc_attn_scale, &L->hc_attn_base, &L->attn_norm, w->hc_cur, n,
                      err));
-    GB(OPS->matmul(BCTX, &L->attn_q_a, 0, QL, w->xn, E, n, w->qa, QL, err));
-    GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
-    /* q and kv are independent buffers: q's RoPE runs right after its norm, before the kv
-     * projection (the order was q-norm, kv proj, kv-norm, q-rope, kv-rope, fp8); no value changes. */
-    GB(q_projected(g, L, rope, n, p0, err));
-    GB(kv_projected(g, L, rope, n, p0, err));
     uint32_t t_idx = n; /* first chunk row whose query runs the indexer */
-    if (R != 0) {
-        GB(OPS->matmul(BCTX, &L->attn_compressor_kv, 0, Wc, w->xn, E, n, w->ckv, Wc, err));
-        GB(OPS->matmul(BCTX, &L->attn_compressor_gate, 0, Wc, w->xn, E, n, w->cg, Wc, err));
-    }
     if (R == 4) {
-        GB(OPS->matmul(BCTX, &L->indexer_compressor_kv, 0, 2 * Id, w->xn, E, n, w->ikv, 2 * Id, err));
-        GB(OPS->matmul(BCTX, &L->indexer_compressor_gate, 0, 2 * Id, w->xn, E, n, w->ig, 2 * Id, err));
         /* The indexer runs only once more than top_k compressed rows are visible: from the row
          * whose position p has (p+1)/4 > top_k (n_comp only grows). */
         const uint64_t p_first = 4ull * (c->idx_top_k + 1) - 1;
         if (p_first < (uint64_t)p0 + n) t_idx = p_first > p0 ? (uint32_t)(p_first - p0) : 0;
+    }
+    /* Every product of xn at once: q_a, kv, the compressor pairs and (when every row runs the
+     * indexer) the indexer head weights. Their order does not change a value. */
+    dsv4_matmul_item it[7];
+    uint32_t ni = 0;
+    it[ni++] = (dsv4_matmul_item){&L->attn_q_a, 0, QL, w->xn, E, w->qa, QL};
+    it[ni++] = (dsv4_matmul_item){&L->attn_kv, 0, Dh, w->xn, E, w->kv, Dh};
+    if (R != 0) {
+        it[ni++] = (dsv4_matmul_item){&L->attn_compressor_kv, 0, Wc, w->xn, E, w->ckv, Wc};
+        it[ni++] = (dsv4_matmul_item){&L->attn_compressor_gate, 0, Wc, w->xn, E, w->cg, Wc};
+    }
+    if (R == 4) {
+        it[ni++] = (dsv4_matmul_item){&L->indexer_compressor_kv, 0, 2 * Id, w->xn, E, w->ikv, 2 * Id};
+        it[ni++] = (dsv4_matmul_item){&L->indexer_compressor_gate, 0, 2 * Id, w->xn, E, w->ig, 2 * Id};
+    }
+    const bool iw_done = R == 4 && t_idx == 0;
+    if (iw_done) it[ni++] = (dsv4_matmul_item){&L->indexer_proj, 0, IH, w->xn, E, w->iw, IH};
+    GB(matmuls(g, it, ni, n, err));
+    GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
+    GB(q_projected(g, L, rope, n, p0, err));
+    GB(kv_projected(g, L, rope, n, p0, err));
+    if (R == 4) {
         if (t_idx < n) {
             const uint32_t m = n - t_idx, IQD = IH * Id;
             GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
@@ -247,8 +267,9 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
             GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false,
                               err));
             GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
-            GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
-                           w->iw + (uint64_t)t_idx * IH, IH, err));
+            if (!iw_done)
+                GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
+                               w->iw + (uint64_t)t_idx * IH, IH, err));
         }
     }
 
@@ -283,22 +304,61 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     const float clamp = c->swiglu_clamp ? c->swiglu_clamp[il] : 0.0f;
     GB(hc_pre_normed(g, &L->hc_ffn_fn, &L->hc_ffn_scale, &L->hc_ffn_base, &L->ffn_norm, w->hc_mid, n, err));
 
-    GB(OPS->matmul(BCTX, &L->ffn_gate_inp, 0, c->n_expert, w->xn, E, n, w->rlog, c->n_expert, err));
+    /* the router and the shared expert's gate and up: all products of xn, in one call */
+    const bool shared = dsv4_tensor_present(&L->ffn_gate_shexp);
+    const uint32_t ff = shared ? (uint32_t)L->ffn_gate_shexp.ne[1] : 0;
+    const dsv4_matmul_item it[3] = {{&L->ffn_gate_inp, 0, c->n_expert, w->xn, E, w->rlog, c->n_expert},
+                                    {&L->ffn_gate_shexp, 0, ff, w->xn, E, w->sg, ff},
+                                    {&L->ffn_up_shexp, 0, ff, w->xn, E, w->su, ff}};
+    GB(matmuls(g, it, shared ? 3 : 1, n, err));
     const bool hash = dsv4_cfg_is_hash_layer(c, il) && dsv4_tensor_present(&L->ffn_gate_tid2eid);
     const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
     GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL, tokens,
                           c->expert_weights_scale, w->rsel, w->rw, err));
-    GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
-                clamp, w->routed, err));
-    const float *f = w->routed;
-    if (dsv4_tensor_present(&L->ffn_gate_shexp)) {
-        const uint32_t ff = (uint32_t)L->ffn_gate_shexp.ne[1];
-        GB(OPS->matmul(BCTX, &L->ffn_gate_shexp, 0, ff, w->xn, E, n, w->sg, ff, err));
-        GB(OPS->matmul(BCTX, &L->ffn_up_shexp, 0, ff, w->xn, E, n, w->su, ff, err));
+    if (!shared) {
+        GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
+                    clamp, w->routed, err));
+        return OPS->hc_post(BCTX, w->routed, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+    }
+    /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
+     * buffers, so the same values; a failure joins the lanes and reruns both in order. */
+    const dsv4_fused_query fq = {.n_tokens = n,
+                                 .width = E,
+                                 .weight_type = L->ffn_down_shexp.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = L->ffn_gate_exps.type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    bool done = false;
+    if (fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
+        dsv4_status st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
+        const bool forked = st == DSV4_OK;
+        if (st == DSV4_OK) st = OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err);
+        if (st == DSV4_OK) st = OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err);
+        if (forked) {
+            dsv4_error e2 = {0};
+            const dsv4_status sm = OPS->lanes(BCTX, DSV4_LANE_MAIN, &e2);
+            if (sm != DSV4_OK) return dsv4_fail(err, sm, "%s", e2.msg);
+        }
+        if (st == DSV4_OK)
+            st = OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel,
+                          w->rw, k, clamp, w->routed, err);
+        if (forked) {
+            dsv4_error e2 = {0};
+            const dsv4_status sj = OPS->lanes(BCTX, DSV4_LANE_JOIN, &e2);
+            if (sj != DSV4_OK) return dsv4_fail(err, sj, "%s", e2.msg);
+        }
+        float *const outs[3] = {w->sm, w->shared, w->routed};
+        const size_t n_outs[3] = {(size_t)n * ff, (size_t)n * E, (size_t)n * E};
+        done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
+    }
+    if (!done) {
+        GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
+                    clamp, w->routed, err));
         GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
-        GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
-        f = w->f;
     }
-    return OPS->hc_post(BCTX, f, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+    GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
+    return OPS->hc_post(BCTX, w->f, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
 }

@@ -116,8 +116,18 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_KV_NORM_ROPE_FP8:
         return q->n_tokens > 0 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
+    case DSV4_FUSED_PARALLEL_FFN: return q->n_tokens > 0;
     default: return false;
     }
+}
+
+/* One lane: running the side lane's ops first and the main lane's after them is a valid schedule
+ * of the lanes, so parallel_ffn runs through the graph's protocol on the CPU too. */
+static dsv4_status cpu_lanes(void *ctx, int what, dsv4_error *err) {
+    (void)ctx;
+    if (what != DSV4_LANE_SIDE && what != DSV4_LANE_MAIN && what != DSV4_LANE_JOIN)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "lanes: unknown switch %d", what);
+    return DSV4_OK;
 }
 
 static void cpu_destroy(void *vctx) {
@@ -145,6 +155,7 @@ static const dsv4_backend_ops cpu_ops = {
     .hc_head = cpu_hc_head,
     .rmsnorm = cpu_rmsnorm,
     .matmul = cpu_matmul,
+    .lanes = cpu_lanes,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
     .rope_tail = cpu_rope_tail,
