@@ -190,6 +190,57 @@ static void check_matmul_grouped(chk *c, const dsv4_tensor *w, uint32_t G, uint3
     free(x), free(y), dfree(c, dx), dfree(c, dy);
 }
 
+/* matmul_multi on the device: each item against the CPU's matmul (the op's definition), and bit
+ * for bit against the device's own single matmul of the item (one launch must not change a row). */
+static void check_matmul_multi(chk *c, const char *name, const dsv4_tensor *const *ws, uint32_t n_items,
+                               uint32_t n) {
+    if (!GPU->matmul_multi || n_items > 8) return;
+    for (uint32_t i = 0; i < n_items; i++)
+        if (!dsv4_tensor_present(ws[i]) || ws[i]->ne[0] != ws[0]->ne[0]) return;
+    const uint64_t in = ws[0]->ne[0];
+    float *x = hrand(c, (size_t)in * n, 1.0f), *dx = dcopy(c, x, (size_t)in * n * 4);
+    dsv4_matmul_item it[8];
+    float *ref[8], *dy[8], *dy1[8];
+    size_t ys[8];
+    dsv4_error ec = {0};
+    dsv4_status sc = DSV4_OK, s1 = DSV4_OK;
+    for (uint32_t i = 0; i < n_items; i++) {
+        const uint64_t rows = ws[i]->ne[1];
+        ys[i] = (size_t)rows * n;
+        ref[i] = calloc(ys[i], sizeof(float));
+        if (!ref[i]) abort();
+        dy[i] = dcopy(c, ref[i], ys[i] * 4);
+        dy1[i] = dcopy(c, ref[i], ys[i] * 4);
+        it[i] = (dsv4_matmul_item){ws[i], 0, rows, dx, in, dy[i], rows};
+        if (sc == DSV4_OK) sc = CPU->matmul(CC, ws[i], 0, rows, x, in, n, ref[i], rows, &ec);
+        if (s1 == DSV4_OK) s1 = GPU->matmul(GC, ws[i], 0, rows, dx, in, n, dy1[i], rows, &c->err);
+    }
+    char label[96];
+    snprintf(label, sizeof label, "matmul_multi %s x%u n=%u", name, n_items, n);
+    if (s1 != DSV4_OK) {
+        printf("FAIL %-34s single matmul: %s\n", label, c->err.msg);
+        c->fails++, c->checks++;
+    } else if (ran(c, label, sc, GPU->matmul_multi(GC, it, n_items, n, &c->err), &ec)) {
+        for (uint32_t i = 0; i < n_items; i++) {
+            cmp_f(c, label, ref[i], dy[i], ys[i]);
+            float *a = malloc(ys[i] * 4), *b = malloc(ys[i] * 4);
+            if (!a || !b) abort();
+            size_t differ = 0;
+            if (GPU->read(GC, a, dy[i], ys[i] * 4, &c->err) != DSV4_OK ||
+                GPU->read(GC, b, dy1[i], ys[i] * 4, &c->err) != DSV4_OK)
+                differ = ys[i];
+            for (size_t j = 0; j < ys[i] && differ < ys[i]; j++) differ += memcmp(&a[j], &b[j], 4) != 0;
+            printf("%s %-34s item %u: %zu of %zu values differ from the single matmul\n",
+                   differ ? "FAIL" : "ok  ", label, i, differ, ys[i]);
+            c->fails += differ != 0;
+            c->checks++;
+            free(a), free(b);
+        }
+    }
+    for (uint32_t i = 0; i < n_items; i++) free(ref[i]), dfree(c, dy[i]), dfree(c, dy1[i]);
+    free(x), dfree(c, dx);
+}
+
 /* Q8_0 with n >= 2 tokens (the tensor-core prefill path, cuda_gemm_q8_0_mma.cu, or with
  * DSV4_CUDA_PREFILL_MMA=0 the generic kernel): every value must equal the CPU's bit for bit, and
  * the 3 floats after each output row must stay untouched. */
@@ -774,6 +825,17 @@ int main(int argc, char **argv) {
         check_matmul(c, "ffn_gate_inp", &L0->ffn_gate_inp, 0, cf->n_expert, E, n);
         check_matmul(c, "ffn_down_shexp", &L0->ffn_down_shexp, 0, E, L0->ffn_down_shexp.ne[0], n);
         check_matmul(c, "output", &m->output, 0, cf->n_vocab, E, n);
+        /* the products of one normed input the graph issues together */
+        const dsv4_tensor *att[7] = {&L4->attn_q_a,
+                                     &L4->attn_kv,
+                                     &L4->attn_compressor_kv,
+                                     &L4->attn_compressor_gate,
+                                     &L4->indexer_compressor_kv,
+                                     &L4->indexer_compressor_gate,
+                                     &L4->indexer_proj};
+        check_matmul_multi(c, "attention", att, 7, n);
+        const dsv4_tensor *ffn[3] = {&L0->ffn_gate_inp, &L0->ffn_gate_shexp, &L0->ffn_up_shexp};
+        check_matmul_multi(c, "ffn", ffn, 3, n);
     }
     /* ---- Q8_0 prefill products: bitwise the CPU (tensor cores for n >= 2), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4) {

@@ -18,6 +18,7 @@ dsv4_status cu_launched(dsv4_error *err, const char *what) {
 
 void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     if (bytes == 0) bytes = 256;
+    if (c->lane == 1) slot += CU_SLOTS;
     if (c->scratch_bytes[slot] >= bytes) return c->scratch[slot];
     if (c->step_capturing) { /* freeing waits for the device: not inside a recording */
         dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda: scratch slot %d grows during a step recording", slot);
@@ -181,6 +182,39 @@ static dsv4_status cu_sync(void *vctx, dsv4_error *err) {
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "sync (a queued kernel failed)");
 }
 
+/* SIDE: the side stream waits for everything issued so far on the main stream, and ops go to it;
+ * MAIN: ops go to the main stream again (not waiting for the side); JOIN: the main stream waits
+ * for the side stream. Events recorded while a step is being captured join the side stream to
+ * the capture, so a recorded step holds both branches. */
+dsv4_status cu_lanes(void *vctx, int what, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    cudaError_t e = cudaSuccess;
+    switch (what) {
+    case DSV4_LANE_SIDE:
+        if (c->lane != 0) return dsv4_fail(err, DSV4_ERR_INVALID, "lanes: side lane opened twice");
+        if ((e = cudaEventRecord(c->lane_fork, c->main_stream)) != cudaSuccess ||
+            (e = cudaStreamWaitEvent(c->side_stream, c->lane_fork, 0)) != cudaSuccess)
+            return cu_fail(err, e, "lanes: fork");
+        c->stream = c->side_stream;
+        c->lane = 1;
+        return DSV4_OK;
+    case DSV4_LANE_MAIN:
+        if (c->lane != 1) return dsv4_fail(err, DSV4_ERR_INVALID, "lanes: main lane without a side lane");
+        c->stream = c->main_stream;
+        c->lane = 2;
+        return DSV4_OK;
+    case DSV4_LANE_JOIN:
+        if (c->lane == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "lanes: join without a side lane");
+        c->stream = c->main_stream;
+        c->lane = 0;
+        if ((e = cudaEventRecord(c->lane_join, c->side_stream)) != cudaSuccess ||
+            (e = cudaStreamWaitEvent(c->main_stream, c->lane_join, 0)) != cudaSuccess)
+            return cu_fail(err, e, "lanes: join");
+        return DSV4_OK;
+    default: return dsv4_fail(err, DSV4_ERR_INVALID, "lanes: unknown switch %d", what);
+    }
+}
+
 /* Fused-op gates (docs/PATHS.md). DSV4_CUDA_FUSED_GATE=off forces every gate false (to prove that
  * none is selected then). */
 static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_query *q) {
@@ -190,6 +224,7 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_HC_PRE_NORM: return cu_hc_pre_norm_ok(c, q->n_tokens, q->n_hc, q->width, q->aux_type);
     case DSV4_FUSED_Q_NORM_ROPE: return cu_q_norm_rope_ok(c, q->n_tokens, q->width);
     case DSV4_FUSED_KV_NORM_ROPE_FP8: return cu_kv_norm_rope_fp8_ok(c, q->n_tokens, q->width, q->aux_type);
+    case DSV4_FUSED_PARALLEL_FFN: return c->side_stream && c->lane == 0 && q->n_tokens > 0;
     default: return false;
     }
 }
@@ -202,8 +237,11 @@ static void cu_destroy(void *vctx) {
     cu_step_free(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
     cu_weights_free(c);
-    for (int i = 0; i < CU_SLOTS; i++)
+    for (int i = 0; i < 2 * CU_SLOTS; i++)
         if (c->scratch[i]) cudaFree(c->scratch[i]);
+    if (c->side_stream) cudaStreamSynchronize(c->side_stream), cudaStreamDestroy(c->side_stream);
+    if (c->lane_fork) cudaEventDestroy(c->lane_fork);
+    if (c->lane_join) cudaEventDestroy(c->lane_join);
     if (c->d_iq2_grid) cudaFree(c->d_iq2_grid);
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
     if (c->d_iota) cudaFree(c->d_iota);
@@ -238,6 +276,8 @@ static const dsv4_backend_ops cuda_ops = {
     .rmsnorm = cu_rmsnorm,
     .matmul = cu_matmul,
     .matmul_grouped = cu_matmul_grouped,
+    .matmul_multi = cu_matmul_multi,
+    .lanes = cu_lanes,
     .add = cu_add,
     .swiglu = cu_swiglu,
     .rope_tail = cu_rope_tail,
@@ -299,6 +339,12 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         st = cu_fail(err, e, "stream");
     if (st == DSV4_OK && (e = cudaEventCreateWithFlags(&c->pin_ev, cudaEventDisableTiming)) != cudaSuccess)
         st = cu_fail(err, e, "event");
+    c->main_stream = c->stream;
+    if (st == DSV4_OK &&
+        ((e = cudaStreamCreateWithFlags(&c->side_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+         (e = cudaEventCreateWithFlags(&c->lane_fork, cudaEventDisableTiming)) != cudaSuccess ||
+         (e = cudaEventCreateWithFlags(&c->lane_join, cudaEventDisableTiming)) != cudaSuccess))
+        st = cu_fail(err, e, "side lane");
     if (st == DSV4_OK) {
         st = dsv4_cuda_mv_init(&c->mv, c->device, err);
         c->mv_ready = st == DSV4_OK;
@@ -310,6 +356,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->fused_gates_off = fg && strcmp(fg, "off") == 0;
         const char *hf = getenv("DSV4_CUDA_HC_FAST");
         c->hc_fast = !(hf && strcmp(hf, "0") == 0);
+        const char *mw = getenv("DSV4_CUDA_MVW");
+        c->mvw = !(mw && strcmp(mw, "0") == 0);
         st = cu_step_init(c, err);
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }
@@ -361,7 +409,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->weight_bytes = c->weight_bytes;
     out->n_weights = c->map_n;
     out->buffer_bytes = c->buffer_bytes;
-    for (int i = 0; i < CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
+    for (int i = 0; i < 2 * CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
     out->steps_launched = c->step_stats.launched;
     out->steps_updated = c->step_stats.updated;
     out->steps_instantiated = c->step_stats.instantiated;

@@ -21,19 +21,20 @@ extern "C" {
 /* Device scratch slots: an op may use its own slots and those of the helpers it calls (noted
  * per helper), never a caller's. */
 enum {
-    CU_SLOT_ACT = 0,  /* matmul: quantized activations */
-    CU_SLOT_PACK = 1, /* matmul: packed strided rows before quantization */
-    CU_SLOT_FLAT = 2, /* hc: normalized rows */
-    CU_SLOT_MIX = 3,  /* hc: mix vectors */
-    CU_SLOT_TOK = 4,  /* token ids */
-    CU_SLOT_G = 5,    /* moe gate / generic */
-    CU_SLOT_U = 6,    /* moe up */
-    CU_SLOT_MID = 7,  /* moe mid */
-    CU_SLOT_MIDQ = 8, /* moe quantized mid */
-    CU_SLOT_Y = 9,    /* moe per-slot down outputs */
-    CU_SLOT_XQ = 10,  /* moe quantized input rows */
-    CU_SLOT_IDX = 11, /* indexer scratch */
-    CU_SLOTS = 12
+    CU_SLOT_ACT = 0,    /* matmul: quantized activations */
+    CU_SLOT_PACK = 1,   /* matmul: packed strided rows before quantization */
+    CU_SLOT_FLAT = 2,   /* hc: normalized rows */
+    CU_SLOT_MIX = 3,    /* hc: mix vectors */
+    CU_SLOT_TOK = 4,    /* token ids */
+    CU_SLOT_G = 5,      /* moe gate / generic */
+    CU_SLOT_U = 6,      /* moe up */
+    CU_SLOT_MID = 7,    /* moe mid */
+    CU_SLOT_MIDQ = 8,   /* moe quantized mid */
+    CU_SLOT_Y = 9,      /* moe per-slot down outputs */
+    CU_SLOT_XQ = 10,    /* moe quantized input rows */
+    CU_SLOT_IDX = 11,   /* indexer scratch */
+    CU_SLOT_MULTI = 12, /* matmul_multi: the quantized inputs */
+    CU_SLOTS = 13
 };
 
 /* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync
@@ -75,6 +76,7 @@ typedef struct cuda_ctx {
     bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
     bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
+    bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
@@ -86,8 +88,12 @@ typedef struct cuda_ctx {
     int32_t *d_iota;       /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
     unsigned *d_hc_ticket; /* one-launch hc pre step: blocks done (0 between launches) */
     /* scratch */
-    void *scratch[CU_SLOTS];
-    size_t scratch_bytes[CU_SLOTS];
+    void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
+    size_t scratch_bytes[2 * CU_SLOTS];
+    /* lanes (cu_lanes): `stream` is the current lane's stream; main_stream the main lane's */
+    cudaStream_t main_stream, side_stream;
+    cudaEvent_t lane_fork, lane_join;
+    int lane;     /* 0 main, 1 side (after DSV4_LANE_SIDE), 2 main with the side lane outstanding */
     cu_buf *bufs; /* live buf_alloc buffers */
     size_t n_bufs, bufs_cap;
     uint64_t buffer_bytes;
@@ -173,6 +179,12 @@ bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_byte
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
 bool cu_supports_weight_type(void *ctx, uint32_t type);
+/* The lanes op (cuda_backend.cu): a second stream forked from and joined into the main one. */
+dsv4_status cu_lanes(void *ctx, int what, dsv4_error *err);
+/* The matmul_multi op: one token's Q8_0/F16 products in one warp-direct launch, else one matmul
+ * per item (the same bits either way). Uses CU_SLOT_MULTI. */
+dsv4_status cu_matmul_multi(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                            dsv4_error *err);
 /* The matmul_grouped op (one launch for one token, else one matmul per group). */
 #define CU_IOTA 64
 dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,

@@ -21,6 +21,7 @@ extern "C" {
 #include "backend/cuda/cuda_gemm_f16_mma.h"
 #include "backend/cuda/cuda_gemm_q8_0_mma.h"
 #include "backend/cuda/cuda_gemm_units.cuh"
+#include "backend/cuda/cuda_mvw.h"
 
 #define GM_WARPS 8
 /* F16 weights go to the tensor cores from this many tokens on. Below it a 64-token tile is mostly
@@ -224,6 +225,18 @@ dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x
 
 /* ---- the op ---- */
 
+/* Does the warp-direct matvec (cuda_mvw.h) take this one-token product? DS4 numerics, Q8_0 or
+ * F16 weights, not DSV4_CUDA_MVW=0 or DSV4_CUDA_MATVEC=generic; an F16 product reads its f32 input
+ * directly, so that must be 16-byte aligned. Each row's bits depend only on the row and its input,
+ * so single, grouped and multi launches agree. */
+static bool cu_mvw_take(const cuda_ctx *c, uint32_t type, const void *wslice, uint64_t row_bytes, uint64_t in,
+                        const void *x) {
+    if (!c->mvw || c->generic_only || c->numerics != DSV4_NUMERICS_DS4) return false;
+    if (type != DSV4_TYPE_Q8_0 && type != DSV4_TYPE_F16) return false;
+    if (type == DSV4_TYPE_F16 && ((uintptr_t)x & 15) != 0) return false;
+    return dsv4_cuda_mvw_ok(type, wslice, row_bytes, (int64_t)in);
+}
+
 /* Can the tuned matvec take this weight slice? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in) {
     if (c->generic_only || !c->mv_ready) return false;
@@ -275,6 +288,12 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err); /* declined (alignment): nothing was launched */
     }
+    if (n == 1 && cu_mvw_take(c, w->type, wslice, w->row_bytes, in, act)) {
+        const dsv4_cuda_mvw_seg seg = {w->type, wslice, w->row_bytes, (int64_t)in, (int64_t)n_out, act, y};
+        st = dsv4_cuda_mvw(&seg, 1, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* declined: nothing was launched */
+    }
     if (n == 1 && cu_mv_ok(c, w->type, wslice, w->row_bytes, in)) {
         st = dsv4_cuda_matvec(&c->mv, w->type, wslice, (int64_t)in, (int64_t)n_out, act, y, c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
@@ -315,6 +334,20 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
             dsv4_status st =
                 cu_quant_rows(c, w->type, x, x_stride, in * n_groups, 1, CU_SLOT_ACT, &act, &act_stride, err);
             if (st != DSV4_OK) return st;
+            const size_t ab = cu_act_bytes(w->type, in);
+            if (n_groups <= DSV4_CUDA_MVW_MAX_SEGS && cu_mvw_take(c, w->type, wd, w->row_bytes, in, act) &&
+                (w->type != DSV4_TYPE_F16 || ab % 16 == 0)) {
+                /* a group's input slice quantizes as the whole row's blocks do: the same bits as
+                 * one matmul per group */
+                dsv4_cuda_mvw_seg seg[DSV4_CUDA_MVW_MAX_SEGS];
+                for (uint32_t g = 0; g < n_groups; g++)
+                    seg[g] = (dsv4_cuda_mvw_seg){
+                        w->type,    wd + (uint64_t)g * R * w->row_bytes, w->row_bytes,       (int64_t)in,
+                        (int64_t)R, (const uint8_t *)act + g * ab,       y + (uint64_t)g * R};
+                st = dsv4_cuda_mvw(seg, (int)n_groups, c->stream, err);
+                if (st != DSV4_ERR_UNSUPPORTED) return st;
+                dsv4_error_clear(err); /* declined: nothing was launched */
+            }
             st = dsv4_cuda_matvec_experts(&c->mv, w->type, wd, (int64_t)in, (int64_t)R, (int64_t)n_groups,
                                           c->d_iota, (int)n_groups, act, (int64_t)cu_act_bytes(w->type, in),
                                           y, c->stream, err);
@@ -325,6 +358,69 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
     for (uint32_t g = 0; g < n_groups; g++) {
         const dsv4_status st = cu_matmul(vctx, w, (uint64_t)g * R, R, x + (uint64_t)g * in, x_stride, n,
                                          y + (uint64_t)g * R, y_stride, err);
+        if (st != DSV4_OK) return st;
+    }
+    return DSV4_OK;
+}
+
+/* One token: every item a Q8_0/F16 product the warp-direct kernel takes -> each distinct input
+ * quantized once, then one launch. Anything else: one matmul per item. */
+dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                            dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    bool one = n == 1 && n_items >= 1 && n_items <= DSV4_CUDA_MVW_MAX_SEGS;
+    const uint8_t *wd[DSV4_CUDA_MVW_MAX_SEGS] = {0};
+    size_t need = 0; /* bytes of quantized inputs */
+    int xi[DSV4_CUDA_MVW_MAX_SEGS];
+    for (uint32_t i = 0; one && i < n_items; i++) {
+        const dsv4_tensor *w = items[i].w;
+        const uint64_t in = w->ne[0], rows = w->ne[1] * w->ne[2] * w->ne[3];
+        if (items[i].row0 + items[i].n_out > rows || items[i].n_out == 0 || !cu_weight_dev(c, w, err)) {
+            dsv4_error_clear(err);
+            one = false; /* the per-item matmul reports it */
+            break;
+        }
+        wd[i] = (const uint8_t *)cu_weight_dev(c, w, err) + items[i].row0 * w->row_bytes;
+        one =
+            cu_mvw_take(c, w->type, wd[i], w->row_bytes, in, items[i].x) && ((uintptr_t)items[i].x & 15) == 0;
+        xi[i] = -1;
+        if (one && w->type == DSV4_TYPE_Q8_0) {
+            for (uint32_t j = 0; j < i && xi[i] < 0; j++)
+                if (items[j].w->type == DSV4_TYPE_Q8_0 && items[j].x == items[i].x && items[j].w->ne[0] == in)
+                    xi[i] = xi[j];
+            if (xi[i] < 0) {
+                xi[i] = (int)need;
+                need += cu_act_bytes(DSV4_TYPE_Q8_0, in);
+            }
+        }
+    }
+    if (one) {
+        uint8_t *q = need ? (uint8_t *)cu_scratch(c, CU_SLOT_MULTI, need, err) : NULL;
+        if (need && !q) return DSV4_ERR_NOMEM;
+        dsv4_cuda_mvw_seg seg[DSV4_CUDA_MVW_MAX_SEGS];
+        dsv4_status st = DSV4_OK;
+        for (uint32_t i = 0; i < n_items && st == DSV4_OK; i++) {
+            const dsv4_tensor *w = items[i].w;
+            const void *x = items[i].x;
+            if (w->type == DSV4_TYPE_Q8_0) {
+                x = q + xi[i];
+                bool first = true; /* quantize each distinct input once */
+                for (uint32_t j = 0; j < i; j++)
+                    if (items[j].w->type == DSV4_TYPE_Q8_0 && xi[j] == xi[i]) first = false;
+                if (first)
+                    st = dsv4_cuda_quant_act_q8_0(items[i].x, q + xi[i], (int64_t)w->ne[0], c->stream, err);
+            }
+            seg[i] = (dsv4_cuda_mvw_seg){
+                w->type, wd[i], w->row_bytes, (int64_t)w->ne[0], (int64_t)items[i].n_out, x, items[i].y};
+        }
+        if (st != DSV4_OK) return st;
+        st = dsv4_cuda_mvw(seg, (int)n_items, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else */
+    }
+    for (uint32_t i = 0; i < n_items; i++) {
+        const dsv4_status st = cu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x,
+                                         items[i].x_stride, n, items[i].y, items[i].y_stride, err);
         if (st != DSV4_OK) return st;
     }
     return DSV4_OK;

@@ -195,6 +195,21 @@ static dsv4_status pw_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uin
     return base->matmul(ctx, w, row0, n_out, x, x_stride, n, y, y_stride, err);
 }
 
+static dsv4_status pw_matmul_multi(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                                   dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    char key[DSV4_OPPROF_KEY], nb[24];
+    n_bucket(nb, sizeof nb, n);
+    uint64_t rows = 0;
+    for (uint32_t i = 0; i < n_items; i++) rows += items[i].n_out;
+    snprintf(key, sizeof key, "matmul_multi %s n=%s items=%u in=%llu out=%llu",
+             n_items ? dsv4_type_name(items[0].w->type) : "-", nb, n_items,
+             n_items ? (unsigned long long)items[0].w->ne[0] : 0ull, (unsigned long long)rows);
+    const dsv4_backend_ops *base = c->prof->base;
+    prof_scope s(c, key, true);
+    return base->matmul_multi(ctx, items, n_items, n, err);
+}
+
 static dsv4_status pw_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
                                      uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride,
                                      dsv4_error *err) {
@@ -286,6 +301,7 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(rmsnorm, PW(rmsnorm, true));
     PW_SET(matmul, pw_matmul);
     PW_SET(matmul_grouped, pw_matmul_grouped);
+    PW_SET(matmul_multi, pw_matmul_multi);
     PW_SET(add, PW(add, true));
     PW_SET(swiglu, PW(swiglu, true));
     PW_SET(rope_tail, PW(rope_tail, true));
