@@ -105,7 +105,7 @@ test-%: $(BUILD)/lib%.a
 
 # ---- CUDA backend: compiles for sm_90 (Hopper paths) and sm_80 (generic paths) ----
 CU_SRCS := $(wildcard src/backend/cuda/*.cu)
-NVFLAGS := -O3 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -Isrc -Iinclude \
+NVFLAGS := -O3 -lineinfo -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -Isrc -Iinclude \
 	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
 $(BUILD)/obj/%.o: %.cu

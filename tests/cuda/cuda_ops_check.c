@@ -1102,31 +1102,38 @@ int main(int argc, char **argv) {
         dfree(c, dout), dfree(c, dasel);
     }
     /* ---- batched prefill ops (CPU chunk ops == the per-token ops: tests/engine/test_prefill_batch) ---- */
-    for (int which = 0; which < 3; which++) { /* compressor_chunk from an unaligned position */
-        const uint32_t il = which == 2 ? lr : l4;
+    /* compressor_chunk from an unaligned position, an aligned one, and a chunk that emits nothing
+     * (the final state: the rows of the last tokens of each phase, bitwise) */
+    for (int which = 0; which < 9; which++) {
+        const int where = which / 3;
+        const uint32_t il = which % 3 == 2 ? lr : l4;
         const uint32_t R = cf->compress_ratio[il];
-        if (R == 0 || (which == 2 && !lr) || !GPU->compressor_chunk) continue;
+        if (R == 0 || (which % 3 == 2 && !lr) || !GPU->compressor_chunk) continue;
         const dsv4_layer_weights *L = &m->layers[il];
-        const dsv4_tensor *ape = which == 1 ? &L->indexer_compressor_ape : &L->attn_compressor_ape;
-        const uint32_t dc = which == 1 ? Id : Dh, coff = R == 4 ? 2 : 1, W = coff * dc;
-        const uint32_t pos0 = R + 3, n = 3 * R + 5, n_emit = (pos0 + n) / R - pos0 / R;
+        const dsv4_tensor *ape = which % 3 == 1 ? &L->indexer_compressor_ape : &L->attn_compressor_ape;
+        const uint32_t dc = which % 3 == 1 ? Id : Dh, coff = R == 4 ? 2 : 1, W = coff * dc;
+        const uint32_t pos0 = where == 0 ? R + 3 : where == 1 ? 2 * R : R + 1;
+        const uint32_t n = where == 0 ? 3 * R + 5 : where == 1 ? 2 * R + 1 : R - 3;
+        const uint32_t n_emit = (pos0 + n) / R - pos0 / R;
         const size_t fr = (size_t)coff * R * W;
-        float *skv = hrand(c, fr, 1.0f), *ssc = hrand(c, fr, 3.0f), *pool = calloc((size_t)n_emit * dc, 4);
+        float *skv = hrand(c, fr, 1.0f), *ssc = hrand(c, fr, 3.0f),
+              *pool = calloc((size_t)n_emit * dc + 1, 4);
         float *kv = hrand(c, (size_t)n * W, 2.0f), *sc = hrand(c, (size_t)n * W, 3.0f);
         float *dkv = dcopy(c, skv, fr * 4), *dsc = dcopy(c, ssc, fr * 4);
-        float *dpool = dcopy(c, pool, (size_t)n_emit * dc * 4);
+        float *dpool = dcopy(c, pool, ((size_t)n_emit * dc + 1) * 4);
         float *dk = dcopy(c, kv, (size_t)n * W * 4), *ds = dcopy(c, sc, (size_t)n * W * 4);
-        char lb[64];
-        snprintf(lb, sizeof lb, "compressor_chunk r%u %s", R, which == 1 ? "idx" : "attn");
+        char lb[80];
+        const char *nm = which % 3 == 1 ? "idx" : "attn";
+        snprintf(lb, sizeof lb, "compressor_chunk r%u %s @%u+%u", R, nm, pos0, n);
         if (ran(c, lb, CPU->compressor_chunk(CC, kv, W, sc, W, ape, pos0, n, R, dc, skv, ssc, pool, &ec),
                 GPU->compressor_chunk(GC, dk, W, ds, W, ape, pos0, n, R, dc, dkv, dsc, dpool, &c->err),
                 &ec)) {
-            snprintf(lb, sizeof lb, "compressor_chunk r%u %s pooled", R, which == 1 ? "idx" : "attn");
-            cmp_f(c, lb, pool, dpool, (size_t)n_emit * dc);
-            snprintf(lb, sizeof lb, "compressor_chunk r%u %s state kv", R, which == 1 ? "idx" : "attn");
-            cmp_f(c, lb, skv, dkv, fr);
-            snprintf(lb, sizeof lb, "compressor_chunk r%u %s state sc", R, which == 1 ? "idx" : "attn");
-            cmp_f(c, lb, ssc, dsc, fr);
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s @%u pooled", R, nm, pos0);
+            if (n_emit) cmp_f(c, lb, pool, dpool, (size_t)n_emit * dc);
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s @%u state kv", R, nm, pos0);
+            cmp_bytes(c, lb, skv, dkv, fr * sizeof(float));
+            snprintf(lb, sizeof lb, "compressor_chunk r%u %s @%u state sc", R, nm, pos0);
+            cmp_bytes(c, lb, ssc, dsc, fr * sizeof(float));
         }
         free(skv), free(ssc), free(pool), free(kv), free(sc);
         dfree(c, dkv), dfree(c, dsc), dfree(c, dpool), dfree(c, dk), dfree(c, ds);
