@@ -89,6 +89,26 @@ static void hcr_emulated(const float *mix, const float *scale, const float *base
     memcpy(cm, c, n_hc * n_hc * sizeof(float));
 }
 
+/* The unrolled n_hc = 4 path of hc_split_warp (hcr_*_n<4>), step by step as a warp runs it. */
+template <class E>
+static void hcr4_emulated(const float *mix, const float *scale, const float *base, uint32_t iters, float eps,
+                          E ex, float *cm) {
+    float v[32], mx[32], e[32], c[32], snap[32];
+    for (uint32_t l = 0; l < 32; l++) v[l] = hcr_logit(mix + 8, scale[2], base + 8, 4, l);
+    for (uint32_t l = 0; l < 32; l++) mx[l] = hcr_row_max(snap_get{v}, 4, l);
+    for (uint32_t l = 0; l < 32; l++) e[l] = ex(v[l] - mx[l]);
+    for (uint32_t l = 0; l < 32; l++) c[l] = hcr_softmax_norm_n<4>(snap_get{e}, e[l], l, eps);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            memcpy(snap, c, sizeof c);
+            for (uint32_t l = 0; l < 32; l++) c[l] = hcr_row_pass_n<4>(snap_get{snap}, snap[l], l, eps);
+        }
+        memcpy(snap, c, sizeof c);
+        for (uint32_t l = 0; l < 32; l++) c[l] = hcr_col_pass_n<4>(snap_get{snap}, snap[l], l, eps);
+    }
+    memcpy(cm, c, 16 * sizeof(float));
+}
+
 /* The register combine matrix against the shared-memory hcu_* passes (same exp), and with the CPU's
  * expf against cpu_hc_split, bit for bit. */
 static int check_reg_split(uint32_t n_hc, uint32_t iters, float mag, float eps, float bmag) {
@@ -99,6 +119,10 @@ static int check_reg_split(uint32_t n_hc, uint32_t iters, float mag, float eps, 
     cpu_hc_split(mix, scale, base, n_hc, iters, eps, ref);
     hcr_emulated(mix, scale, base, n_hc, iters, eps, host_exp(), reg);
     int bad = memcmp(ref + 2 * n_hc, reg, nn * sizeof(float)) != 0;
+    if (n_hc == 4) { /* the unrolled path too */
+        hcr4_emulated(mix, scale, base, iters, eps, host_exp(), reg);
+        bad |= memcmp(ref + 2 * n_hc, reg, nn * sizeof(float)) != 0;
+    }
     const host_exp_d exd;
     for (uint32_t r = 0; r < n_hc; r++)
         hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, r, eps, seq, exd);

@@ -87,33 +87,50 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
 #define HCM_CHUNK 256 /* inputs per block of the decode mix: 32 lanes x 8 */
 #define HCS_THREADS 256
 
+#define HCM_PREFETCH 3 /* mix rows per warp whose weights load before the row's sum of squares */
+
+/* One mix row's partial dot over the lane's 8 inputs: exact products summed in double in order,
+ * then a xor butterfly over the warp; lane 0 stores it. */
+__device__ __forceinline__ void hc_mix_dot(const uint4 q, const float *f, uint32_t lane, uint32_t m,
+                                           uint32_t n_mix, double *part_t) {
+    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+    double acc = 0.0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float w0 = __half2float(__ushort_as_half((unsigned short)(qw[j] & 0xffffu)));
+        const float w1 = __half2float(__ushort_as_half((unsigned short)(qw[j] >> 16)));
+        acc += (double)w0 * f[2 * j];
+        acc += (double)w1 * f[2 * j + 1];
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) part_t[(uint64_t)blockIdx.x * n_mix + m] = acc;
+}
+
 /* Decode mix, partial dots. Block (p, t) takes token t's Σx² over the whole row (the rmsnorm op's
  * tree, so s and flat = x * s are the values the rmsnorm op gives), then for every mix row m the
- * dot of inputs [256 p, 256 p + 256) with flat: exact products, summed in double (8 per lane in
- * order, then a xor butterfly). The row is read by every block (from L2); the weights once. */
+ * dot of inputs [256 p, 256 p + 256) with flat (hc_mix_dot). The row is read by every block (from
+ * L2); the weights once. The first rows' weights and the block's inputs are loaded before the sum
+ * of squares, so their latency overlaps it (loads only: the same values). */
 __device__ __forceinline__ void hc_mix_part_token(const float *xr, const uint8_t *fn, uint64_t fn_row_bytes,
                                                   uint32_t hd, uint32_t n_mix, float rms_eps, double *part_t,
                                                   double *red) {
-    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = RMS_THREADS / 32;
     const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
+    uint4 qp[HCM_PREFETCH];
+#pragma unroll
+    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+        if (warp + i * W < n_mix)
+            qp[i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
+    const float4 a = *(const float4 *)(xr + i0), b = *(const float4 *)(xr + i0 + 4);
     const double tot = cu_row_sumsq(xr, hd, true, red);
     const float s = 1.0f / sqrtf((float)(tot / (double)hd) + rms_eps);
-    const float4 a = *(const float4 *)(xr + i0), b = *(const float4 *)(xr + i0 + 4);
     const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
-    for (uint32_t m = warp; m < n_mix; m += RMS_THREADS / 32) {
-        const uint4 q = *(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2);
-        const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-        double acc = 0.0;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float w0 = __half2float(__ushort_as_half((unsigned short)(qw[j] & 0xffffu)));
-            const float w1 = __half2float(__ushort_as_half((unsigned short)(qw[j] >> 16)));
-            acc += (double)w0 * f[2 * j];
-            acc += (double)w1 * f[2 * j + 1];
-        }
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (lane == 0) part_t[(uint64_t)blockIdx.x * n_mix + m] = acc;
-    }
+    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+        if (warp + i * W < n_mix) hc_mix_dot(qp[i], f, lane, warp + i * W, n_mix, part_t);
+    for (uint32_t m = warp + HCM_PREFETCH * W; m < n_mix; m += W)
+        hc_mix_dot(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2), f, lane, m, n_mix,
+                   part_t);
 }
 
 __global__ void __launch_bounds__(RMS_THREADS)
@@ -130,6 +147,56 @@ __global__ void __launch_bounds__(RMS_THREADS)
 struct hc_exp {
     __device__ float operator()(float v) const { return cu_expf(v); }
 };
+
+struct hc_shfl_get { /* hcr_* lane reads: warp shuffles of v */
+    float v;
+    __device__ float operator()(uint32_t src) const { return __shfl_sync(0xffffffffu, v, (int)src); }
+};
+
+/* Warp 0 (all 32 lanes): the split weights of one token from its mix, hc_weights_sum_kernel's
+ * values: pre/post one lane per element; the combine matrix one element per lane in registers
+ * (hcr_*: the hcu_* sums in their order) when n_hc² <= 32, else hcu_* through shared memory. */
+__device__ void hc_split_warp(const float *mix, const float *scale, const float *base, uint32_t n_hc,
+                              uint32_t iters, float eps, float *wts) {
+    const uint32_t lane = threadIdx.x & 31;
+    const hc_exp ex;
+    if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
+    float *cm = wts + 2 * n_hc;
+    if (n_hc == 4) { /* DeepSeek V4: unrolled, 4x faster than the loops below (same bits) */
+        const float v = hcr_logit(mix + 8, scale[2], base + 8, 4, lane);
+        const float mx = hcr_row_max(hc_shfl_get{v}, 4, lane);
+        const float e = ex(v - mx);
+        float cv = hcr_softmax_norm_n<4>(hc_shfl_get{e}, e, lane, eps);
+        for (uint32_t it = 0; it < iters; it++) {
+            if (it > 0) cv = hcr_row_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
+            cv = hcr_col_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
+        }
+        if (lane < 16) cm[lane] = cv;
+        return;
+    }
+    if (n_hc <= HCR_MAX) {
+        const float v = hcr_logit(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane);
+        const float mx = hcr_row_max(hc_shfl_get{v}, n_hc, lane);
+        const float e = ex(v - mx);
+        float cv = hcr_softmax_norm(hc_shfl_get{e}, e, n_hc, lane, eps);
+        for (uint32_t it = 0; it < iters; it++) {
+            if (it > 0) cv = hcr_row_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
+            cv = hcr_col_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
+        }
+        if (lane < n_hc * n_hc) cm[lane] = cv;
+        return;
+    }
+    if (lane < n_hc) hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
+    __syncwarp();
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
+            __syncwarp();
+        }
+        if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
+        __syncwarp();
+    }
+}
 
 /* Block (x, t): token t's mix (the partials of hc_mix_part_kernel summed in block order, or a
  * row of the mix matrix), then its weights: the split of cpu_hc_split (pre/post one lane per
@@ -161,23 +228,10 @@ __global__ void __launch_bounds__(HCS_THREADS)
         __syncthreads();
         if (threadIdx.x < 32) {
             const uint32_t lane = threadIdx.x;
-            const hc_exp ex;
             if (HEAD) {
                 if (lane < n_hc) wts[lane] = cu_sigmoid_stable(mix[lane] * scale[0] + base[lane]) + eps;
             } else {
-                if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
-                float *cm = wts + 2 * n_hc;
-                if (lane < n_hc)
-                    hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
-                __syncwarp();
-                for (uint32_t it = 0; it < iters; it++) {
-                    if (it > 0) {
-                        if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
-                        __syncwarp();
-                    }
-                    if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
-                    __syncwarp();
-                }
+                hc_split_warp(mix, scale, base, n_hc, iters, eps, wts); /* the same bytes, faster */
             }
         }
         __syncthreads();
@@ -262,44 +316,6 @@ static dsv4_status hc_vecs(cuda_ctx *c, const dsv4_tensor *scale, uint32_t n_sca
 }
 
 /* ---- one-launch decode pre step (hc_pre / hc_pre_norm, one token, DSV4_CUDA_HC_FAST) ---- */
-
-struct hc_shfl_get { /* hcr_* lane reads: warp shuffles of v */
-    float v;
-    __device__ float operator()(uint32_t src) const { return __shfl_sync(0xffffffffu, v, (int)src); }
-};
-
-/* Warp 0 (all 32 lanes): the split weights of one token from its mix, hc_weights_sum_kernel's
- * values: pre/post one lane per element; the combine matrix one element per lane in registers
- * (hcr_*: the hcu_* sums in their order) when n_hc² <= 32, else hcu_* through shared memory. */
-__device__ void hc_split_warp(const float *mix, const float *scale, const float *base, uint32_t n_hc,
-                              uint32_t iters, float eps, float *wts) {
-    const uint32_t lane = threadIdx.x & 31;
-    const hc_exp ex;
-    if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
-    float *cm = wts + 2 * n_hc;
-    if (n_hc <= HCR_MAX) {
-        const float v = hcr_logit(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane);
-        const float mx = hcr_row_max(hc_shfl_get{v}, n_hc, lane);
-        const float e = ex(v - mx);
-        float cv = hcr_softmax_norm(hc_shfl_get{e}, e, n_hc, lane, eps);
-        for (uint32_t it = 0; it < iters; it++) {
-            if (it > 0) cv = hcr_row_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
-            cv = hcr_col_pass(hc_shfl_get{cv}, cv, n_hc, lane, eps);
-        }
-        if (lane < n_hc * n_hc) cm[lane] = cv;
-        return;
-    }
-    if (lane < n_hc) hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
-    __syncwarp();
-    for (uint32_t it = 0; it < iters; it++) {
-        if (it > 0) {
-            if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
-            __syncwarp();
-        }
-        if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
-        __syncwarp();
-    }
-}
 
 #define HCO_STAGE_BYTES (48u * 1024u) /* partials staged in shared memory up to this size */
 
@@ -496,23 +512,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
         }
     }
     __syncthreads();
-    if (threadIdx.x < 32) {
-        const uint32_t lane = threadIdx.x;
-        const hc_exp ex;
-        if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
-        float *cm = wts + 2 * n_hc;
-        if (lane < n_hc)
-            hcu_comb_softmax_row(mix + 2 * n_hc, scale[2], base + 2 * n_hc, n_hc, lane, eps, cm, ex);
-        __syncwarp();
-        for (uint32_t it = 0; it < iters; it++) {
-            if (it > 0) {
-                if (lane < n_hc) hcu_comb_row_pass(cm, n_hc, lane, eps);
-                __syncwarp();
-            }
-            if (lane < n_hc) hcu_comb_col_pass(cm, n_hc, lane, eps);
-            __syncwarp();
-        }
-    }
+    if (threadIdx.x < 32) hc_split_warp(mix, scale, base, n_hc, iters, eps, wts);
     __syncthreads();
     for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) split_out[m] = wts[m];
     for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) {

@@ -125,6 +125,44 @@ __host__ __device__ inline float hcr_col_pass(const G &get, float v, uint32_t n_
     return v * inv;
 }
 
+/* 1.0f / x, correctly rounded (on the device the reciprocal intrinsic: the same bits as the IEEE
+ * division, without the division routine). */
+__host__ __device__ __forceinline__ float hcu_recip(float x) {
+#ifdef __CUDA_ARCH__
+    return __frcp_rn(x);
+#else
+    return 1.0f / x;
+#endif
+}
+
+/* hcr_softmax_norm / hcr_row_pass / hcr_col_pass for n_hc = N known at compile time: the same
+ * sums in the same order, unrolled (the reads issue together), and the reciprocal intrinsic. */
+#pragma nv_exec_check_disable
+template <uint32_t N, class G>
+__host__ __device__ inline float hcr_sum_n(const G &get, uint32_t first, uint32_t stride) {
+    float v[N];
+    for (uint32_t k = 0; k < N; k++) v[k] = get(first + k * stride);
+    float s = 0.0f;
+    for (uint32_t k = 0; k < N; k++) s += v[k];
+    return s;
+}
+#pragma nv_exec_check_disable
+template <uint32_t N, class G>
+__host__ __device__ inline float hcr_softmax_norm_n(const G &get, float e, uint32_t lane, float eps) {
+    const float inv = hcu_recip(hcr_sum_n<N>(get, lane / N * N, 1));
+    return e * inv + eps;
+}
+#pragma nv_exec_check_disable
+template <uint32_t N, class G>
+__host__ __device__ inline float hcr_row_pass_n(const G &get, float v, uint32_t lane, float eps) {
+    return v * hcu_recip(hcr_sum_n<N>(get, lane / N * N, 1) + eps);
+}
+#pragma nv_exec_check_disable
+template <uint32_t N, class G>
+__host__ __device__ inline float hcr_col_pass_n(const G &get, float v, uint32_t lane, float eps) {
+    return v * hcu_recip(hcr_sum_n<N>(get, lane % N, N) + eps);
+}
+
 /* ---- router top-k ---- */
 
 /* Does (sa, a) rank before (sb, b)? Higher score first, ties to the lower index: the order
