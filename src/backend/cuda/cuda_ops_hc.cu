@@ -571,23 +571,27 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 
 /* ---- hc_post ---- */
 
-/* Block (x, t): 256 of token t's n_hc * n_embd outputs. */
-__global__ void hc_post_kernel(const float *f, const float *x, const float *split, uint32_t n, uint32_t n_hc,
-                               uint32_t n_embd, float *out) {
-    const uint32_t hd = n_hc * n_embd;
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= hd) return;
-    const uint32_t dst = i / n_embd, d = i % n_embd;
-    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+/* Thread (d, t): token t's outputs dst = 0..n_hc-1 at dim d, so each input is read once (the
+ * expression and its order per output are unchanged). */
+template <uint32_t NH> /* NH: n_hc at compile time (registers, unrolled), 0: from the argument */
+__global__ void hc_post_kernel(const float *f, const float *x, const float *split, uint32_t n,
+                               uint32_t n_hc_arg, uint32_t n_embd, float *out) {
+    const uint32_t n_hc = NH ? NH : n_hc_arg;
+    const uint32_t d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= n_embd) return;
+    const uint32_t hd = n_hc * n_embd, n_mix = 2 * n_hc + n_hc * n_hc;
     for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
         const float *post = split + (uint64_t)t * n_mix + n_hc;
         const float *comb = post + n_hc;
         const float *xt = x + (uint64_t)t * hd;
-        float acc = f[(uint64_t)t * n_embd + d] * post[dst];
-#pragma unroll 4
-        for (uint32_t src = 0; src < n_hc; src++)
-            acc += comb[src * n_hc + dst] * xt[(uint64_t)src * n_embd + d];
-        out[(uint64_t)t * hd + i] = acc;
+        float xs[HC_MAX];
+        for (uint32_t src = 0; src < n_hc; src++) xs[src] = xt[(uint64_t)src * n_embd + d];
+        const float fd = f[(uint64_t)t * n_embd + d];
+        for (uint32_t dst = 0; dst < n_hc; dst++) {
+            float acc = fd * post[dst];
+            for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xs[src];
+            out[(uint64_t)t * hd + (uint64_t)dst * n_embd + d] = acc;
+        }
     }
 }
 
@@ -598,8 +602,12 @@ dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const floa
     if (!n || !hd) return DSV4_OK;
     if (hd > 0x7fffffffull)
         return dsv4_fail(err, DSV4_ERR_RANGE, "hc post: %u x %u values per token", n_hc, n_embd);
-    const dim3 grid(cu_blocks(hd, 256), n < CU_GRID_Y ? n : CU_GRID_Y);
-    hc_post_kernel<<<grid, 256, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
+    if (n_hc > HC_MAX) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc post: %u streams", n_hc);
+    const dim3 grid(cu_blocks(n_embd, 128), n < CU_GRID_Y ? n : CU_GRID_Y);
+    if (n_hc == 4)
+        hc_post_kernel<4><<<grid, 128, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
+    else
+        hc_post_kernel<0><<<grid, 128, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
     return cu_launched(err, "hc post");
 }
 
