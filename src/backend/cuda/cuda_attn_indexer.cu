@@ -132,33 +132,53 @@ __global__ void __launch_bounds__(SELECT_THREADS)
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
-        if (threadIdx.x == 0) { /* the bin holding the remaining-th largest key of this prefix */
-            uint32_t cum = 0, rem = s_remaining;
-            for (int b = 255; b >= 0; b--) {
-                if (cum + hist[b] >= rem) {
-                    s_prefix = prefix | ((uint32_t)b << shift);
-                    s_remaining = rem - cum;
-                    break;
+        if (threadIdx.x < 32) { /* the bin holding the remaining-th largest key of this prefix: the
+                                    first bin from 255 down whose running count reaches it; lane l
+                                    owns bins 255 - 8l .. 248 - 8l, a lane scan finds the lane */
+            const uint32_t lane = threadIdx.x, rem = s_remaining;
+            uint32_t h[8], loc = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) loc += h[j] = hist[255 - 8 * lane - j];
+            uint32_t incl = loc;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= (uint32_t)o) incl += y;
+            }
+            uint32_t cum = incl - loc;
+            if (cum < rem && rem <= incl) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    if (cum + h[j] >= rem) {
+                        s_prefix = prefix | ((255u - 8 * lane - j) << shift);
+                        s_remaining = rem - cum;
+                        break;
+                    }
+                    cum += h[j];
                 }
-                cum += hist[b];
             }
         }
         mask |= 255u << shift;
         __syncthreads();
     }
-    const uint32_t thr = s_prefix, need_eq = s_remaining; /* take need_eq of the keys equal to thr */
-    uint32_t base_eq = 0, base_sel = 0;
-    for (uint32_t t0 = 0; t0 < n; t0 += blockDim.x) {
-        const uint32_t i = t0 + threadIdx.x;
-        const uint32_t key = i < n ? order_key(scores[i]) : 0u;
-        const bool gt = i < n && key > thr, eq = i < n && key == thr;
-        uint32_t tot_eq, tot_sel;
-        const uint32_t eq_rank = base_eq + block_excl_scan(eq ? 1u : 0u, warp_sums, &tot_eq);
-        const bool take = gt || (eq && eq_rank < need_eq);
-        const uint32_t at = base_sel + block_excl_scan(take ? 1u : 0u, warp_sums, &tot_sel);
-        if (take) sel[at] = (int32_t)i;
-        base_eq += tot_eq;
-        base_sel += tot_sel;
+    /* Take every key above thr and the first need_eq keys equal to it, in index order: each thread
+     * a contiguous run of rows, two block scans (ranks among the equal keys, output slots). */
+    const uint32_t thr = s_prefix, need_eq = s_remaining;
+    const uint32_t per = (n + blockDim.x - 1) / blockDim.x, i0 = threadIdx.x * per;
+    const uint32_t i1 = i0 + per < n ? i0 + per : n;
+    uint32_t n_eq = 0, tot;
+    for (uint32_t i = i0; i < i1; i++) n_eq += order_key(scores[i]) == thr ? 1u : 0u;
+    const uint32_t eq_base = block_excl_scan(n_eq, warp_sums, &tot);
+    uint32_t n_take = 0, r = eq_base;
+    for (uint32_t i = i0; i < i1; i++) {
+        const uint32_t key = order_key(scores[i]);
+        if (key > thr || (key == thr && r++ < need_eq)) n_take++;
+    }
+    uint32_t at = block_excl_scan(n_take, warp_sums, &tot);
+    r = eq_base;
+    for (uint32_t i = i0; i < i1; i++) {
+        const uint32_t key = order_key(scores[i]);
+        if (key > thr || (key == thr && r++ < need_eq)) sel[at++] = (int32_t)i;
     }
 }
 
