@@ -15,7 +15,15 @@ if [ -n "${CUDA:-}" ]; then # CUDA=1: the CUDA-enabled programs too, in .carry/b
   mkdir -p .carry/bin/cuda
   for p in "$BUILD"/cuda/*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/cuda/; done
 fi
-for b in .carry/bin/* .carry/bin/cuda/*; do
+# BENCHES="cuda_mvw_bench ...": kernel benchmark programs ($BUILD/bench/, `make bench-cuda`) into
+# .carry/bin/bench/ (scripts/device/flash4_check.sh runs each)
+if [ -n "${BENCHES:-}" ]; then
+  mkdir -p .carry/bin/bench
+  for bn in $BENCHES; do make -j2 BUILD="$BUILD" "$BUILD/bench/$bn" >/dev/null && cp "$BUILD/bench/$bn" .carry/bin/bench/; done
+fi
+# debug info stays here (the carried tree must stay small)
+strip --strip-debug .carry/bin/* .carry/bin/cuda/* .carry/bin/bench/* 2>/dev/null || true
+for b in .carry/bin/* .carry/bin/cuda/* .carry/bin/bench/*; do
   [ -f "$b" ] || continue
   ldd "$b" 2>/dev/null | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
