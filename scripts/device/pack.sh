@@ -13,7 +13,10 @@ for p in "$BUILD"/dsv4*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/; d
 for extra in "$@"; do cp "$extra" .carry/bin/; done
 if [ -n "${CUDA:-}" ]; then # CUDA=1: the CUDA-enabled programs too, in .carry/bin/cuda/
   mkdir -p .carry/bin/cuda
-  for p in "$BUILD"/cuda/*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/cuda/; done
+  for p in "$BUILD"/cuda/*; do
+    case "$p" in *_emu_check|*_units_check) continue ;; esac # host-only checks: they run here
+    [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/cuda/
+  done
 fi
 # BENCHES="cuda_mvw_bench ...": kernel benchmark programs ($BUILD/bench/, `make bench-cuda`) into
 # .carry/bin/bench/ (scripts/device/flash4_check.sh runs each)
