@@ -176,7 +176,11 @@ $(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cud
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
 bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
-	$(BUILD)/bench/cuda_prefill_f16_bench
+	$(BUILD)/bench/cuda_prefill_f16_bench $(BUILD)/bench/pdl_cost_bench
+# programmatic dependent launch needs sm_90
+$(BUILD)/bench/pdl_cost_bench: bench/kernels/pdl_cost_bench.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -o $@ $<
 $(BUILD)/bench/cuda_prefill_f16_bench: bench/kernels/cuda_prefill_f16_bench.cu $(BUILD)/libcuda_backend.a \
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)
