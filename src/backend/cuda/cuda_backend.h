@@ -21,19 +21,20 @@ extern "C" {
 /* Device scratch slots: an op may use its own slots and those of the helpers it calls (noted
  * per helper), never a caller's. */
 enum {
-    CU_SLOT_ACT = 0,  /* matmul: quantized activations */
-    CU_SLOT_PACK = 1, /* matmul: packed strided rows before quantization */
-    CU_SLOT_FLAT = 2, /* hc: normalized rows */
-    CU_SLOT_MIX = 3,  /* hc: mix vectors */
-    CU_SLOT_TOK = 4,  /* token ids */
-    CU_SLOT_G = 5,    /* moe gate / generic */
-    CU_SLOT_U = 6,    /* moe up */
-    CU_SLOT_MID = 7,  /* moe mid */
-    CU_SLOT_MIDQ = 8, /* moe quantized mid */
-    CU_SLOT_Y = 9,    /* moe per-slot down outputs */
-    CU_SLOT_XQ = 10,  /* moe quantized input rows */
-    CU_SLOT_IDX = 11, /* indexer scratch */
-    CU_SLOTS = 12
+    CU_SLOT_ACT = 0,   /* matmul: quantized activations */
+    CU_SLOT_PACK = 1,  /* matmul: packed strided rows before quantization */
+    CU_SLOT_FLAT = 2,  /* hc: normalized rows */
+    CU_SLOT_MIX = 3,   /* hc: mix vectors */
+    CU_SLOT_TOK = 4,   /* token ids */
+    CU_SLOT_G = 5,     /* moe gate / generic */
+    CU_SLOT_U = 6,     /* moe up */
+    CU_SLOT_MID = 7,   /* moe mid */
+    CU_SLOT_MIDQ = 8,  /* moe quantized mid */
+    CU_SLOT_Y = 9,     /* moe per-slot down outputs */
+    CU_SLOT_XQ = 10,   /* moe quantized input rows */
+    CU_SLOT_IDX = 11,  /* indexer scratch */
+    CU_SLOT_ATTN = 12, /* fast attention: split partials */
+    CU_SLOTS = 13
 };
 
 /* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync
@@ -75,6 +76,7 @@ typedef struct cuda_ctx {
     bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
     bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
+    bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
