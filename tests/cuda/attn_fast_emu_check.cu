@@ -46,7 +46,8 @@ struct cta_state {
     alignas(16) float tile[FA_TR * FA_D];
     alignas(16) float sc[FA_G * FA_TR];
     alignas(16) float pt[FA_TR * FA_G];
-    float m[FA_G], l[FA_G], f[FA_G];
+    alignas(16) float fo[FA_G * FA_D];
+    float m[FA_G], l[FA_G], f[FA_G], fm[FA_G], fl[FA_G];
     fa_rowref rowp[2][FA_TR];
 };
 
@@ -55,7 +56,7 @@ static void emu_issue(cta_state &s, const fa_rowref *rp) {
         if (rp[r]) memcpy(s.stage + r * FA_ROWB, fa_row_bytes(rp[r]), (size_t)fa_row_chunks(rp[r]) * 16);
 }
 
-static void emu_cta(const fa_args &a, uint32_t hgi, uint32_t split, uint32_t t) {
+static void emu_cta(const fa_args &a, uint32_t hgi, uint32_t seg, uint32_t t) {
     static cta_state s;
     static float4 q[8][32][FA_HW][4], o[8][32][FA_HW][2];
     static float acc[32][32], snd[32][32];
@@ -63,9 +64,16 @@ static void emu_cta(const fa_args &a, uint32_t hgi, uint32_t split, uint32_t t) 
     const uint32_t h0 = hgi * FA_G;
     const fa_tok k = fa_token(a, t);
     const uint32_t n_tiles = (k.n_rows + FA_TR - 1) / FA_TR;
-    const uint32_t tb = split * a.tps, te = n_tiles < tb + a.tps ? n_tiles : tb + a.tps;
+    const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
+    uint32_t tb = 0, te = n_tiles;
+    if (a.part) {
+        if (seg >= tp.splits) return;
+        tb = seg * tp.tps;
+        te = n_tiles < tb + tp.tps ? n_tiles : tb + tp.tps;
+    }
     for (uint32_t r = 0; r < FA_TR; r++) s.rowp[0][r] = tb < te ? fa_row(a, k, tb * FA_TR + r) : 0;
-    for (uint32_t h = 0; h < FA_G; h++) s.m[h] = -INFINITY, s.l[h] = 0.0f;
+    for (uint32_t h = 0; h < FA_G; h++) s.m[h] = s.fm[h] = -INFINITY, s.l[h] = s.fl[h] = 0.0f;
+    for (auto &x : s.fo) x = a.part ? NAN : 0.0f; /* decode never reads it */
     if (tb < te) emu_issue(s, s.rowp[0]);
     for (uint32_t w = 0; w < 8; w++)
         for (uint32_t lane = 0; lane < 32; lane++) {
@@ -137,6 +145,32 @@ static void emu_cta(const fa_args &a, uint32_t hgi, uint32_t split, uint32_t t) 
                 }
                 fa_pv_lane(o[w][lane], s.tile, s.pt, qd, wh, lane);
             }
+        if (!a.part && ((i + 1) % tp.tps == 0 || i + 1 == te)) { /* fold the segment */
+            for (uint32_t w = 0; w < 8; w++)
+                for (uint32_t lane = 0; lane < 32; lane++) {
+                    const uint32_t qd = w % 4, wh = w / 4;
+                    for (uint32_t hh = 0; hh < FA_HW; hh++) {
+                        const uint32_t hl = qd * FA_HW + hh;
+                        const fa_fold_w fw = fa_fold_weights(s.fm[hl], s.m[hl]);
+                        for (uint32_t j = 0; j < 2; j++) {
+                            float *po = s.fo + (size_t)hl * FA_D + wh * 256 + lane * 4 + 128 * j;
+                            float4 &v = o[w][lane][hh][j];
+                            po[0] = fa_fold(po[0], v.x, fw);
+                            po[1] = fa_fold(po[1], v.y, fw);
+                            po[2] = fa_fold(po[2], v.z, fw);
+                            po[3] = fa_fold(po[3], v.w, fw);
+                            v = make_float4(0, 0, 0, 0);
+                        }
+                    }
+                }
+            for (uint32_t h = 0; h < FA_G; h++) {
+                const fa_fold_w fw = fa_fold_weights(s.fm[h], s.m[h]);
+                s.fl[h] = fa_fold(s.fl[h], s.l[h], fw);
+                s.fm[h] = fw.m;
+                s.m[h] = -INFINITY;
+                s.l[h] = 0.0f;
+            }
+        }
     }
     for (uint32_t w = 0; w < 8; w++)
         for (uint32_t lane = 0; lane < 32; lane++) {
@@ -145,45 +179,48 @@ static void emu_cta(const fa_args &a, uint32_t hgi, uint32_t split, uint32_t t) 
                 const uint32_t hl = qd * FA_HW + hh, h = h0 + hl;
                 const uint64_t th = (uint64_t)t * a.n_head + h;
                 for (uint32_t j = 0; j < 2; j++) {
-                    const float4 v = o[w][lane][hh][j];
+                    const uint32_t d = wh * 256 + lane * 4 + 128 * j;
                     if (a.part) {
-                        const uint64_t idx = th * a.splits + split;
-                        *(float4 *)(a.part + idx * FA_D + wh * 256 + lane * 4 + 128 * j) = v;
+                        const uint64_t idx = th * a.stride + seg;
+                        *(float4 *)(a.part + idx * FA_D + d) = o[w][lane][hh][j];
                         if (wh == 0 && lane == 0 && j == 0) {
                             a.part[(uint64_t)FA_PART * FA_D + idx] = s.m[hl];
                             a.part[(uint64_t)FA_PART * FA_D + FA_PART + idx] = s.l[hl];
                         }
                     } else {
-                        const float sc = fa_finish_scale(a.sinks[h], s.m[hl], s.l[hl]);
-                        *(float4 *)(a.out + th * FA_D + wh * 256 + lane * 4 + 128 * j) =
-                            make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+                        const float sc = fa_finish_scale(a.sinks[h], s.fm[hl], s.fl[hl]);
+                        const float *v = s.fo + (size_t)hl * FA_D + d;
+                        *(float4 *)(a.out + th * FA_D + d) =
+                            make_float4(v[0] * sc, v[1] * sc, v[2] * sc, v[3] * sc);
                     }
                 }
             }
         }
 }
 
-/* The launcher's plan and grid, then the combine; part: a scratch of FA_SCRATCH_BYTES or null. */
-static fa_plan emu_launch(fa_args &a, uint32_t n, uint32_t max_rows, float *part, bool force_combine) {
-    const fa_plan p = fa_make_plan(max_rows, n, a.n_head, part != nullptr, force_combine, SLOTS);
-    a.splits = p.splits;
-    a.tps = p.tps;
-    a.part = p.combine ? part : nullptr;
+/* The launcher's shape, the grid, then the combine; part: a scratch of FA_SCRATCH_BYTES or null. */
+static fa_launch_shape emu_launch(fa_args &a, uint32_t n, uint32_t max_rows, float *part, bool decode) {
+    a.slots = SLOTS;
+    const fa_launch_shape g = fa_shape(a, n, max_rows, part != nullptr, decode);
+    a.part = g.segments ? part : nullptr;
+    a.stride = g.grid_y;
     if (part) /* poison: every read partial must have been written */
         for (size_t i = 0; i < FA_SCRATCH_BYTES / 4; i++) part[i] = NAN;
     for (uint32_t t = 0; t < n; t++)
-        for (uint32_t sp = 0; sp < p.splits; sp++)
-            for (uint32_t g = 0; g < a.n_head / FA_G; g++) emu_cta(a, g, sp, t);
-    if (p.combine)
-        for (uint32_t t = 0; t < n; t++)
+        for (uint32_t sp = 0; sp < g.grid_y; sp++)
+            for (uint32_t hg = 0; hg < a.n_head / FA_G; hg++) emu_cta(a, hg, sp, t);
+    if (g.segments)
+        for (uint32_t t = 0; t < n; t++) {
+            const fa_plan tp = fa_token_plan(fa_token(a, t).n_rows, a.n_head, a.slots);
             for (uint32_t h = 0; h < a.n_head; h++) {
-                const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * p.splits;
+                const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
                 const float *m = part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
                 for (uint32_t d = 0; d < FA_D; d++)
                     a.out[th * FA_D + d] =
-                        fa_combine_one(m, l, part + idx * FA_D + d, FA_D, p.splits, a.sinks[h]);
+                        fa_combine_one(m, l, part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
             }
-    return p;
+        }
+    return g;
 }
 
 /* ---- float64 reference: one query over explicit rows ---- */
@@ -262,13 +299,12 @@ static std::vector<float> make_q(uint32_t n_q, const std::vector<const float *> 
 }
 
 static void verdict(const char *what, const char *shape, double e_cpu, double e_fast_d, double e_cpu_d,
-                    const fa_plan &p) {
+                    const fa_launch_shape &p) {
     /* the bound holds against the float64 value; against the CPU (= the exact kernel) it holds up to
      * the CPU's own distance from float64 (its sequential sums: up to ~7e-6 at 16K rows) */
     const bool ok = e_fast_d <= fmax(TOL, 0.5 * e_cpu_d) && e_cpu <= TOL + e_cpu_d;
-    printf("%-4s %-18s %-52s vs cpu %.2e (fast-f64 %.2e, cpu-f64 %.2e) splits %u x %u tiles%s\n",
-           ok ? "PASS" : "FAIL", what, shape, e_cpu, e_fast_d, e_cpu_d, p.splits, p.tps,
-           p.combine ? " +combine" : "");
+    printf("%-4s %-18s %-52s vs cpu %.2e (fast-f64 %.2e, cpu-f64 %.2e) %s\n", ok ? "PASS" : "FAIL", what,
+           shape, e_cpu, e_fast_d, e_cpu_d, p.segments ? "segment CTAs + combine" : "CTA per token");
     (ok ? g_pass : g_fail)++;
 }
 
@@ -336,7 +372,7 @@ static void check_decode(uint32_t n_head, uint32_t raw_cap, uint32_t raw_start, 
     a.kq_scale = kq;
     a.half = f16;
     static std::vector<float> part(FA_SCRATCH_BYTES / 4);
-    const fa_plan p =
+    const fa_launch_shape p =
         emu_launch(a, 1, n_raw + (use_sel ? n_sel : n_comp), scratch ? part.data() : nullptr, true);
     double e_cpu = 0, e_fd = 0, e_cd = 0;
     std::vector<double> ref(FA_D);
@@ -425,7 +461,7 @@ static void check_chunk(uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw
     const uint32_t max_rows =
         (p_last + 1 < raw_cap ? p_last + 1 : raw_cap) + (n_sel && n_comp_max > n_sel ? n_sel : n_comp_max);
     static std::vector<float> part(FA_SCRATCH_BYTES / 4);
-    const fa_plan p = emu_launch(a, n, max_rows, scratch ? part.data() : nullptr, false);
+    const fa_launch_shape p = emu_launch(a, n, max_rows, scratch ? part.data() : nullptr, false);
     double e_cpu = 0, e_fd = 0, e_cd = 0;
     std::vector<double> ref(FA_D);
     for (uint32_t t = 0; t < n; t++) {
@@ -444,36 +480,112 @@ static void check_chunk(uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw
     verdict("chunk", shape, e_cpu, e_fd, e_cd, p);
 }
 
-/* The plan: every tile in exactly one split, no empty decode split, partials within the scratch. */
+/* The plan: every tile in exactly one segment, none empty, within the bounds; the launch shape
+ * holds every token's segments and its partials fit the scratch; decode always has segments. */
 static void check_plans(void) {
     bool ok = true;
     const uint32_t heads[] = {16, 64, 128};
-    for (uint32_t hi = 0; hi < 3; hi++)
-        for (uint32_t n = 1; n <= 300; n += (n < 8 ? 1 : 37))
-            for (uint32_t rows = 0; rows < 20000; rows = rows < 70 ? rows + 1 : rows * 3 / 2) {
-                for (int sc = 0; sc < 2; sc++) {
-                    const fa_plan p = fa_make_plan(rows, n, heads[hi], sc, n == 1, SLOTS);
-                    const uint32_t tiles = (rows + FA_TR - 1) / FA_TR;
-                    ok = ok && p.splits >= 1 && p.tps >= 1 && p.splits <= FA_SMAX;
-                    ok = ok && (uint64_t)p.splits * p.tps >= tiles;                      /* covered */
-                    ok = ok && (tiles == 0 || (uint64_t)(p.splits - 1) * p.tps < tiles); /* none empty */
-                    ok = ok && (!p.combine || (uint64_t)n * heads[hi] * p.splits <= FA_PART);
-                    ok = ok && (sc || (!p.combine && p.splits == 1));
-                    ok = ok && (p.splits == 1 || p.combine);
-                    ok = ok && (!sc || n != 1 || p.combine); /* decode: always the two launches */
-                    if (!ok) {
-                        printf("FAIL plan rows %u n %u heads %u scratch %d: %u splits x %u tiles\n", rows, n,
-                               heads[hi], sc, p.splits, p.tps);
-                        g_fail++;
-                        return;
-                    }
-                }
+    for (uint32_t hi = 0; hi < 3 && ok; hi++) {
+        const uint32_t H = heads[hi], smax = fa_max_splits(H, SLOTS);
+        for (uint32_t rows = 0; rows < 70000 && ok; rows = rows < 2100 ? rows + 1 : rows * 11 / 10) {
+            const fa_plan p = fa_token_plan(rows, H, SLOTS);
+            const uint32_t tiles = (rows + FA_TR - 1) / FA_TR;
+            ok = p.splits >= 1 && p.tps >= 1 && p.splits <= smax && (uint64_t)p.splits * p.tps >= tiles &&
+                 (tiles == 0 || (uint64_t)(p.splits - 1) * p.tps < tiles) &&
+                 (uint64_t)H * p.splits <= FA_PART;
+            fa_args a = {};
+            a.n_head = H;
+            a.slots = SLOTS;
+            for (uint32_t n = 1; n <= 300 && ok; n += (n < 40 ? 1 : 37)) {
+                const fa_launch_shape g = fa_shape(a, n, rows, true, n == 1);
+                ok = (n != 1 || g.segments) && (!g.segments || (uint64_t)n * H * g.grid_y <= FA_PART);
+                /* every token of the chunk has at most max_rows rows */
+                for (uint32_t r2 = rows > 700 ? rows - 700 : 0; r2 <= rows && ok && g.segments && n > 1;
+                     r2 += 7)
+                    ok = fa_token_plan(r2, H, SLOTS).splits <= g.grid_y;
+                ok = ok && !fa_shape(a, n, rows, false, n == 1).segments;
             }
-    const fa_plan d640 = fa_make_plan(640, 1, 64, true, true, SLOTS),
-                  d128 = fa_make_plan(128, 1, 64, true, true, SLOTS);
-    printf("PASS plan               coverage / bounds; decode 64 heads: 640 rows %u x %u, 128 rows %u x %u\n",
-           d640.splits, d640.tps, d128.splits, d128.tps);
-    g_pass++;
+            if (!ok) printf("FAIL plan rows %u heads %u: %u segments x %u tiles\n", rows, H, p.splits, p.tps);
+        }
+    }
+    const fa_plan d640 = fa_token_plan(640, 64, SLOTS), d128 = fa_token_plan(128, 64, SLOTS),
+                  d16k = fa_token_plan(16512, 64, SLOTS);
+    printf(
+        "%-4s plan               coverage / bounds; 64 heads: 128 rows %u x %u, 640 rows %u x %u, 16512 rows "
+        "%u x %u (segments x tiles)\n",
+        ok ? "PASS" : "FAIL", d128.splits, d128.tps, d640.splits, d640.tps, d16k.splits, d16k.tps);
+    (ok ? g_pass : g_fail)++;
+}
+
+/* A chunk's outputs are bitwise those of each token decoded alone (the ring then holding the
+ * chunk's rows), in both chunk launch shapes: DSV4_PREFILL_SERIAL=1 == batched prefill. */
+static void check_serial(uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw_cap, uint32_t ratio,
+                         uint32_t n_sel, bool f16) {
+    const uint32_t p_last = pos0 + n - 1, nc_max = ratio ? (p_last + 1) / ratio : 0;
+    rows_f raw = make_rows(raw_cap, 1.0f), comp = make_rows(nc_max + 1, 1.0f), ck = make_rows(n, 1.0f);
+    std::vector<int32_t> sel((size_t)n * (n_sel ? n_sel : 1), 0);
+    for (uint32_t t = 0; t < n && n_sel; t++) {
+        const uint32_t nc = ratio ? (pos0 + t + 1) / ratio : 0;
+        for (uint32_t i = 0; i < n_sel; i++) sel[(size_t)t * n_sel + i] = (int32_t)((uint64_t)i * nc / n_sel);
+        if (nc > n_sel) sel[(size_t)t * n_sel + n_sel / 2] = (int32_t)nc + 1; /* out of range: weight 0 */
+    }
+    std::vector<float> q((size_t)n * n_head * FA_D), sinks(n_head);
+    for (auto &x : q) x = gauss() * 2.0f;
+    for (auto &x : sinks) x = 2.0f * gauss();
+    const float kq = 1.0f / sqrtf((float)FA_D);
+    fa_args a = {};
+    a.q = q.data();
+    a.raw = f16 ? (const unsigned char *)raw.h.data() : (const unsigned char *)raw.v.data();
+    a.comp =
+        ratio ? (f16 ? (const unsigned char *)comp.h.data() : (const unsigned char *)comp.v.data()) : nullptr;
+    a.sel = n_sel ? sel.data() : nullptr;
+    a.sinks = sinks.data();
+    std::vector<float> out_chunk(q.size()), out_tok((size_t)n_head * FA_D);
+    a.out = out_chunk.data();
+    a.kv = ck.v.data();
+    a.n_head = n_head;
+    a.raw_cap = raw_cap;
+    a.pos0 = pos0;
+    a.ratio = ratio;
+    a.n_sel = n_sel;
+    a.kq_scale = kq;
+    a.half = f16;
+    static std::vector<float> part(FA_SCRATCH_BYTES / 4);
+    const uint32_t max_rows =
+        (p_last + 1 < raw_cap ? p_last + 1 : raw_cap) + (n_sel && nc_max > n_sel ? n_sel : nc_max);
+    const fa_launch_shape g = emu_launch(a, n, max_rows, part.data(), false);
+    size_t same = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t p = pos0 + t, nr = p + 1 < raw_cap ? p + 1 : raw_cap, nc = ratio ? (p + 1) / ratio : 0;
+        rows_f ring = raw; /* the ring after the chunk's rows up to p were stored */
+        for (uint32_t x = pos0; x <= p; x++) {
+            memcpy(&ring.v[(size_t)(x % raw_cap) * FA_D], &ck.v[(size_t)(x - pos0) * FA_D], FA_D * 4);
+            memcpy(&ring.h[(size_t)(x % raw_cap) * FA_D], &ck.h[(size_t)(x - pos0) * FA_D], FA_D * 2);
+        }
+        fa_args d = {};
+        d.q = q.data() + (size_t)t * n_head * FA_D;
+        d.raw = f16 ? (const unsigned char *)ring.h.data() : (const unsigned char *)ring.v.data();
+        d.comp = a.comp;
+        d.sel = n_sel && nc > n_sel ? sel.data() + (size_t)t * n_sel : nullptr;
+        d.sinks = sinks.data();
+        d.out = out_tok.data();
+        d.n_head = n_head;
+        d.raw_cap = raw_cap;
+        d.raw_start = (p + 1 - nr) % raw_cap;
+        d.n_raw = nr;
+        d.n_comp = nc;
+        d.n_sel = d.sel ? n_sel : 0;
+        d.kq_scale = kq;
+        d.half = f16;
+        emu_launch(d, 1, nr + (d.sel ? n_sel : nc), part.data(), true);
+        same += memcmp(out_tok.data(), &out_chunk[(size_t)t * n_head * FA_D], out_tok.size() * 4) == 0;
+    }
+    const bool ok = same == n;
+    printf("%-4s serial == chunk     %uh n %u pos0 %u cap %u ratio %u sel %u %s (%s): %zu of %u tokens "
+           "bitwise\n",
+           ok ? "PASS" : "FAIL", n_head, n, pos0, raw_cap, ratio, n_sel, f16 ? "f16" : "f32",
+           g.segments ? "segment CTAs" : "CTA per token", same, n);
+    (ok ? g_pass : g_fail)++;
 }
 
 /* The reduce-scatter leaves lane l with the sum of every lane's value l (exact on integers). */
@@ -530,6 +642,11 @@ int main(void) {
     g_qscale = 1.0f;
     check_chunk(16, 256, 512, 128, 4, 0, true, false, true);
     check_chunk(16, 9, 20, 16, 4, 2, true, false, false);
+    check_serial(64, 1, 2050, 128, 4, 512, true);   /* segment CTAs (a chunk of one) */
+    check_serial(64, 5, 2046, 128, 4, 512, true);   /* tokens straddle the indexer start */
+    check_serial(64, 34, 2030, 128, 4, 512, true);  /* CTA per token, 2 tiles per segment */
+    check_serial(16, 140, 100, 128, 128, 0, false); /* CTA per token, 1 tile per segment */
+    check_serial(16, 9, 20, 16, 4, 2, true);        /* ring smaller than the chunk */
     printf("attn_fast_emu_check: %d passed, %d failed\n", g_pass, g_fail);
     dsv4_backend_destroy(&g_cpu);
     return g_fail ? 1 : 0;

@@ -18,7 +18,9 @@ struct fa_smem {
     float tile[FA_TR * FA_D];             /* the current tile as floats */
     float sc[FA_G * FA_TR];               /* scores [head][row] */
     float pt[FA_TR * FA_G];               /* weights [row][head] */
-    float m[FA_G], l[FA_G], f[FA_G];      /* running max and sum; this tile's rescale */
+    float fo[FA_G * FA_D];                /* chunk: the folded segments' o (each thread its own) */
+    float m[FA_G], l[FA_G], f[FA_G];      /* the segment's running max and sum; this tile's rescale */
+    float fm[FA_G], fl[FA_G];             /* chunk: the folded segments' M and L */
     fa_rowref rowp[2][FA_TR];             /* row references: current / next tile */
 };
 
@@ -54,15 +56,23 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
     fa_smem &s = *reinterpret_cast<fa_smem *>(fa_dyn);
     const uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const uint32_t qd = w % (FA_G / FA_HW), wh = w / (FA_G / FA_HW); /* head quad; row / dim half */
-    const uint32_t t = blockIdx.z, split = blockIdx.y, h0 = blockIdx.x * FA_G;
+    const uint32_t t = blockIdx.z, seg = blockIdx.y, h0 = blockIdx.x * FA_G;
     const fa_tok k = fa_token(a, t);
     const uint32_t n_tiles = (k.n_rows + FA_TR - 1) / FA_TR;
-    const uint32_t tb = split * a.tps, te = n_tiles < tb + a.tps ? n_tiles : tb + a.tps;
+    const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
+    uint32_t tb = 0, te = n_tiles; /* chunk: every segment of the token */
+    if (a.part) {                  /* decode: segment seg */
+        if (seg >= tp.splits) return;
+        tb = seg * tp.tps;
+        te = n_tiles < tb + tp.tps ? n_tiles : tb + tp.tps;
+    }
 
     if (tid < FA_TR) s.rowp[0][tid] = tb < te ? fa_row(a, k, tb * FA_TR + tid) : 0;
     if (tid < FA_G) {
         s.m[tid] = -INFINITY;
         s.l[tid] = 0.0f;
+        s.fm[tid] = -INFINITY;
+        s.fl[tid] = 0.0f;
     }
     __syncthreads();
     if (tb < te) fa_issue(s, s.rowp[0], tid);
@@ -76,6 +86,14 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
     float4 o[FA_HW][2];
 #pragma unroll
     for (uint32_t hh = 0; hh < FA_HW; hh++) o[hh][0] = o[hh][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    /* this thread's elements of the fold: head quad qd, dims 256*wh + 4*lane + 128j */
+    float *fo = s.fo + (size_t)qd * FA_HW * FA_D + wh * 256 + lane * 4;
+    if (!a.part)
+#pragma unroll
+        for (uint32_t hh = 0; hh < FA_HW; hh++)
+#pragma unroll
+            for (uint32_t j = 0; j < 2; j++)
+                *(float4 *)(fo + (size_t)hh * FA_D + 128 * j) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
     for (uint32_t i = tb; i < te; i++) {
         const uint32_t b = (i - tb) & 1u;
@@ -134,47 +152,81 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
             }
         }
         fa_pv_lane(o, s.tile, s.pt, qd, wh, lane);
+
+        if (!a.part && ((i + 1) % tp.tps == 0 || i + 1 == te)) { /* chunk: a segment ends, fold it */
+#pragma unroll
+            for (uint32_t hh = 0; hh < FA_HW; hh++) {
+                const uint32_t hl = qd * FA_HW + hh;
+                const fa_fold_w fw = fa_fold_weights(s.fm[hl], s.m[hl]);
+#pragma unroll
+                for (uint32_t j = 0; j < 2; j++) {
+                    float4 *po = (float4 *)(fo + (size_t)hh * FA_D + 128 * j);
+                    float4 v = *po;
+                    v.x = fa_fold(v.x, o[hh][j].x, fw);
+                    v.y = fa_fold(v.y, o[hh][j].y, fw);
+                    v.z = fa_fold(v.z, o[hh][j].z, fw);
+                    v.w = fa_fold(v.w, o[hh][j].w, fw);
+                    *po = v;
+                    o[hh][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+            }
+            __syncthreads(); /* every thread has read m, fm */
+            if (tid < FA_G) {
+                const fa_fold_w fw = fa_fold_weights(s.fm[tid], s.m[tid]);
+                s.fl[tid] = fa_fold(s.fl[tid], s.l[tid], fw);
+                s.fm[tid] = fw.m;
+                s.m[tid] = -INFINITY; /* the next segment starts afresh */
+                s.l[tid] = 0.0f;
+            }
+            __syncthreads();
+        }
     }
 
-    /* m and l were last written before a barrier */
+    /* m, l (decode) and fm, fl (chunk) were last written before a barrier */
 #pragma unroll
     for (uint32_t hh = 0; hh < FA_HW; hh++) {
         const uint32_t hl = qd * FA_HW + hh, h = h0 + hl;
-        const float m = s.m[hl], l = s.l[hl];
         const uint64_t th = (uint64_t)t * a.n_head + h;
         if (a.part) {
-            const uint64_t idx = th * a.splits + split;
+            const uint64_t idx = th * a.stride + seg;
             float *po = a.part + idx * FA_D + wh * 256 + lane * 4;
             *(float4 *)po = o[hh][0];
             *(float4 *)(po + 128) = o[hh][1];
             if (wh == 0 && lane == 0) {
-                a.part[(uint64_t)FA_PART * FA_D + idx] = m;
-                a.part[(uint64_t)FA_PART * FA_D + FA_PART + idx] = l;
+                a.part[(uint64_t)FA_PART * FA_D + idx] = s.m[hl];
+                a.part[(uint64_t)FA_PART * FA_D + FA_PART + idx] = s.l[hl];
             }
         } else {
-            const float sc = fa_finish_scale(a.sinks[h], m, l);
+            const float sc = fa_finish_scale(a.sinks[h], s.fm[hl], s.fl[hl]);
             float *po = a.out + th * FA_D + wh * 256 + lane * 4;
 #pragma unroll
-            for (uint32_t j = 0; j < 2; j++)
-                *(float4 *)(po + 128 * j) =
-                    make_float4(o[hh][j].x * sc, o[hh][j].y * sc, o[hh][j].z * sc, o[hh][j].w * sc);
+            for (uint32_t j = 0; j < 2; j++) {
+                const float4 v = *(const float4 *)(fo + (size_t)hh * FA_D + 128 * j);
+                *(float4 *)(po + 128 * j) = make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+            }
         }
     }
 }
 
-/* grid (n_head, FA_D / FA_CT, n): one thread per output element. */
+/* grid (n_head, FA_D / FA_CT, n): one thread per output element folds its token's segments. */
 constexpr uint32_t FA_CT = 128;
-__global__ void __launch_bounds__(FA_CT)
-    fa_combine_kernel(const float *part, const float *sinks, float *out, uint32_t n_head, uint32_t splits) {
+__global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a) {
     const uint32_t h = blockIdx.x, t = blockIdx.z, d = blockIdx.y * FA_CT + threadIdx.x;
-    const uint64_t th = (uint64_t)t * n_head + h, idx = th * splits;
-    const float *m = part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
-    out[th * FA_D + d] = fa_combine_one(m, l, part + idx * FA_D + d, FA_D, splits, sinks[h]);
+    const fa_tok k = fa_token(a, t);
+    const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
+    const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
+    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
+    a.out[th * FA_D + d] = fa_combine_one(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool force_combine, cudaStream_t st) {
+/* Decode (n = 1, with the scratch) runs a CTA per segment and the combine; a chunk does the same
+ * while its partials fit the scratch and its tokens alone would not fill the device, else one CTA
+ * per (token, head group) folds the segments itself (fa_shape). slots: the fa_kernel CTAs the
+ * device holds at once, so the segments (and the bits) are a function of the device and the
+ * token's row count only. */
+int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st) {
     const size_t smem = sizeof(fa_smem);
     int dev = 0, sms = 0, occ = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -184,15 +236,12 @@ int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool for
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fa_kernel, (int)FA_T, smem);
     if (e != cudaSuccess) return (int)e;
     if (occ < 1 || sms < 1) return (int)cudaErrorInvalidConfiguration;
-    const fa_plan p =
-        fa_make_plan(max_rows, n, a.n_head, scratch != nullptr, force_combine, (uint32_t)(sms * occ));
-    a.splits = p.splits;
-    a.tps = p.tps;
-    a.part = p.combine ? (float *)scratch : nullptr;
-    fa_kernel<<<dim3(a.n_head / FA_G, p.splits, n), FA_T, smem, st>>>(a);
-    if (p.combine)
-        fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a.part, a.sinks, a.out, a.n_head,
-                                                                             p.splits);
+    a.slots = (uint32_t)(sms * occ);
+    const fa_launch_shape g = fa_shape(a, n, max_rows, scratch != nullptr, decode);
+    a.part = g.segments ? (float *)scratch : nullptr;
+    a.stride = g.grid_y;
+    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a);
+    if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a);
     return attn_launch_status();
 }
 

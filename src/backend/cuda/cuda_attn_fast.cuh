@@ -2,8 +2,8 @@
  * tests/cuda/attn_fast_emu_check.cu runs the kernels' own arithmetic on the CPU.
  *
  * Shape: head_dim FA_D = 512, heads in groups of FA_G = 16 sharing every KV row (MQA). A CTA of
- * FA_T = 256 threads (8 warps) serves one token, one head group and one split (a run of tiles of
- * FA_TR = 16 rows). Per tile:
+ * FA_T = 256 threads (8 warps) serves one token, one head group and one segment (decode) or all
+ * segments (prefill chunk) of tiles of FA_TR = 16 rows. Per tile:
  *   scores: warp w takes heads 4*(w%4)..+3 of the group and rows 8*(w/4)..+7 of the tile; lane l
  *     holds q dims {4l..4l+3} + 128j (j < 4) of its 4 heads in registers and accumulates the 32
  *     (head, row) partial dots over those 16 dims with fused multiply-adds; a butterfly
@@ -12,11 +12,12 @@
  *     p = expf(s - m), running sum l rescaled by expf(m_old - m);
  *   values: warp w takes heads 4*(w%4)..+3 and dims 256*(w/4) + {4l..4l+3} + 128j (j < 2); each
  *     row adds p * v to 32 accumulators (rescaled once per tile).
- * A split's state (m, l, o) either finishes directly (one split) or goes to the scratch, where the
- * combine folds the splits and the sink: M = max(sink, m_j), den = e^(sink-M) + sum_j l_j e^(m_j-M),
- * out = sum_j o_j e^(m_j-M) / den.
+ * A query's tiles form segments (fa_token_plan); a segment's state (m, l, o) is folded into the
+ * running (M, L, O) in segment order (fa_fold), then the sink: out = O e^(M-M*) / (e^(sink-M*) +
+ * L e^(M-M*)), M* = max(sink, M). Decode: one CTA per segment, partials in the scratch, a combine
+ * kernel folds; prefill chunk: one CTA per token folds its segments itself (bitwise the same).
  * Numerics (DS4 mode only): f32 with FMA, any order, accurate expf (<= 2 ulp); deterministic (no
- * atomics, fixed split plan for given shapes). */
+ * atomics; the segments depend on the row count only). */
 #ifndef DSV4_CUDA_ATTN_FAST_CUH
 #define DSV4_CUDA_ATTN_FAST_CUH
 
@@ -60,7 +61,8 @@ struct fa_args {
     float *part;     /* scratch of the split partials, or nullptr: each CTA finishes its heads */
     const float *kv; /* attention_chunk: the chunk's own F32 rows (positions >= pos0); decode: nullptr */
     uint32_t n_head, raw_cap, raw_start, n_raw, n_comp, n_sel, pos0, ratio;
-    uint32_t splits, tps; /* splits of a (token, head group); tiles per split */
+    uint32_t slots;  /* CTAs the device holds at once (fa_token_plan) */
+    uint32_t stride; /* part: partials per (token, head) (the grid's y) */
     float kq_scale;
     bool half; /* raw / comp rows are F16 */
 };
@@ -191,47 +193,88 @@ FA_HD float fa_finish_scale(float sink, float m, float l) {
     return den > 0.0f ? em / den : 0.0f;
 }
 
-/* The combine of one output element: splits j < n of (m[j], l[j], o[j*o_stride]) and the sink. */
-FA_HD float fa_combine_one(const float *m, const float *l, const float *o, uint64_t o_stride, uint32_t n,
-                           float sink) {
-    float mx = sink;
-    for (uint32_t j = 0; j < n; j++) mx = fmaxf(mx, m[j]);
-    if (mx == -INFINITY) return 0.0f;
-    float den = expf(sink - mx), acc = 0.0f;
-    for (uint32_t j = 0; j < n; j++) {
-        const float w = m[j] == -INFINITY ? 0.0f : expf(m[j] - mx);
-        den = fmaf(l[j], w, den);
-        acc = fmaf(o[(uint64_t)j * o_stride], w, acc);
-    }
-    return den > 0.0f ? acc / den : 0.0f;
-}
-
-/* The split plan of a launch: n tokens of n_head heads, the widest token max_rows rows; slots =
- * CTAs the device holds at once. Splits only with a scratch (always used when `combine` is
- * forced, so that a recorded decode step has the same launches at every position). */
+/* The segments of one query: its tiles are cut into `splits` runs of `tps` tiles (the last may be
+ * shorter), a function of the row count only (and of n_head and slots = CTAs the device holds at
+ * once, fixed for a model on a device). Decode runs one CTA per segment and the combine folds them;
+ * a prefill chunk runs the same segments one after the other in one CTA and folds them the same
+ * way, so that a token's output is bitwise the same whether it was decoded alone or in a chunk
+ * (DSV4_PREFILL_SERIAL=1 == batched prefill). */
 struct fa_plan {
     uint32_t splits, tps;
-    bool combine;
 };
 
-inline fa_plan fa_make_plan(uint32_t max_rows, uint32_t n, uint32_t n_head, bool scratch, bool force_combine,
-                            uint32_t slots) {
+FA_HD uint32_t fa_max_splits(uint32_t n_head, uint32_t slots) {
+    uint32_t s = FA_SMAX;
+    if (s > FA_PART / n_head) s = FA_PART / n_head;
+    const uint32_t units = n_head / FA_G,
+                   fill = units < slots ? slots / units : 1; /* splits filling the device */
+    if (s > fill) s = fill;
+    return s ? s : 1;
+}
+
+FA_HD fa_plan fa_token_plan(uint32_t n_rows, uint32_t n_head, uint32_t slots) {
     fa_plan p;
-    const uint32_t n_tiles = (max_rows + FA_TR - 1) / FA_TR;
-    const uint64_t units = (uint64_t)n * (n_head / FA_G), heads = (uint64_t)n * n_head;
-    uint64_t s = 1;
-    if (scratch && n_tiles > 1 && heads <= FA_PART) {
-        s = n_tiles;
-        if (s > FA_SMAX) s = FA_SMAX;
-        if (s > FA_PART / heads) s = FA_PART / heads;
-        const uint64_t fill = units < slots ? slots / units : 1; /* splits that fill the device */
-        if (s > fill) s = fill;
-        if (s < 1) s = 1;
-    }
-    p.tps = n_tiles ? (uint32_t)((n_tiles + s - 1) / s) : 1;
+    const uint32_t n_tiles = (n_rows + FA_TR - 1) / FA_TR, smax = fa_max_splits(n_head, slots);
+    const uint32_t s = n_tiles < smax ? (n_tiles ? n_tiles : 1) : smax;
+    p.tps = n_tiles ? (n_tiles + s - 1) / s : 1;
     p.splits = n_tiles ? (n_tiles + p.tps - 1) / p.tps : 1;
-    p.combine = scratch && heads <= FA_PART && (p.splits > 1 || force_combine);
     return p;
+}
+
+/* Folding segment j's (m_j, l_j, o_j) into the running (M, L, O), in segment order:
+ * M' = max(M, m_j), L' = l_j b + L a, O' = o_j b + O a with a = e^(M - M'), b = e^(m_j - M')
+ * (0 for -inf). The kernel's in-CTA fold and the combine use exactly these operations. */
+struct fa_fold_w {
+    float a, b, m;
+};
+FA_HD fa_fold_w fa_fold_weights(float M, float m_j) {
+    fa_fold_w w;
+    w.m = fmaxf(M, m_j);
+    w.a = fa_rescale(M, w.m);
+    w.b = fa_rescale(m_j, w.m);
+    return w;
+}
+FA_HD float fa_fold(float acc, float x_j, const fa_fold_w &w) { return fmaf(x_j, w.b, acc * w.a); }
+
+/* The combine of one output element: segments j < n of (m[j], l[j], o[j*o_stride]) folded, then
+ * the sink. */
+FA_HD float fa_combine_one(const float *m, const float *l, const float *o, uint64_t o_stride, uint32_t n,
+                           float sink) {
+    float M = -INFINITY, L = 0.0f, O = 0.0f;
+    for (uint32_t j = 0; j < n; j++) {
+        const fa_fold_w w = fa_fold_weights(M, m[j]);
+        L = fa_fold(L, l[j], w);
+        O = fa_fold(O, o[(uint64_t)j * o_stride], w);
+        M = w.m;
+    }
+    return O * fa_finish_scale(sink, M, L);
+}
+
+/* The launch: segments = one CTA per segment (grid y = the most segments a token has) with the
+ * partials in the scratch and the combine; else grid y = 1 and each CTA folds its token. Decode
+ * always takes segments (with a scratch): the same two launches at every position, as a recorded
+ * step needs. */
+struct fa_launch_shape {
+    bool segments;
+    uint32_t grid_y;
+};
+
+inline fa_launch_shape fa_shape(const fa_args &a, uint32_t n, uint32_t max_rows, bool scratch, bool decode) {
+    fa_launch_shape g = {false, 1};
+    if (!scratch) return g;
+    if (decode) {
+        g.segments = true;
+        g.grid_y = fa_token_plan(max_rows, a.n_head, a.slots).splits;
+        return g;
+    }
+    const uint32_t max_tiles = (max_rows + FA_TR - 1) / FA_TR, smax = fa_max_splits(a.n_head, a.slots);
+    const uint32_t y = max_tiles < smax ? (max_tiles ? max_tiles : 1) : smax;
+    const uint64_t units = (uint64_t)n * (a.n_head / FA_G);
+    if (y > 1 && (uint64_t)n * a.n_head * y <= FA_PART && units < a.slots) {
+        g.segments = true;
+        g.grid_y = y;
+    }
+    return g;
 }
 
 #endif
