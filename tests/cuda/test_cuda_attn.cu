@@ -794,7 +794,8 @@ void fast_timings(rng &r) {
     dbuf<float> q(normals(r, (size_t)2048 * H * 512)), ckv(normals(r, (size_t)2048 * 512)),
         sinks(normals(r, H, 2.0f)), out((size_t)2048 * H * 512);
     std::vector<int32_t> sel((size_t)2048 * 512);
-    for (size_t i = 0; i < sel.size(); i++) sel[i] = (int32_t)((i % 512) * 4 + (i / 512) % 4); /* < 2048 */
+    /* rows 0..511: valid for every token that selects (n_comp > 512) */
+    for (size_t i = 0; i < sel.size(); i++) sel[i] = (int32_t)(i % 512);
     dbuf<int32_t> dsel(sel);
     dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
     const float kq = 1.0f / sqrtf(512.0f);
