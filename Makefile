@@ -153,7 +153,11 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
-	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check
+	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check
+$(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
+		$(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the tensor-core grouped MoE products against quant_dot_* (runs anywhere).
 $(BUILD)/cuda/moe_mma_emu_check: tests/cuda/moe_mma_emu_check.cu src/backend/cuda/cuda_moe_mma.cuh \
 		src/backend/cuda/cuda_moe_grouped.cuh src/backend/cuda/cuda_gemm_q8_0_mma.cuh $(call libs_for,engine)

@@ -4,7 +4,8 @@
 # positions, once one token per step (--chunk 1: the decode path, recorded steps, decode fusions)
 # and once in chunks of 128 (the prefill path), with the default paths and with each switch
 # (README "Runtime switches"; docs/PATHS.md). Each pair of dumps must be byte-identical.
-# Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design).
+# Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design),
+# DSV4_CUDA_ATTN=exact (the fast attention sums in another order by design; tests/cuda says by how much).
 # Results in $OUT (default ./ab-out)/ab_check.txt.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

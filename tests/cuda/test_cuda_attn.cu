@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 extern "C" {
@@ -409,6 +410,278 @@ void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap
     report("attention", shape, out, dout.get(), NEAR);
 }
 
+/* ---- fast attention (cuda_attn_fast.cu, DS4 numerics) vs the exact kernel and float64 ----
+ * Per head vector e(x, ref) = max|x - ref| / max|ref|. Pass: e(fast, f64) <= 2e-6 (or at most half
+ * of e(exact, f64): with wide scores an f32 score alone is ~1e-6 off), e(fast, exact) <= 2e-6 +
+ * e(exact, f64) (the exact kernel's sequential sums are themselves several 1e-6 off at long row
+ * counts), every value finite, and a second run bitwise equal (over a NaN-poisoned scratch). */
+constexpr double FAST_TOL = 2e-6;
+
+struct kv_rows {
+    std::vector<float> v;    /* f16-rounded values */
+    std::vector<uint16_t> h; /* the same as halves */
+};
+
+kv_rows kv_make(rng &r, size_t n_rows) {
+    kv_rows k;
+    k.v = normals(r, n_rows * 512);
+    k.h.resize(k.v.size());
+    for (size_t i = 0; i < k.v.size(); i++) {
+        k.h[i] = dsv4_f32_to_f16(k.v[i]);
+        k.v[i] = dsv4_f16_to_f32(k.h[i]);
+    }
+    return k;
+}
+
+/* sink attention of one head over rows (null: weight 0) in float64 */
+void ref_head64(const float *q, const std::vector<const float *> &rows, float kq, float sink, double *out) {
+    std::vector<double> sc(rows.size());
+    double mx = sink;
+    for (size_t r = 0; r < rows.size(); r++) {
+        double d = 0;
+        if (rows[r])
+            for (int i = 0; i < 512; i++) d += (double)q[i] * rows[r][i];
+        sc[r] = rows[r] ? d * kq : -INFINITY;
+        mx = fmax(mx, sc[r]);
+    }
+    double den = exp(sink - mx);
+    for (int i = 0; i < 512; i++) out[i] = 0;
+    for (size_t r = 0; r < rows.size(); r++) {
+        if (!rows[r]) continue;
+        const double w = exp(sc[r] - mx);
+        den += w;
+        for (int i = 0; i < 512; i++) out[i] += w * rows[r][i];
+    }
+    for (int i = 0; i < 512; i++) out[i] /= den;
+}
+
+double head_err(const float *x, const float *ref_f, const double *ref_d) {
+    double mx = 0, md = 0;
+    for (int i = 0; i < 512; i++) {
+        const double r = ref_f ? (double)ref_f[i] : ref_d[i];
+        mx = fmax(mx, fabs(r));
+        md = fmax(md, isfinite(x[i]) ? fabs((double)x[i] - r) : INFINITY);
+    }
+    return mx > 0 ? md / mx : md;
+}
+
+struct fast_errs {
+    double fx = 0, fd = 0, xd = 0; /* fast vs exact, fast vs f64, exact vs f64 */
+    bool same = true;              /* two fast runs bitwise equal */
+    void head(const float *fast, const float *exact, const double *ref) {
+        fx = fmax(fx, head_err(fast, exact, nullptr));
+        if (ref) {
+            fd = fmax(fd, head_err(fast, nullptr, ref));
+            xd = fmax(xd, head_err(exact, nullptr, ref));
+        }
+    }
+    void report(const char *op, const char *shape) {
+        const bool ok = same && fd <= fmax(FAST_TOL, 0.5 * xd) && fx <= FAST_TOL + xd;
+        printf("%-4s %-16s %-44s fast-exact %.2e fast-f64 %.2e exact-f64 %.2e %s\n", ok ? "PASS" : "FAIL", op,
+               shape, fx, fd, xd, same ? "deterministic" : "NOT DETERMINISTIC");
+        (ok ? g_pass : g_fail)++;
+    }
+};
+
+bool bits_equal(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/* n_sel 0: all compressed rows; bad_sel: a few selected ids out of range (weight 0) */
+void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                      uint32_t n_comp, uint32_t n_sel, bool f16, float qscale, bool bad_sel) {
+    const kv_rows raw = kv_make(r, raw_cap), comp = kv_make(r, n_comp ? n_comp : 1);
+    const std::vector<float> q = normals(r, (size_t)n_head * 512, qscale), sinks = normals(r, n_head, 2.0f);
+    std::vector<int32_t> sel;
+    if (n_sel) {
+        std::vector<char> taken(n_comp, 0);
+        for (uint32_t i = 0; i < n_sel && i < n_comp;) {
+            const uint32_t c = r.below(n_comp);
+            if (!taken[c]) taken[c] = 1, i++;
+        }
+        for (uint32_t c = 0; c < n_comp; c++)
+            if (taken[c]) sel.push_back((int32_t)c);
+        while (sel.size() < n_sel) sel.push_back((int32_t)(n_comp + sel.size()));
+        if (bad_sel) sel[1] = -3, sel[n_sel / 2] = (int32_t)n_comp, sel[n_sel - 1] = (int32_t)n_comp + 99;
+    }
+    const size_t es = f16 ? 2 : 4;
+    dbuf<uint8_t> draw(raw.v.size() * es), dcomp(comp.v.size() * es);
+    CUDA_OK(
+        cudaMemcpy(draw.p, f16 ? (const void *)raw.h.data() : raw.v.data(), draw.n, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dcomp.p, f16 ? (const void *)comp.h.data() : comp.v.data(), dcomp.n,
+                       cudaMemcpyHostToDevice));
+    dbuf<float> dq(q), dsinks(sinks), dex(q.size()), dfa(q.size());
+    dbuf<int32_t> dsel(sel.size());
+    if (!sel.empty()) dsel.put(sel);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const uint32_t kt = f16 ? DSV4_TYPE_F16 : DSV4_TYPE_F32;
+    const float kq = 1.0f / sqrtf(512.0f);
+    const int32_t *ps = n_sel ? dsel.p : nullptr;
+    launch_ok(dsv4_cuda_attention((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p, raw_cap,
+                                  raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq, dex.p),
+              "attention");
+    std::vector<float> runs[2];
+    for (int k = 0; k < 2; k++) {
+        CUDA_OK(cudaMemset(scratch.p, 0xff, scratch.n)); /* NaN: every partial read must be written */
+        CUDA_OK(cudaMemset(dfa.p, 0xff, dfa.n * 4));
+        launch_ok(dsv4_cuda_attention_fast((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p, raw_cap,
+                                           raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq, dfa.p,
+                                           scratch.p),
+                  "attention_fast");
+        runs[k] = dfa.get();
+    }
+    const std::vector<float> ex = dex.get();
+    std::vector<const float *> rows;
+    for (uint32_t i = 0; i < n_raw; i++) rows.push_back(&raw.v[(size_t)((raw_start + i) % raw_cap) * 512]);
+    for (uint32_t c = 0; c < (n_sel ? n_sel : n_comp); c++) {
+        const int64_t i = n_sel ? sel[c] : c;
+        rows.push_back(i >= 0 && i < n_comp ? &comp.v[(size_t)i * 512] : nullptr);
+    }
+    fast_errs e;
+    e.same = bits_equal(runs[0], runs[1]);
+    std::vector<double> ref(512);
+    for (uint32_t h = 0; h < n_head; h++) {
+        ref_head64(&q[(size_t)h * 512], rows, kq, sinks[h], ref.data());
+        e.head(&runs[0][(size_t)h * 512], &ex[(size_t)h * 512], ref.data());
+    }
+    char shape[128];
+    snprintf(shape, sizeof shape, "%uh raw %u@%u comp %u sel %u %s q*%g%s", n_head, n_raw, raw_start, n_comp,
+             n_sel, f16 ? "f16" : "f32", qscale, bad_sel ? " bad" : "");
+    e.report("attention fast", shape);
+}
+
+/* ring (raw_cap rows before pos0) + the chunk's own F32 rows + compressed rows; ratio 4 tokens past
+ * n_sel compressed rows use a spread selection with one id out of range (weight 0). The float64
+ * reference runs on a sample of the tokens. */
+void test_fast_chunk(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw_cap, uint32_t ratio,
+                     uint32_t n_sel, bool f16, float qscale) {
+    const uint32_t p_last = pos0 + n - 1, nc_max = ratio ? (p_last + 1) / ratio : 0;
+    const kv_rows raw = kv_make(r, raw_cap), comp = kv_make(r, nc_max + 1);
+    const std::vector<float> ckv = normals(r, (size_t)n * 512),
+                             q = normals(r, (size_t)n * n_head * 512, qscale),
+                             sinks = normals(r, n_head, 2.0f);
+    std::vector<int32_t> sel((size_t)n * (n_sel ? n_sel : 1), 0);
+    for (uint32_t t = 0; t < n && n_sel; t++) {
+        const uint32_t nc = ratio ? (pos0 + t + 1) / ratio : 0;
+        for (uint32_t i = 0; i < n_sel; i++) sel[(size_t)t * n_sel + i] = (int32_t)((uint64_t)i * nc / n_sel);
+        if (nc > n_sel) sel[(size_t)t * n_sel + n_sel / 3] = (int32_t)nc + 7;
+    }
+    const size_t es = f16 ? 2 : 4;
+    dbuf<uint8_t> draw(raw.v.size() * es), dcomp(comp.v.size() * es);
+    CUDA_OK(
+        cudaMemcpy(draw.p, f16 ? (const void *)raw.h.data() : raw.v.data(), draw.n, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dcomp.p, f16 ? (const void *)comp.h.data() : comp.v.data(), dcomp.n,
+                       cudaMemcpyHostToDevice));
+    dbuf<float> dq(q), dckv(ckv), dsinks(sinks), dex(q.size()), dfa(q.size());
+    dbuf<int32_t> dsel(sel);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const uint32_t kt = f16 ? DSV4_TYPE_F16 : DSV4_TYPE_F32;
+    const float kq = 1.0f / sqrtf(512.0f);
+    const void *pc = ratio ? dcomp.p : nullptr;
+    const int32_t *ps = n_sel ? dsel.p : nullptr;
+    launch_ok(dsv4_cuda_attention_chunk((dsv4_cuda_stream)g_stream, dq.p, n, n_head, 512, pos0, dckv.p, kt,
+                                        draw.p, raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dex.p),
+              "attention_chunk");
+    std::vector<float> runs[2];
+    for (int k = 0; k < 2; k++) {
+        CUDA_OK(cudaMemset(scratch.p, 0xff, scratch.n));
+        CUDA_OK(cudaMemset(dfa.p, 0xff, dfa.n * 4));
+        launch_ok(dsv4_cuda_attention_chunk_fast((dsv4_cuda_stream)g_stream, dq.p, n, n_head, 512, pos0,
+                                                 dckv.p, kt, draw.p, raw_cap, pc, ratio, ps, n_sel, dsinks.p,
+                                                 kq, dfa.p, scratch.p),
+                  "attention_chunk_fast");
+        runs[k] = dfa.get();
+    }
+    const std::vector<float> ex = dex.get();
+    fast_errs e;
+    e.same = bits_equal(runs[0], runs[1]);
+    std::vector<double> ref(512);
+    const uint32_t step = n > 16 ? n / 16 : 1;
+    for (uint32_t t = 0; t < n; t++) {
+        const bool sample = t % step == 0 || t == n - 1;
+        std::vector<const float *> rows;
+        if (sample) {
+            const uint32_t p = pos0 + t, nr = p + 1 < raw_cap ? p + 1 : raw_cap;
+            for (uint32_t x = p + 1 - nr; x <= p; x++)
+                rows.push_back(x >= pos0 ? &ckv[(size_t)(x - pos0) * 512]
+                                         : &raw.v[(size_t)(x % raw_cap) * 512]);
+            const uint32_t nc = ratio ? (p + 1) / ratio : 0;
+            const bool us = n_sel && nc > n_sel;
+            for (uint32_t c = 0; c < (us ? n_sel : nc); c++) {
+                const int64_t i = us ? sel[(size_t)t * n_sel + c] : c;
+                rows.push_back(i >= 0 && i < nc ? &comp.v[(size_t)i * 512] : nullptr);
+            }
+        }
+        for (uint32_t h = 0; h < n_head; h++) {
+            const size_t o = ((size_t)t * n_head + h) * 512;
+            if (sample) ref_head64(&q[o], rows, kq, sinks[h], ref.data());
+            e.head(&runs[0][o], &ex[o], sample ? ref.data() : nullptr);
+        }
+    }
+    char shape[128];
+    snprintf(shape, sizeof shape, "%uh n %u @%u cap %u r%u sel %u %s q*%g", n_head, n, pos0, raw_cap, ratio,
+             n_sel, f16 ? "f16" : "f32", qscale);
+    e.report("chunk fast", shape);
+}
+
+/* The fast chunk is bitwise the fast decode of each token (the ring then holding the chunk's rows,
+ * stored as the ring's type): DSV4_PREFILL_SERIAL=1 == batched prefill (scripts/device/ab_check.sh). */
+void test_fast_serial(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw_cap, uint32_t ratio,
+                      uint32_t n_sel, bool f16) {
+    const uint32_t p_last = pos0 + n - 1, nc_max = ratio ? (p_last + 1) / ratio : 0;
+    const kv_rows raw = kv_make(r, raw_cap), comp = kv_make(r, nc_max + 1), ck = kv_make(r, n);
+    const std::vector<float> q = normals(r, (size_t)n * n_head * 512, 2.0f), sinks = normals(r, n_head, 2.0f);
+    std::vector<int32_t> sel((size_t)n * (n_sel ? n_sel : 1), 0);
+    for (uint32_t t = 0; t < n && n_sel; t++) {
+        const uint32_t nc = ratio ? (pos0 + t + 1) / ratio : 0;
+        for (uint32_t i = 0; i < n_sel; i++) sel[(size_t)t * n_sel + i] = (int32_t)((uint64_t)i * nc / n_sel);
+        if (nc > n_sel) sel[(size_t)t * n_sel + n_sel / 2] = (int32_t)nc + 1;
+    }
+    const size_t es = f16 ? 2 : 4;
+    dbuf<uint8_t> draw(raw.v.size() * es), dcomp(comp.v.size() * es), dring(raw.v.size() * es);
+    CUDA_OK(
+        cudaMemcpy(draw.p, f16 ? (const void *)raw.h.data() : raw.v.data(), draw.n, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dcomp.p, f16 ? (const void *)comp.h.data() : comp.v.data(), dcomp.n,
+                       cudaMemcpyHostToDevice));
+    dbuf<float> dq(q), dckv(ck.v), dsinks(sinks), dout(q.size()), dtok((size_t)n_head * 512);
+    dbuf<int32_t> dsel(sel);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const uint32_t kt = f16 ? DSV4_TYPE_F16 : DSV4_TYPE_F32;
+    const float kq = 1.0f / sqrtf(512.0f);
+    const void *pc = ratio ? dcomp.p : nullptr;
+    launch_ok(dsv4_cuda_attention_chunk_fast((dsv4_cuda_stream)g_stream, dq.p, n, n_head, 512, pos0, dckv.p,
+                                             kt, draw.p, raw_cap, pc, ratio, n_sel ? dsel.p : nullptr, n_sel,
+                                             dsinks.p, kq, dout.p, scratch.p),
+              "attention_chunk_fast");
+    const std::vector<float> chunk = dout.get();
+    size_t same = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t p = pos0 + t, nr = p + 1 < raw_cap ? p + 1 : raw_cap, nc = ratio ? (p + 1) / ratio : 0;
+        kv_rows ring = raw;
+        for (uint32_t x = pos0; x <= p; x++) {
+            memcpy(&ring.v[(size_t)(x % raw_cap) * 512], &ck.v[(size_t)(x - pos0) * 512], 512 * 4);
+            memcpy(&ring.h[(size_t)(x % raw_cap) * 512], &ck.h[(size_t)(x - pos0) * 512], 512 * 2);
+        }
+        CUDA_OK(cudaMemcpy(dring.p, f16 ? (const void *)ring.h.data() : ring.v.data(), dring.n,
+                           cudaMemcpyHostToDevice));
+        const bool us = n_sel && nc > n_sel;
+        launch_ok(dsv4_cuda_attention_fast((dsv4_cuda_stream)g_stream, dq.p + (size_t)t * n_head * 512,
+                                           n_head, 512, kt, dring.p, raw_cap, (p + 1 - nr) % raw_cap, nr, pc,
+                                           nc, us ? dsel.p + (size_t)t * n_sel : nullptr, us ? n_sel : 0,
+                                           dsinks.p, kq, dtok.p, scratch.p),
+                  "attention_fast");
+        const std::vector<float> tok = dtok.get();
+        same += memcmp(tok.data(), &chunk[(size_t)t * n_head * 512], tok.size() * 4) == 0;
+    }
+    const bool ok = same == n;
+    char shape[128];
+    snprintf(shape, sizeof shape, "%uh n %u @%u cap %u r%u sel %u %s", n_head, n, pos0, raw_cap, ratio, n_sel,
+             f16 ? "f16" : "f32");
+    printf("%-4s %-16s %-44s %zu of %u tokens bitwise (must be all)\n", ok ? "PASS" : "FAIL", "serial==chunk",
+           shape, same, n);
+    (ok ? g_pass : g_fail)++;
+}
+
 /* ---- argument checks: invalid shapes are refused without a launch ---- */
 void test_invalid(void) {
     const dsv4_rope bad = rope_plain(63);
@@ -479,6 +752,106 @@ void timings(rng &r) {
            t_idx, t_att, t_att_all, t_rope, t_fp8, t_had);
 }
 
+/* Median GPU time of one call (us): `per` calls captured in a CUDA graph (as a recorded decode
+ * step runs them), the graph replayed `reps` times. */
+template <typename F> double graph_us(F f, int per, int reps) {
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
+    int rc = 0;
+    for (int i = 0; i < per; i++) rc |= f();
+    CUDA_OK(cudaStreamEndCapture(g_stream, &g));
+    if (rc) {
+        fprintf(stderr, "FATAL: a launcher failed during the timing capture (%d)\n", rc);
+        exit(2);
+    }
+    CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    CUDA_OK(cudaGraphLaunch(x, g_stream));
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; i++) {
+        CUDA_OK(cudaEventRecord(a, g_stream));
+        CUDA_OK(cudaGraphLaunch(x, g_stream));
+        CUDA_OK(cudaEventRecord(b, g_stream));
+        CUDA_OK(cudaEventSynchronize(b));
+        CUDA_OK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    std::sort(ms.begin(), ms.end());
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    return ms[reps / 2] * 1000.0 / per;
+}
+
+/* RESULT <case> old_us new_us: the exact kernel vs the fast one on the Flash shapes (f16 rows). */
+void fast_timings(rng &r) {
+    const uint32_t H = 64, ncomp = 16384;
+    const kv_rows raw = kv_make(r, 128), comp = kv_make(r, ncomp);
+    dbuf<uint16_t> draw(raw.h), dcomp(comp.h);
+    dbuf<float> q(normals(r, (size_t)2048 * H * 512)), ckv(normals(r, (size_t)2048 * 512)),
+        sinks(normals(r, H, 2.0f)), out((size_t)2048 * H * 512);
+    std::vector<int32_t> sel((size_t)2048 * 512);
+    /* rows 0..511: valid for every token that selects (n_comp > 512) */
+    for (size_t i = 0; i < sel.size(); i++) sel[i] = (int32_t)(i % 512);
+    dbuf<int32_t> dsel(sel);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const float kq = 1.0f / sqrtf(512.0f);
+    const dsv4_cuda_stream s = (dsv4_cuda_stream)g_stream;
+    struct dcase {
+        const char *name;
+        uint32_t n_comp, n_sel;
+    } dc[] = {{"decode_raw128", 0, 0},
+              {"decode_raw128_comp16", 16, 0},
+              {"decode_raw128_comp512", 512, 0},
+              {"decode_raw128_sel512of8192", 8192, 512},
+              {"decode_raw128_comp16384", 16384, 0}};
+    for (const dcase &c : dc) {
+        const int32_t *ps = c.n_sel ? dsel.p : nullptr;
+        const double old_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention(s, q.p, H, 512, DSV4_TYPE_F16, draw.p, 128, 37, 128, dcomp.p,
+                                           c.n_comp, ps, c.n_sel, sinks.p, kq, out.p);
+            },
+            20, 11);
+        const double new_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_fast(s, q.p, H, 512, DSV4_TYPE_F16, draw.p, 128, 37, 128, dcomp.p,
+                                                c.n_comp, ps, c.n_sel, sinks.p, kq, out.p, scratch.p);
+            },
+            20, 11);
+        printf("RESULT %s %.2f %.2f\n", c.name, old_us, new_us);
+    }
+    struct ccase {
+        const char *name;
+        uint32_t n, pos0, ratio, n_sel;
+    } cc[] = {{"chunk256_r4_sel512_at2048", 256, 2048, 4, 512},
+              {"chunk256_r128_at2048", 256, 2048, 128, 0},
+              {"chunk2048_r4_at0", 2048, 0, 4, 0},
+              {"chunk2048_r4_sel512_at8192", 2048, 8192, 4, 512},
+              {"chunk2048_r128_at0", 2048, 0, 128, 0}};
+    for (const ccase &c : cc) {
+        const int32_t *ps = c.n_sel ? dsel.p : nullptr;
+        const int per = c.n > 256 ? 1 : 3, reps = c.n > 256 ? 3 : 5;
+        const double old_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_chunk(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16, draw.p,
+                                                 128, dcomp.p, c.ratio, ps, c.n_sel, sinks.p, kq, out.p);
+            },
+            per, reps);
+        const double new_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_chunk_fast(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16,
+                                                      draw.p, 128, dcomp.p, c.ratio, ps, c.n_sel, sinks.p, kq,
+                                                      out.p, scratch.p);
+            },
+            per, reps);
+        printf("RESULT %s %.2f %.2f\n", c.name, old_us, new_us);
+    }
+}
+
 } // namespace
 
 int main(void) {
@@ -542,7 +915,37 @@ int main(void) {
     test_attention(r, 4, 1536, 8, 6, 8, 25000, 0, false); /* two dim groups, chunked */
     test_invalid();
 
+    /* fast attention: decode raw only / + comp / + sel (ids out of range) / long; wide scores; f16
+     * and f32 rows; chunks of 1, 7, 40, 256 and 2048 queries over ring + chunk + compressed rows */
+    test_fast_decode(r, 64, 128, 77, 128, 0, 0, true, 1.0f, false);
+    test_fast_decode(r, 64, 128, 5, 128, 16, 0, true, 1.0f, false);
+    test_fast_decode(r, 64, 128, 0, 128, 512, 0, true, 1.0f, false);
+    test_fast_decode(r, 64, 128, 100, 128, 512, 0, false, 1.0f, false);
+    test_fast_decode(r, 64, 128, 3, 128, 8192, 512, true, 1.0f, true);
+    test_fast_decode(r, 64, 128, 3, 128, 600, 512, false, 1.0f, true);
+    test_fast_decode(r, 64, 128, 40, 128, 512, 0, true, 6.0f, false);
+    test_fast_decode(r, 64, 128, 40, 128, 8192, 512, false, 6.0f, false);
+    test_fast_decode(r, 64, 128, 9, 128, 16384, 0, true, 1.0f, false);
+    test_fast_decode(r, 16, 16, 13, 9, 3, 0, true, 1.0f, false);
+    test_fast_decode(r, 16, 16, 0, 0, 0, 0, true, 1.0f, false);
+    test_fast_decode(r, 32, 128, 0, 5, 0, 0, false, 1.0f, false);
+    test_fast_chunk(r, 64, 1, 300, 128, 4, 512, true, 1.0f);
+    test_fast_chunk(r, 64, 7, 2050, 128, 4, 512, true, 1.0f);
+    test_fast_chunk(r, 64, 40, 2030, 128, 4, 512, false, 1.0f);
+    test_fast_chunk(r, 64, 40, 100, 128, 128, 0, true, 6.0f);
+    test_fast_chunk(r, 64, 256, 2048, 128, 4, 512, true, 1.0f);
+    test_fast_chunk(r, 64, 256, 0, 128, 0, 0, true, 1.0f);
+    test_fast_chunk(r, 16, 9, 20, 16, 4, 2, true, 1.0f);
+    test_fast_chunk(r, 64, 2048, 0, 128, 4, 512, true, 1.0f);
+    test_fast_chunk(r, 64, 2040, 8200, 128, 4, 512, true, 1.0f);
+    test_fast_serial(r, 64, 1, 2050, 128, 4, 512, true); /* segment CTAs + combine */
+    test_fast_serial(r, 64, 7, 2046, 128, 4, 512, true); /* one CTA per token */
+    test_fast_serial(r, 64, 40, 2030, 128, 4, 512, false);
+    test_fast_serial(r, 64, 300, 100, 128, 128, 0, true);
+    test_fast_serial(r, 16, 9, 20, 16, 4, 2, true); /* segment CTAs, ring < chunk */
+
     timings(r);
+    fast_timings(r);
     printf("test_cuda_attn: %d passed, %d failed\n", g_pass, g_fail);
     dsv4_backend_destroy(&g_cpu);
     cudaStreamDestroy(g_stream);

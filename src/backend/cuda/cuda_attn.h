@@ -70,6 +70,26 @@ int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, ui
                               const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale,
                               float *out);
 
+/* Fast sink attention for DS4 numerics (cuda_attn_fast.cu): the same contracts as
+ * dsv4_cuda_attention / dsv4_cuda_attention_chunk, f32 with fused multiply-adds in another order
+ * (within 2e-6 of max|exact| per head on realistic data), deterministic. Applies when _ok says so
+ * (head_dim 512, n_head a multiple of 16, 16-byte aligned q, out and rows); scratch: a device
+ * buffer of dsv4_cuda_attention_fast_scratch_bytes() bytes (a constant) for the split partials
+ * (decode always uses it: the same two launches at every position, as a recorded step needs). */
+size_t dsv4_cuda_attention_fast_scratch_bytes(void);
+bool dsv4_cuda_attention_fast_ok(uint32_t n_head, uint32_t head_dim, const void *q, const void *out,
+                                 const void *raw, const void *comp, const void *chunk_kv);
+int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
+                             uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                             uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                             uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
+                             void *scratch);
+int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
+                                   uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
+                                   const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,
+                                   const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale,
+                                   float *out, void *scratch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,7 +34,8 @@ enum {
     CU_SLOT_XQ = 10,    /* moe quantized input rows */
     CU_SLOT_IDX = 11,   /* indexer scratch */
     CU_SLOT_MULTI = 12, /* matmul_multi: the quantized inputs */
-    CU_SLOTS = 13
+    CU_SLOT_ATTN = 13,  /* fast attention: split partials */
+    CU_SLOTS = 14
 };
 
 /* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync
@@ -77,6 +78,7 @@ typedef struct cuda_ctx {
     bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
     bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
+    bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;

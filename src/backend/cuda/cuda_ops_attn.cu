@@ -102,6 +102,10 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
     return attn_rc(dsv4_cuda_hadamard_fp4(STREAM(c), x, n_rows, width), "hadamard_fp4", err);
 }
 
+/* The fast attention kernels (cuda_attn_fast.cu) in DS4 numerics unless DSV4_CUDA_ATTN=exact; EXACT
+ * numerics keep the CPU-order kernel (cuda_attn_attention.cu). */
+static bool attn_fast(const cuda_ctx *c) { return c->numerics == DSV4_NUMERICS_DS4 && !c->attn_exact; }
+
 /* KV row types the attention / indexer ops read (FP4: indexer rows only) */
 static dsv4_status kv_type_ok(uint32_t type, uint32_t width, bool fp4, const char *op, dsv4_error *err) {
     if (type == DSV4_TYPE_F32 || type == DSV4_TYPE_F16 || (fp4 && type == DSV4_KV_FP4 && width % 32 == 0))
@@ -170,6 +174,14 @@ dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t h
                          raw_start, raw_cap);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
+    if (attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, NULL)) {
+        void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
+        if (!scr) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
+        return attn_rc(dsv4_cuda_attention_fast(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap,
+                                                raw_start, n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out,
+                                                scr),
+                       "attention (fast)", err);
+    }
     return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start,
                                        n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out),
                    "attention", err);
@@ -224,6 +236,14 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
     if (n > 65535) return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: %u queries (at most 65535)", n);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
+    if (n > 0 && attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv)) {
+        void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
+        if (!scr) return DSV4_ERR_NOMEM;
+        return attn_rc(dsv4_cuda_attention_chunk_fast(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv,
+                                                      kv_type, raw, raw_cap, comp, ratio, sel, n_sel, sd,
+                                                      kq_scale, out, scr),
+                       "attention_chunk (fast)", err);
+    }
     return attn_rc(dsv4_cuda_attention_chunk(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type, raw,
                                              raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out),
                    "attention_chunk", err);

@@ -1,0 +1,318 @@
+/* Fast sink attention for DS4 numerics: decode (`attention`, one query) and prefill
+ * (`attention_chunk`). Design and numerics: cuda_attn_fast.cuh. The exact kernel
+ * (cuda_attn_attention.cu) stays for EXACT numerics and DSV4_CUDA_ATTN=exact (cuda_ops_attn.cu
+ * chooses).
+ *
+ * Pipeline of a CTA over its tiles: the next tile's rows are copied raw (cp.async, 16 B) into the
+ * stage while the current tile (floats) is scored and accumulated; the stage becomes the tile
+ * (F16 -> F32, masked rows -> zeros) after the copy lands. Four barriers per tile. Decode always
+ * launches the split kernel and the combine, so a recorded step has the same two nodes at every
+ * position (only grid sizes and arguments change). */
+#include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_attn_fast.cuh"
+
+namespace {
+
+struct fa_smem {
+    unsigned char stage[FA_TR * FA_ROWB]; /* raw bytes of the next tile */
+    float tile[FA_TR * FA_D];             /* the current tile as floats */
+    float sc[FA_G * FA_TR];               /* scores [head][row] */
+    float pt[FA_TR * FA_G];               /* weights [row][head] */
+    float fo[FA_G * FA_D];                /* chunk: the folded segments' o (each thread its own) */
+    float m[FA_G], l[FA_G], f[FA_G];      /* the segment's running max and sum; this tile's rescale */
+    float fm[FA_G], fl[FA_G];             /* chunk: the folded segments' M and L */
+    fa_rowref rowp[2][FA_TR];             /* row references: current / next tile */
+};
+
+__device__ __forceinline__ void fa_cp16(void *dst, const void *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+
+/* Copies of the tile's rows into the stage (one commit group per thread). */
+__device__ __forceinline__ void fa_issue(fa_smem &s, const fa_rowref *rp, uint32_t tid) {
+#pragma unroll
+    for (uint32_t e = tid; e < FA_TR * (FA_ROWB / 16); e += FA_T) {
+        const uint32_t r = e / (FA_ROWB / 16), c = e % (FA_ROWB / 16);
+        const fa_rowref p = rp[r];
+        if (p && c < fa_row_chunks(p))
+            fa_cp16(s.stage + r * FA_ROWB + c * 16, fa_row_bytes(p) + (size_t)c * 16);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* One reduce-scatter stage (cuda_attn_fast.cuh fa_rs_send / fa_rs_keep). */
+template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t lane) {
+    const bool up = (lane & O) != 0;
+#pragma unroll
+    for (uint32_t i = 0; i < O; i++) {
+        const float snd = fa_rs_send(acc, O, up, i), kp = fa_rs_keep(acc, O, up, i);
+        acc[i] = kp + __shfl_xor_sync(0xffffffffu, snd, O);
+    }
+}
+
+__global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
+    extern __shared__ __align__(16) unsigned char fa_dyn[];
+    fa_smem &s = *reinterpret_cast<fa_smem *>(fa_dyn);
+    const uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const uint32_t qd = w % (FA_G / FA_HW), wh = w / (FA_G / FA_HW); /* head quad; row / dim half */
+    const uint32_t t = blockIdx.z, seg = blockIdx.y, h0 = blockIdx.x * FA_G;
+    const fa_tok k = fa_token(a, t);
+    const uint32_t n_tiles = (k.n_rows + FA_TR - 1) / FA_TR;
+    const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
+    uint32_t tb = 0, te = n_tiles; /* chunk: every segment of the token */
+    if (a.part) {                  /* decode: segment seg */
+        if (seg >= tp.splits) return;
+        tb = seg * tp.tps;
+        te = n_tiles < tb + tp.tps ? n_tiles : tb + tp.tps;
+    }
+
+    if (tid < FA_TR) s.rowp[0][tid] = tb < te ? fa_row(a, k, tb * FA_TR + tid) : 0;
+    if (tid < FA_G) {
+        s.m[tid] = -INFINITY;
+        s.l[tid] = 0.0f;
+        s.fm[tid] = -INFINITY;
+        s.fl[tid] = 0.0f;
+    }
+    __syncthreads();
+    if (tb < te) fa_issue(s, s.rowp[0], tid);
+
+    float4 q[FA_HW][4];
+    const float *qh = a.q + ((uint64_t)t * a.n_head + h0 + qd * FA_HW) * FA_D + lane * 4;
+#pragma unroll
+    for (uint32_t hh = 0; hh < FA_HW; hh++)
+#pragma unroll
+        for (uint32_t j = 0; j < 4; j++) q[hh][j] = *(const float4 *)(qh + (size_t)hh * FA_D + 128 * j);
+    float4 o[FA_HW][2];
+#pragma unroll
+    for (uint32_t hh = 0; hh < FA_HW; hh++) o[hh][0] = o[hh][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    /* this thread's elements of the fold: head quad qd, dims 256*wh + 4*lane + 128j */
+    float *fo = s.fo + (size_t)qd * FA_HW * FA_D + wh * 256 + lane * 4;
+    if (!a.part)
+#pragma unroll
+        for (uint32_t hh = 0; hh < FA_HW; hh++)
+#pragma unroll
+            for (uint32_t j = 0; j < 2; j++)
+                *(float4 *)(fo + (size_t)hh * FA_D + 128 * j) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+    for (uint32_t i = tb; i < te; i++) {
+        const uint32_t b = (i - tb) & 1u;
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        __syncthreads(); /* the stage holds tile i; the previous tile is consumed */
+#pragma unroll 2
+        for (uint32_t e = tid; e < FA_TR * FA_D / 4; e += FA_T) {
+            const uint32_t r = e / (FA_D / 4), c = e % (FA_D / 4);
+            *(float4 *)(s.tile + r * FA_D + c * 4) = fa_convert(s.rowp[b][r], s.stage + r * FA_ROWB, c);
+        }
+        if (tid < FA_TR) s.rowp[b ^ 1u][tid] = i + 1 < te ? fa_row(a, k, (i + 1) * FA_TR + tid) : 0;
+        __syncthreads(); /* the tile is ready, the stage free */
+        if (i + 1 < te) fa_issue(s, s.rowp[b ^ 1u], tid);
+
+        float acc[FA_HW * FA_RW];
+        fa_qk_lane(acc, q, s.tile + (size_t)wh * FA_RW * FA_D, lane);
+        fa_rs<16>(acc, lane);
+        fa_rs<8>(acc, lane);
+        fa_rs<4>(acc, lane);
+        fa_rs<2>(acc, lane);
+        fa_rs<1>(acc, lane);
+        {
+            const uint32_t hh = lane / FA_RW, rr = wh * FA_RW + lane % FA_RW;
+            s.sc[(qd * FA_HW + hh) * FA_TR + rr] = s.rowp[b][rr] ? acc[0] * a.kq_scale : -INFINITY;
+        }
+        __syncthreads();
+        { /* online softmax: half-warp = one head, lane = one row */
+            const uint32_t h = tid / FA_TR, r = tid % FA_TR;
+            const float sv = s.sc[h * FA_TR + r];
+            float mx = sv;
+#pragma unroll
+            for (uint32_t x = FA_TR / 2; x > 0; x >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+            const float m_old = s.m[h], m_new = fmaxf(m_old, mx);
+            const float p = fa_weight(sv, m_new);
+            float ps = p;
+#pragma unroll
+            for (uint32_t x = FA_TR / 2; x > 0; x >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, x);
+            s.pt[r * FA_G + h] = p;
+            if (r == 0) { /* after the shuffles: every lane has read m_old */
+                const float f = fa_rescale(m_old, m_new);
+                s.f[h] = f;
+                s.l[h] = fmaf(s.l[h], f, ps);
+                s.m[h] = m_new;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (uint32_t hh = 0; hh < FA_HW; hh++) {
+            const float f = s.f[qd * FA_HW + hh];
+#pragma unroll
+            for (uint32_t j = 0; j < 2; j++) {
+                o[hh][j].x *= f;
+                o[hh][j].y *= f;
+                o[hh][j].z *= f;
+                o[hh][j].w *= f;
+            }
+        }
+        fa_pv_lane(o, s.tile, s.pt, qd, wh, lane);
+
+        if (!a.part && ((i + 1) % tp.tps == 0 || i + 1 == te)) { /* chunk: a segment ends, fold it */
+#pragma unroll
+            for (uint32_t hh = 0; hh < FA_HW; hh++) {
+                const uint32_t hl = qd * FA_HW + hh;
+                const fa_fold_w fw = fa_fold_weights(s.fm[hl], s.m[hl]);
+#pragma unroll
+                for (uint32_t j = 0; j < 2; j++) {
+                    float4 *po = (float4 *)(fo + (size_t)hh * FA_D + 128 * j);
+                    float4 v = *po;
+                    v.x = fa_fold(v.x, o[hh][j].x, fw);
+                    v.y = fa_fold(v.y, o[hh][j].y, fw);
+                    v.z = fa_fold(v.z, o[hh][j].z, fw);
+                    v.w = fa_fold(v.w, o[hh][j].w, fw);
+                    *po = v;
+                    o[hh][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+            }
+            __syncthreads(); /* every thread has read m, fm */
+            if (tid < FA_G) {
+                const fa_fold_w fw = fa_fold_weights(s.fm[tid], s.m[tid]);
+                s.fl[tid] = fa_fold(s.fl[tid], s.l[tid], fw);
+                s.fm[tid] = fw.m;
+                s.m[tid] = -INFINITY; /* the next segment starts afresh */
+                s.l[tid] = 0.0f;
+            }
+            __syncthreads();
+        }
+    }
+
+    /* m, l (decode) and fm, fl (chunk) were last written before a barrier */
+#pragma unroll
+    for (uint32_t hh = 0; hh < FA_HW; hh++) {
+        const uint32_t hl = qd * FA_HW + hh, h = h0 + hl;
+        const uint64_t th = (uint64_t)t * a.n_head + h;
+        if (a.part) {
+            const uint64_t idx = th * a.stride + seg;
+            float *po = a.part + idx * FA_D + wh * 256 + lane * 4;
+            *(float4 *)po = o[hh][0];
+            *(float4 *)(po + 128) = o[hh][1];
+            if (wh == 0 && lane == 0) {
+                a.part[(uint64_t)FA_PART * FA_D + idx] = s.m[hl];
+                a.part[(uint64_t)FA_PART * FA_D + FA_PART + idx] = s.l[hl];
+            }
+        } else {
+            const float sc = fa_finish_scale(a.sinks[h], s.fm[hl], s.fl[hl]);
+            float *po = a.out + th * FA_D + wh * 256 + lane * 4;
+#pragma unroll
+            for (uint32_t j = 0; j < 2; j++) {
+                const float4 v = *(const float4 *)(fo + (size_t)hh * FA_D + 128 * j);
+                *(float4 *)(po + 128 * j) = make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+            }
+        }
+    }
+}
+
+/* grid (n_head, FA_D / FA_CT, n): one thread per output element folds its token's segments. */
+constexpr uint32_t FA_CT = 128;
+__global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a) {
+    const uint32_t h = blockIdx.x, t = blockIdx.z, d = blockIdx.y * FA_CT + threadIdx.x;
+    const fa_tok k = fa_token(a, t);
+    const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
+    const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
+    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
+    a.out[th * FA_D + d] = fa_combine_one(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Decode (n = 1, with the scratch) runs a CTA per segment and the combine; a chunk does the same
+ * while its partials fit the scratch and its tokens alone would not fill the device, else one CTA
+ * per (token, head group) folds the segments itself (fa_shape). slots: the fa_kernel CTAs the
+ * device holds at once, so the segments (and the bits) are a function of the device and the
+ * token's row count only. */
+int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st) {
+    const size_t smem = sizeof(fa_smem);
+    int dev = 0, sms = 0, occ = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(fa_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fa_kernel, (int)FA_T, smem);
+    if (e != cudaSuccess) return (int)e;
+    if (occ < 1 || sms < 1) return (int)cudaErrorInvalidConfiguration;
+    a.slots = (uint32_t)(sms * occ);
+    const fa_launch_shape g = fa_shape(a, n, max_rows, scratch != nullptr, decode);
+    a.part = g.segments ? (float *)scratch : nullptr;
+    a.stride = g.grid_y;
+    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a);
+    if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a);
+    return attn_launch_status();
+}
+
+} // namespace
+
+extern "C" size_t dsv4_cuda_attention_fast_scratch_bytes(void) { return FA_SCRATCH_BYTES; }
+
+extern "C" bool dsv4_cuda_attention_fast_ok(uint32_t n_head, uint32_t head_dim, const void *q,
+                                            const void *out, const void *raw, const void *comp,
+                                            const void *chunk_kv) {
+    return head_dim == FA_D && n_head > 0 && n_head % FA_G == 0 && n_head <= FA_PART && aligned16(q) &&
+           aligned16(out) && aligned16(raw) && aligned16(comp) && aligned16(chunk_kv);
+}
+
+extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head,
+                                        uint32_t head_dim, uint32_t kv_type, const void *raw,
+                                        uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                                        const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                                        const float *sinks_dev, float kq_scale, float *out, void *scratch) {
+    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
+    if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
+    if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
+        return (int)cudaErrorInvalidValue;
+    fa_args a = {};
+    a.q = q;
+    a.raw = (const unsigned char *)raw;
+    a.comp = (const unsigned char *)comp;
+    a.sel = sel;
+    a.sinks = sinks_dev;
+    a.out = out;
+    a.kv = nullptr;
+    a.n_head = n_head;
+    a.raw_cap = raw_cap;
+    a.raw_start = raw_start;
+    a.n_raw = n_raw;
+    a.n_comp = n_comp;
+    a.n_sel = n_sel;
+    a.kq_scale = kq_scale;
+    a.half = kv_type == DSV4_TYPE_F16;
+    const uint32_t max_rows = n_raw + (sel ? n_sel : n_comp);
+    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s);
+}
+
+extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
+                                              uint32_t head_dim, uint32_t pos0, const float *chunk_kv,
+                                              uint32_t kv_type, const void *raw, uint32_t raw_cap,
+                                              const void *comp, uint32_t ratio, const int32_t *sel,
+                                              uint32_t n_sel, const float *sinks_dev, float kq_scale,
+                                              float *out, void *scratch) {
+    if (!chunk_kv || n > 65535) return (int)cudaErrorInvalidValue;
+    if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
+    if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv) || !aligned16(scratch))
+        return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    fa_args a = {};
+    a.q = q;
+    a.raw = (const unsigned char *)raw;
+    a.comp = (const unsigned char *)comp;
+    a.sel = sel;
+    a.sinks = sinks_dev;
+    a.out = out;
+    a.kv = chunk_kv;
+    a.n_head = n_head;
+    a.raw_cap = raw_cap;
+    a.pos0 = pos0;
+    a.ratio = ratio;
+    a.n_sel = n_sel;
+    a.kq_scale = kq_scale;
+    a.half = kv_type == DSV4_TYPE_F16;
+    /* the widest token: the last one (windows and compressed rows only grow) */
+    const uint32_t p = pos0 + n - 1, n_comp = ratio ? (p + 1) / ratio : 0;
+    const uint32_t max_rows = (p + 1 < raw_cap ? p + 1 : raw_cap) + (sel && n_comp > n_sel ? n_sel : n_comp);
+    return fa_launch(a, n, max_rows, scratch, false, (cudaStream_t)s);
+}
