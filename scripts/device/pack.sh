@@ -39,3 +39,9 @@ done
 if [ -f ../shared/data/promessi_sposi.txt ]; then mkdir -p .carry/data && cp ../shared/data/promessi_sposi.txt .carry/data/; fi
 git rev-parse HEAD > .carry/COMMIT 2>/dev/null || echo unknown > .carry/COMMIT
 du -sh .carry
+# XZ=1: the CUDA programs compressed (the carried tree is limited to 64 MiB); on the GPU machine
+# run scripts/device/unpack.sh first
+if [ -n "${XZ:-}" ]; then
+  for b in .carry/bin/cuda/* .carry/bin/bench/*; do [ -f "$b" ] && xz -T2 -6 "$b"; done
+  du -sh .carry
+fi
