@@ -466,17 +466,25 @@ double head_err(const float *x, const float *ref_f, const double *ref_d) {
 }
 
 struct fast_errs {
-    double fx = 0, fd = 0, xd = 0; /* fast vs exact, fast vs f64, exact vs f64 */
-    bool same = true;              /* two fast runs bitwise equal */
+    /* fast vs exact, fast vs f64, exact vs f64 over the heads with a float64 reference (the same
+     * heads for all three, so fx <= fd + xd up to the normalizers); fast vs exact elsewhere */
+    double fx = 0, fd = 0, xd = 0, fx_other = 0;
+    bool same = true; /* two fast runs bitwise equal */
     void head(const float *fast, const float *exact, const double *ref) {
-        fx = fmax(fx, head_err(fast, exact, nullptr));
+        const double e = head_err(fast, exact, nullptr);
         if (ref) {
+            fx = fmax(fx, e);
             fd = fmax(fd, head_err(fast, nullptr, ref));
             xd = fmax(xd, head_err(exact, nullptr, ref));
+        } else {
+            fx_other = fmax(fx_other, e);
         }
     }
     void report(const char *op, const char *shape) {
-        const bool ok = same && fd <= fmax(FAST_TOL, 0.5 * xd) && fx <= FAST_TOL + xd;
+        /* heads without a reference: the exact kernel's own error is not known there; allow what
+         * the referenced heads show it can be (>= 1.4e-5 on these shapes) */
+        const bool ok = same && fd <= fmax(FAST_TOL, 0.5 * xd) && fx <= FAST_TOL + xd &&
+                        fx_other <= FAST_TOL + fmax(xd, 2e-5);
         printf("%-4s %-16s %-44s fast-exact %.2e fast-f64 %.2e exact-f64 %.2e %s\n", ok ? "PASS" : "FAIL", op,
                shape, fx, fd, xd, same ? "deterministic" : "NOT DETERMINISTIC");
         (ok ? g_pass : g_fail)++;
