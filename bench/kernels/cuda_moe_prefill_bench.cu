@@ -41,7 +41,8 @@ static double now_s(void) {
 }
 
 /* [ne0, ne1, E] expert tensor of random valid blocks */
-static bool make_tensor(dsv4_tensor *t, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t seed) {
+static bool make_tensor(dsv4_tensor *t, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1,
+                        uint64_t seed) {
     memset(t, 0, sizeof *t);
     t->name = name, t->type = type, t->n_dims = 3;
     t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = N_EXPERT, t->ne[3] = 1;
@@ -83,13 +84,13 @@ static double run_mode(runner *r, const char *mode, int reps, float *host_out, d
     const size_t ob = (size_t)r->n * IN * sizeof(float);
     /* poison, warm-up (grows the scratch), then the timed calls */
     bool ok = o->fill_f32(r->b.ctx, r->dout, nanf(""), (size_t)r->n * IN, err) == DSV4_OK &&
-              o->moe(r->b.ctx, &r->L->ffn_gate_exps, &r->L->ffn_up_exps, &r->L->ffn_down_exps, r->dx, r->n, r->dsel,
-                     r->dwt, TOP_K, r->clamp, r->dout, err) == DSV4_OK &&
+              o->moe(r->b.ctx, &r->L->ffn_gate_exps, &r->L->ffn_up_exps, &r->L->ffn_down_exps, r->dx, r->n,
+                     r->dsel, r->dwt, TOP_K, r->clamp, r->dout, err) == DSV4_OK &&
               o->sync(r->b.ctx, err) == DSV4_OK && o->read(r->b.ctx, host_out, r->dout, ob, err) == DSV4_OK;
     for (int i = 0; ok && i < reps; i++) {
         const double t0 = now_s();
-        ok = o->moe(r->b.ctx, &r->L->ffn_gate_exps, &r->L->ffn_up_exps, &r->L->ffn_down_exps, r->dx, r->n, r->dsel,
-                    r->dwt, TOP_K, r->clamp, r->dout, err) == DSV4_OK &&
+        ok = o->moe(r->b.ctx, &r->L->ffn_gate_exps, &r->L->ffn_up_exps, &r->L->ffn_down_exps, r->dx, r->n,
+                    r->dsel, r->dwt, TOP_K, r->clamp, r->dout, err) == DSV4_OK &&
              o->sync(r->b.ctx, err) == DSV4_OK;
         t[i] = now_s() - t0;
     }
@@ -148,8 +149,7 @@ static int run_model(const char *mname, uint32_t gu_type, uint32_t d_type, int d
         fprintf(stderr, "cannot build the %s experts (host memory)\n", mname);
         return 2;
     }
-    const double wbytes =
-        (double)(L->ffn_gate_exps.nbytes + L->ffn_up_exps.nbytes + L->ffn_down_exps.nbytes);
+    const double wbytes = (double)(L->ffn_gate_exps.nbytes + L->ffn_up_exps.nbytes + L->ffn_down_exps.nbytes);
     dsv4_backend_params bp;
     memset(&bp, 0, sizeof bp);
     bp.name = "cuda", bp.device = device, bp.numerics = DSV4_NUMERICS_DS4, bp.model = &m;
@@ -211,17 +211,20 @@ static int run_model(const char *mname, uint32_t gu_type, uint32_t d_type, int d
             fails += !ok;
             printf("%s %-22s max pairs/expert %4d: scalar %8.3f ms, old mma %8.3f ms, new %8.3f ms (%.2fx vs "
                    "scalar, %.2fx vs old); differ from scalar: old %zu, new %zu of %zu; non-finite %zu%s%s\n",
-                   ok ? "ok  " : "FAIL", name, max_pairs, ta * 1e3, tb * 1e3, tc * 1e3, ta / tc, tb / tc, db, dc, ys,
-                   nonfinite, ta > 0 && tb > 0 && tc > 0 ? "" : " (a call failed: ", ta > 0 && tb > 0 && tc > 0 ? "" : err.msg);
+                   ok ? "ok  " : "FAIL", name, max_pairs, ta * 1e3, tb * 1e3, tc * 1e3, ta / tc, tb / tc, db,
+                   dc, ys, nonfinite, ta > 0 && tb > 0 && tc > 0 ? "" : " (a call failed: ",
+                   ta > 0 && tb > 0 && tc > 0 ? "" : err.msg);
             if (dc && dc < ys)
                 printf("     first new difference at %zu: %.9g vs scalar %.9g\n", fc, oc[fc], oa[fc]);
             printf("RESULT %s %.3f %.3f %.3f\n", name, ta * 1e3, tb * 1e3, tc * 1e3);
             fflush(stdout);
-            o->buf_free(r.b.ctx, p1), o->buf_free(r.b.ctx, p2), o->buf_free(r.b.ctx, p3), o->buf_free(r.b.ctx, p4);
+            o->buf_free(r.b.ctx, p1), o->buf_free(r.b.ctx, p2), o->buf_free(r.b.ctx, p3),
+                o->buf_free(r.b.ctx, p4);
             free(x), free(wt), free(sel), free(oa), free(ob), free(oc);
         }
     o->destroy(r.b.ctx);
-    free((void *)L->ffn_gate_exps.data), free((void *)L->ffn_up_exps.data), free((void *)L->ffn_down_exps.data);
+    free((void *)L->ffn_gate_exps.data), free((void *)L->ffn_up_exps.data),
+        free((void *)L->ffn_down_exps.data);
     free(L);
     return fails;
 }

@@ -24,7 +24,8 @@ extern "C" {
 #include "check_rng.h"
 
 /* D = A B + C, m16n8k32 .s8 (PTX ISA fragment layout). */
-static void emu_mma32(int32_t d[32][4], const uint32_t a[32][4], const uint32_t b[32][2], const int32_t c[32][4]) {
+static void emu_mma32(int32_t d[32][4], const uint32_t a[32][4], const uint32_t b[32][2],
+                      const int32_t c[32][4]) {
     int8_t A[16][32], B[32][8];
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane >> 2, t = lane & 3;
@@ -50,7 +51,8 @@ static void emu_mma32(int32_t d[32][4], const uint32_t a[32][4], const uint32_t 
     memcpy(d, D, sizeof D);
 }
 /* D = A B + C, m16n8k16 .s8: a0 = row g, k 4t..; a1 = row g + 8; b0 = k 4t.. of column g. */
-static void emu_mma16(int32_t d[32][4], const uint32_t a[32][2], const uint32_t b[32], const int32_t c[32][4]) {
+static void emu_mma16(int32_t d[32][4], const uint32_t a[32][2], const uint32_t b[32],
+                      const int32_t c[32][4]) {
     int8_t A[16][16], B[16][8];
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane >> 2, t = lane & 3;
@@ -91,12 +93,15 @@ template <int K, bool DUAL> static void emu_cta(const mw_params &p, int ti, int 
     for (int q = 0; q < nsteps; q++) {
         const int rb = rb0 + q / nblk, s = q % nblk;
         uint8_t *st = sm + p.lay.stage0 + (q % S) * p.lay.stage_bytes;
-        mw_load_stage<K, DUAL>(p, e, start, mt, rb, s, st, 0, 1);
+        for (int tid = 0; tid < MW_THREADS; tid++) mw_load_stage<K, DUAL>(p, e, start, mt, rb, s, st, tid);
         const uint8_t *W = st + p.lay.w, *X = st + p.lay.x;
         for (int warp = 0; warp < MW_WARPS; warp++) {
             static int32_t isum[MW_MT][MW_NT][32][4];
             static const int32_t zero[32][4] = {};
-            memset(isum, 0, sizeof isum);
+            for (int m = 0; m < MW_MT; m++)
+                for (int nt = 0; nt < MW_NT; nt++)
+                    for (int lane = 0; lane < 32; lane++)
+                        for (int i = 0; i < 4; i++) isum[m][nt][lane][i] = mw_isum0(K);
             for (int j = 0; j < 8; j++) {
                 static uint32_t a[MW_MT][32][4], b[32][2];
                 static int32_t sc[MW_MT][32][2], d[32][4];
@@ -110,7 +115,8 @@ template <int K, bool DUAL> static void emu_cta(const mw_params &p, int ti, int 
                             emu_mma32(isum[m][nt], a[m], b, isum[m][nt]);
                         } else {
                             emu_mma32(d, a[m], b, zero);
-                            for (int lane = 0; lane < 32; lane++) mw_step(isum[m][nt][lane], d[lane], sc[m][lane]);
+                            for (int lane = 0; lane < 32; lane++)
+                                mw_step(isum[m][nt][lane], d[lane], sc[m][lane]);
                         }
                     }
                 }
@@ -136,12 +142,12 @@ template <int K, bool DUAL> static void emu_cta(const mw_params &p, int ti, int 
                     if (KQ) {
                         emu_mma16(h, am[m], bhi, zero);
                         for (int lane = 0; lane < 32; lane++)
-                            for (int i = 0; i < 4; i++) c[lane][i] = h[lane][i] * 128;
+                            for (int i = 0; i < 4; i++) c[lane][i] = h[lane][i] * 128 + mw_isum0(K);
                         emu_mma16(mn, am[m], blo, c);
                     }
                     for (int lane = 0; lane < 32; lane++)
-                        mw_update<K>(acc[warp][lane][m][nt], isum[m][nt][lane], mn[lane], dw[m][lane], dm[m][lane],
-                                     dx[lane]);
+                        mw_update<K>(acc[warp][lane][m][nt], isum[m][nt][lane], mn[lane], dw[m][lane],
+                                     dm[m][lane], dx[lane]);
                 }
             }
             if (s != nblk - 1) continue;
@@ -236,22 +242,22 @@ static uint32_t bits(float f) {
 }
 
 /* the activation pack of P pairs (list order) from Q8_K rows: pair p uses row p / div */
-static uint8_t *make_pack(const uint8_t *rows, size_t row_bytes, int div, const int32_t *list, int np, int P, int in,
-                          bool kq, mw_pack *pk) {
+static uint8_t *make_pack(const uint8_t *rows, size_t row_bytes, int div, const int32_t *list, int np, int P,
+                          int in, bool kq, mw_pack *pk) {
     *pk = mw_pack_of((uint64_t)P, (uint64_t)in, kq);
     uint8_t *pack = (uint8_t *)malloc(pk->total);
     memset(pack, 0x5a, pk->total);
     for (int i = 0; i < np; i++)
         for (int b = 0; b < pk->nblk; b++)
             for (int lane = 0; lane < 32; lane++)
-                mw_pack_block(rows + (size_t)(list[i] / div) * row_bytes + 292 * b, lane, *pk, (uint64_t)i, b, kq,
-                              pack);
+                mw_pack_block(rows + (size_t)(list[i] / div) * row_bytes + 292 * b, lane, *pk, (uint64_t)i, b,
+                              kq, pack);
     return pack;
 }
 
 /* n tokens, k slots each over E experts; gate/up [in -> ff] of gtype, down [ff -> embd] of dtype. */
-static int run_case(const char *name, uint32_t gtype, uint32_t dtype, int in, int ff, int embd, int E, int n, int k,
-                    int random_bytes, float clamp, int rb_per_cta, int stages) {
+static int run_case(const char *name, uint32_t gtype, uint32_t dtype, int in, int ff, int embd, int E, int n,
+                    int k, int random_bytes, float clamp, int rb_per_cta, int stages) {
     const int kg = kind_of(gtype), kd = kind_of(dtype);
     const int P = n * k;
     uint64_t rb_gu, rb_d;
@@ -367,8 +373,8 @@ static int run_case(const char *name, uint32_t gtype, uint32_t dtype, int in, in
     const bool ok = bad_mid == 0 && bad_y == 0;
     printf("%s %-30s %s/%s in=%d ff=%d embd=%d E=%d n=%d k=%d rb/cta=%d stages=%d: %d tiles (largest %d), "
            "%lld mid and %lld y of %lld/%lld differ\n",
-           ok ? "ok  " : "FAIL", name, dsv4_type_name(gtype), dsv4_type_name(dtype), in, ff, embd, E, n, k, rb_per_cta,
-           stages, n_tiles, max_mt, bad_mid, bad_y, (long long)P * ff, (long long)P * embd);
+           ok ? "ok  " : "FAIL", name, dsv4_type_name(gtype), dsv4_type_name(dtype), in, ff, embd, E, n, k,
+           rb_per_cta, stages, n_tiles, max_mt, bad_mid, bad_y, (long long)P * ff, (long long)P * embd);
     free(gate), free(up), free(down), free(sel), free(wt), free(list), free(tiles), free(xq), free(xf);
     free(mid), free(y), free(sm), free(mq);
     return ok ? 0 : 1;
@@ -387,6 +393,7 @@ int main(void) {
     fails += run_case("Q2_K gate/up, IQ2_XXS down", Q2K, IQ2, 256, 512, 260, 5, 33, 2, 1, 0.0f, 3, 3);
     fails += run_case("Q2_K everywhere", Q2K, Q2K, 768, 256, 512, 4, 25, 3, 0, 0.0f, 2, 4);
     fails += run_case("IQ2_XXS everywhere", IQ2, IQ2, 512, 512, 256, 4, 27, 2, 1, 0.0f, 4, 2);
-    printf("%s: %d case(s) failed\n", fails ? "MOE WIDE EMULATION FAILED" : "MOE WIDE EMULATION PASSED", fails);
+    printf("%s: %d case(s) failed\n", fails ? "MOE WIDE EMULATION FAILED" : "MOE WIDE EMULATION PASSED",
+           fails);
     return fails ? 1 : 0;
 }

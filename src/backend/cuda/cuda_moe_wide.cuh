@@ -36,9 +36,9 @@
 enum {
     MW_WARPS = 8,
     MW_THREADS = 32 * MW_WARPS,
-    MW_BN = 64,                     /* pairs per tile */
-    MW_NT = MW_BN / 8,              /* n8 tiles */
-    MW_MT = 2,                      /* m16 tiles per warp */
+    MW_BN = 64,                      /* pairs per tile */
+    MW_NT = MW_BN / 8,               /* n8 tiles */
+    MW_MT = 2,                       /* m16 tiles per warp */
     MW_ROWS = MW_WARPS * MW_MT * 16, /* weight rows per stage (gate/up: 128 + 128) */
     /* a pair's 256 activation bytes per stage + 32: 288 = 32 mod 128, so the 16 lanes of a half
      * warp (pairs g..g+3, 8 bytes at 8t) read 16 distinct 8-byte bank pairs */
@@ -135,7 +135,9 @@ MX_HD uint64_t mw_wsrc(int kind, int s, int c) {
     if (kind == GM_IQ2_XXS) return (uint64_t)66 * s - 2 * (s & 1) + 4 * c;
     return (uint64_t)mw_block_bytes(kind) * s + mw_wsize(kind) * c;
 }
-MX_HD int mw_wdst(int kind, int s, int c) { return kind == GM_IQ2_XXS ? 4 * (s & 1) + 4 * c : mw_wsize(kind) * c; }
+MX_HD int mw_wdst(int kind, int s, int c) {
+    return kind == GM_IQ2_XXS ? 4 * (s & 1) + 4 * c : mw_wsize(kind) * c;
+}
 
 /* ---- operands of one product (device pointers) ---- */
 struct mw_params {
@@ -173,42 +175,47 @@ struct mw_copy {
     }
 };
 
-/* Thread tid of nthr issues its copies of step (row block rb, superblock s) of tile (e, start,
- * mt) into stage st: 256 weight rows, then rows 0..8*nact-1 of the activations (rows past mt
- * repeat the tile's last pair). */
+/* Thread tid (of MW_THREADS) issues its copies of step (row block rb, superblock s) of tile (e,
+ * start, mt) into stage st. Weights: warp w copies staged rows 32w..32w+31, 8 rows at a time, 4
+ * lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes).
+ * Activations: rows 0..8*nact-1 of the tile (rows past mt repeat its last pair). */
 template <int K, bool DUAL>
-MX_HD void mw_load_stage(const mw_params &p, int e, int start, int mt, int rb, int s, uint8_t *st, int tid,
-                         int nthr) {
+MX_HD void mw_load_stage(const mw_params &p, int e, int start, int mt, int rb, int s, uint8_t *st, int tid) {
     const mw_copy cp;
     constexpr int NW = K == GM_IQ2_XXS ? 17 : K == GM_Q2_K ? 21 : 9;
     constexpr int SZ = K == GM_Q4_K ? 16 : 4;
     constexpr int WR = K == GM_IQ2_XXS ? 72 : K == GM_Q2_K ? 96 : 160;
-    const uint8_t *e0 = p.w0 + (uint64_t)e * p.expert_bytes, *e1 = DUAL ? p.w1 + (uint64_t)e * p.expert_bytes : e0;
-    for (int i = tid; i < MW_ROWS * NW; i += nthr) {
-        const int rr = i / NW, c = i - rr * NW;
+    const uint8_t *e0 = p.w0 + (uint64_t)e * p.expert_bytes,
+                  *e1 = DUAL ? p.w1 + (uint64_t)e * p.expert_bytes : e0;
+    const uint64_t so = mw_wsrc(K, s, 0);
+    const int lane = tid & 31, q4 = lane & 3, dof = mw_wdst(K, s, 0) + SZ * q4;
+    MG_UNROLL
+    for (int pass = 0; pass < 4; pass++) {
+        const int rr = 32 * (tid >> 5) + 8 * pass + (lane >> 2);
         int which;
         const int row = mw_stage_row(DUAL, rb, rr, p.n_out, &which);
-        cp(st + p.lay.w + rr * WR + mw_wdst(K, s, c), (which ? e1 : e0) + (uint64_t)row * p.row_bytes + mw_wsrc(K, s, c),
-           SZ);
+        const uint8_t *src = (which ? e1 : e0) + (uint64_t)row * p.row_bytes + so + SZ * q4;
+        uint8_t *dst = st + p.lay.w + rr * WR + dof;
+        MG_UNROLL
+        for (int u = 0; u < (NW + 3) / 4; u++)
+            if (q4 + 4 * u < NW) cp(dst + 4 * SZ * u, src + 4 * SZ * u, SZ);
     }
     const int rows = (mt + 7) & ~7;
     const uint64_t in = (uint64_t)p.in;
-    for (int i = tid; i < rows * 16; i += nthr) {
+    for (int i = tid; i < rows * 16; i += MW_THREADS) {
         const int r = i >> 4, c = i & 15;
         const uint64_t li = (uint64_t)start + (r < mt ? r : mt - 1);
         cp(st + p.lay.x + r * MW_XROW + 16 * c, p.pack + p.pk.q + li * in + 256 * s + 16 * c, 16);
     }
-    for (int r = tid; r < rows; r += nthr) {
-        const uint64_t li = (uint64_t)start + (r < mt ? r : mt - 1);
-        cp(st + p.lay.xd + 4 * r, p.pack + p.pk.d + 4 * ((uint64_t)s * p.pk.pcap + li), 4);
+    if (tid < rows) {
+        const uint64_t li = (uint64_t)start + (tid < mt ? tid : mt - 1);
+        cp(st + p.lay.xd + 4 * tid, p.pack + p.pk.d + 4 * ((uint64_t)s * p.pk.pcap + li), 4);
     }
-    if (K != GM_IQ2_XXS) {
-        for (int i = tid; i < rows * 2; i += nthr) {
-            const int r = i >> 1, c = i & 1;
-            const uint64_t li = (uint64_t)start + (r < mt ? r : mt - 1);
-            cp(st + p.lay.xb + r * MW_XB + 16 * c,
-               p.pack + p.pk.b + (li * (uint64_t)p.pk.nblk + s) * MW_XB + 16 * c, 16);
-        }
+    if (K != GM_IQ2_XXS && tid < 2 * rows) {
+        const int r = tid >> 1, c = tid & 1;
+        const uint64_t li = (uint64_t)start + (r < mt ? r : mt - 1);
+        cp(st + p.lay.xb + r * MW_XB + 16 * c,
+           p.pack + p.pk.b + (li * (uint64_t)p.pk.nblk + s) * MW_XB + 16 * c, 16);
     }
 }
 
@@ -294,8 +301,8 @@ MX_HD void mw_decode8(const uint8_t *row, int s, int j, int lane, const uint64_t
 /* A fragment of k-step j for rows r0 + g and r0 + g + 8 of the stage (w: staged rows) and the
  * two rows' scales. */
 template <int K>
-MX_HD void mw_frag_a(const uint8_t *w, int r0, int s, int j, int lane, const uint64_t *grid_rep, uint32_t a[4],
-                     int32_t sc[2]) {
+MX_HD void mw_frag_a(const uint8_t *w, int r0, int s, int j, int lane, const uint64_t *grid_rep,
+                     uint32_t a[4], int32_t sc[2]) {
     constexpr int WR = K == GM_IQ2_XXS ? 72 : K == GM_Q2_K ? 96 : 160;
     const uint8_t *lo = w + (r0 + (lane >> 2)) * WR;
     mw_decode8<K>(lo, s, j, lane, grid_rep, &a[0], &a[2], &sc[0]);
@@ -319,7 +326,8 @@ template <int K> MX_HD void mw_frag_min(const uint8_t *w, int r0, int lane, uint
     am[1] = mw_min4<K>(lo + 8 * WR, lane);
 }
 /* f16 d (and dmin) of rows r0 + g, r0 + g + 8 */
-template <int K> MX_HD void mw_row_scales(const uint8_t *w, int r0, int s, int lane, float dw[2], float dm[2]) {
+template <int K>
+MX_HD void mw_row_scales(const uint8_t *w, int r0, int s, int lane, float dw[2], float dm[2]) {
     constexpr int WR = K == GM_IQ2_XXS ? 72 : K == GM_Q2_K ? 96 : 160;
     for (int h = 0; h < 2; h++) {
         const uint8_t *row = w + (r0 + (lane >> 2) + 8 * h) * WR;
@@ -347,6 +355,15 @@ MX_HD void mw_frag_dx(const uint8_t *xd, int nt, int lane, float dx[2]) {
     mw_ld64(xd + 4 * (8 * nt + 2 * (lane & 3)), &a, &b);
     dx[0] = gm_bits(a), dx[1] = gm_bits(b);
 }
+/* Where a superblock's integer sums start: Q2_K chains them in the mma accumulator from the bits
+ * of 1.5 * 2^23 (|isum| <= 256 * 45 * 128 and |summs| <= 16 * 15 * 2032 stay below 2^22, so the
+ * s32 read as f32 is exactly 1.5 * 2^23 + the sum and one subtraction gives (float)sum without a
+ * quarter-rate int-to-float conversion); IQ2_XXS and Q4_K sums can exceed 2^22 and start at 0. */
+MX_HD int32_t mw_isum0(int kind) { return kind == GM_Q2_K ? (int32_t)QM_MAGIC_I : 0; }
+MX_HD float mw_sum_f(int kind, int32_t v) {
+    return kind == GM_Q2_K ? qm_add(gm_bits((uint32_t)v), -QM_MAGIC_F) : mx_i2f(v);
+}
+
 /* After a k-step's mma d (from 0): the per-row integer scale (IQ2_XXS, Q4_K). */
 MX_HD void mw_step(int32_t isum[4], const int32_t d[4], const int32_t sc[2]) {
     isum[0] += d[0] * sc[0];
@@ -355,17 +372,18 @@ MX_HD void mw_step(int32_t isum[4], const int32_t d[4], const int32_t sc[2]) {
     isum[3] += d[3] * sc[1];
 }
 /* End of a superblock: the CPU's float update of a lane's 4 outputs (rows g, g+8 x pairs 2t,
- * 2t+1), as mx_update. */
+ * 2t+1), as mx_update (Q2_K sums biased, mw_isum0). */
 template <int K>
-MX_HD void mw_update(float acc[4], const int32_t isum[4], const int32_t mn[4], const float dw[2], const float dm[2],
-                     const float dx[2]) {
+MX_HD void mw_update(float acc[4], const int32_t isum[4], const int32_t mn[4], const float dw[2],
+                     const float dm[2], const float dx[2]) {
     for (int i = 0; i < 4; i++) {
         const float w = dw[i >> 1], x = dx[i & 1];
         if (K == GM_IQ2_XXS) { /* acc += (f16(d) * d_y) * (float)bsum */
             acc[i] = qm_add(acc[i], qm_mul(qm_mul(w, x), mx_i2f(isum[i])));
         } else { /* acc += dall * (float)isum - dmin * (float)summs */
             const float dall = qm_mul(x, w), dmin = qm_mul(x, dm[i >> 1]);
-            acc[i] = qm_add(acc[i], mx_sub(qm_mul(dall, mx_i2f(isum[i])), qm_mul(dmin, mx_i2f(mn[i]))));
+            acc[i] =
+                qm_add(acc[i], mx_sub(qm_mul(dall, mw_sum_f(K, isum[i])), qm_mul(dmin, mw_sum_f(K, mn[i]))));
         }
     }
 }

@@ -18,8 +18,8 @@ int cu_moe_mma_mode(void);
 /* Do the wide kernels take these experts (gate/up: in -> ff, down: ff -> embd; device copies gd,
  * ud, dd) on this device? May raise the kernels' shared-memory limit. */
 bool cu_moe_wide_ok(const cuda_ctx *c, uint32_t gu_type, uint32_t down_type, uint64_t in, uint64_t ff,
-                    uint64_t embd, uint64_t gu_row_bytes, uint64_t down_row_bytes, const void *gd, const void *ud,
-                    const void *dd);
+                    uint64_t embd, uint64_t gu_row_bytes, uint64_t down_row_bytes, const void *gd,
+                    const void *ud, const void *dd);
 
 /* One routed-expert pass after the token rows are quantized and the lists and tiles are built. */
 typedef struct cu_moe_wide_args {
@@ -27,17 +27,18 @@ typedef struct cu_moe_wide_args {
     const uint8_t *gd, *ud, *dd; /* expert tensors on the device */
     uint64_t gu_row_bytes, down_row_bytes;
     uint64_t in, ff, embd, P; /* P = n * k pairs */
+    uint64_t n_expert;
     uint32_t k;
     const uint8_t *xq; /* Q8_K token rows, xq_stride bytes apart */
     uint64_t xq_stride;
-    const int4 *tiles; /* tiles of <= CU_MOE_WIDE_TILE pairs (expert, first list entry, pairs) */
+    const int4 *tiles;  /* tiles of <= CU_MOE_WIDE_TILE pairs (expert, first list entry, pairs) */
     const int *n_tiles; /* [0] tiles, [1] pairs in the lists */
     const int32_t *list;
     uint64_t max_tiles; /* grid bound (<= 65535) */
     const float *weights;
     float clamp;
-    float *mid; /* [P][ff] */
-    float *y;   /* [P][embd] */
+    float *mid;    /* [P][ff] */
+    float *y;      /* [P][embd] */
     void *scratch; /* cu_moe_wide_scratch_bytes */
 } cu_moe_wide_args;
 

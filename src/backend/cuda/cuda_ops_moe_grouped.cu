@@ -259,20 +259,22 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     /* the wide tensor-core products (cuda_ops_moe_wide.cu) where they apply, else the older ones
      * (cuda_ops_moe_mma.cu), else the scalar ones */
     const int mode = n >= MG_MMA_MIN_N ? cu_moe_mma_mode() : 0;
-    const uint64_t wide_tiles = (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) /
-                                CU_MOE_WIDE_TILE;
-    const bool wide = mode == 2 && wide_tiles <= 65535u &&
-                      cu_moe_wide_ok(c, gate->type, down->type, in, ff, embd, gate->row_bytes, down->row_bytes,
-                                     gd, ud, dd);
+    const uint64_t wide_tiles =
+        (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
+    const bool wide =
+        mode == 2 && wide_tiles <= 65535u &&
+        cu_moe_wide_ok(c, gate->type, down->type, in, ff, embd, gate->row_bytes, down->row_bytes, gd, ud, dd);
     const int mma_bn = cu_moe_mma_tile(P, E);
-    const bool mma = !wide && mode >= 1 && embd <= 65535u * 128u &&
-                     cu_moe_mma_ok(c, gate->type, down->type, in, ff, gate->row_bytes, down->row_bytes, mma_bn);
+    const bool mma =
+        !wide && mode >= 1 && embd <= 65535u * 128u &&
+        cu_moe_mma_ok(c, gate->type, down->type, in, ff, gate->row_bytes, down->row_bytes, mma_bn);
     const uint64_t tt = wide ? (uint64_t)CU_MOE_WIDE_TILE : mma ? (uint64_t)mma_bn : MG_TT;
     const uint64_t max_tiles = (P + (tt - 1) * (E < P ? E : P) + tt - 1) / tt;
     if (max_tiles > (wide || !mma ? 65535u : (1u << 30))) return DSV4_ERR_UNSUPPORTED;
     const mg_fn fgu = mg_kernel_of(kg, true), fd = mg_kernel_of(kd, false);
     const size_t smem_gu = mg_smem_bytes(kg, (int)in, true), smem_d = mg_smem_bytes(kd, (int)ff, false);
-    if (!wide && !mma && (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d))) return DSV4_ERR_UNSUPPORTED;
+    if (!wide && !mma && (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d)))
+        return DSV4_ERR_UNSUPPORTED;
 
     /* ---- scratch (grow-only: no allocation once the largest chunk has run) ---- */
     const size_t tiles_bytes = (size_t)max_tiles * sizeof(int4);
@@ -281,7 +283,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, P * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
     void *pack = NULL; /* the wide kernels' activation packs */
-    if (wide && !(pack = cu_scratch(c, CU_SLOT_U, cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff), err)))
+    if (wide &&
+        !(pack = cu_scratch(c, CU_SLOT_U, cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff), err)))
         return DSV4_ERR_NOMEM;
     int4 *tiles = (int4 *)idx;
     int *n_tiles = (int *)(idx + tiles_bytes);
@@ -302,7 +305,7 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         a.gu_type = gate->type, a.down_type = down->type;
         a.gd = gd, a.ud = ud, a.dd = dd;
         a.gu_row_bytes = gate->row_bytes, a.down_row_bytes = down->row_bytes;
-        a.in = in, a.ff = ff, a.embd = embd, a.P = P, a.k = k;
+        a.in = in, a.ff = ff, a.embd = embd, a.P = P, a.n_expert = E, a.k = k;
         a.xq = (const uint8_t *)xq, a.xq_stride = xq_stride;
         a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
         a.weights = weights, a.clamp = clamp;

@@ -79,8 +79,80 @@ __global__ void __launch_bounds__(MW_PACK_WARPS * 32)
 
 /* ---- the product ---- */
 
-template <int K, bool DUAL> __global__ void __launch_bounds__(MW_THREADS, 1) mw_kernel(const mw_params p) {
+/* One superblock of a step: the k-steps' products into per-superblock integer sums, then the min
+ * terms and the float update of acc. par: the superblock's parity (IQ2_XXS), a constant. */
+template <int K, bool DUAL>
+__device__ __forceinline__ void mw_superblock(const uint8_t *st, const mw_layout &lay, int par, int warp,
+                                              int lane, int nact, const uint64_t *tab,
+                                              float (&acc)[MW_MT][MW_NT][4]) {
     constexpr bool KQ = K != GM_IQ2_XXS;
+    const int32_t zero[4] = {0, 0, 0, 0};
+    const int s = par;
+    const uint8_t *W = st + lay.w, *X = st + lay.x;
+    int32_t isum[MW_MT][MW_NT][4];
+#pragma unroll
+    for (int m = 0; m < MW_MT; m++)
+#pragma unroll
+        for (int nt = 0; nt < MW_NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) isum[m][nt][i] = mw_isum0(K);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint32_t a[MW_MT][4];
+        int32_t sc[MW_MT][2];
+#pragma unroll
+        for (int m = 0; m < MW_MT; m++)
+            mw_frag_a<K>(W, mw_tile_row(DUAL, warp, m), s, j, lane, tab, a[m], sc[m]);
+#pragma unroll
+        for (int nt = 0; nt < MW_NT; nt++) {
+            if (nt < nact) {
+                uint32_t b[2];
+                mw_frag_b(X, nt, j, lane, b);
+#pragma unroll
+                for (int m = 0; m < MW_MT; m++) {
+                    if (K == GM_Q2_K) {
+                        mw_mma32(isum[m][nt], a[m], b, isum[m][nt]);
+                    } else {
+                        int32_t d[4];
+                        mw_mma32(d, a[m], b, zero);
+                        mw_step(isum[m][nt], d, sc[m]);
+                    }
+                }
+            }
+        }
+    }
+    /* end of the superblock: min terms and the float update */
+    float dw[MW_MT][2], dm[MW_MT][2];
+    uint32_t am[MW_MT][2];
+#pragma unroll
+    for (int m = 0; m < MW_MT; m++) {
+        mw_row_scales<K>(W, mw_tile_row(DUAL, warp, m), s, lane, dw[m], dm[m]);
+        if (KQ) mw_frag_min<K>(W, mw_tile_row(DUAL, warp, m), lane, am[m]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < MW_NT; nt++) {
+        if (nt < nact) {
+            float dx[2];
+            mw_frag_dx(st + lay.xd, nt, lane, dx);
+            uint32_t blo = 0, bhi = 0;
+            if (KQ) mw_frag_bs(st + lay.xb, nt, lane, &blo, &bhi);
+#pragma unroll
+            for (int m = 0; m < MW_MT; m++) {
+                int32_t mn[4] = {0, 0, 0, 0};
+                if (KQ) { /* summs = 128 * (m . hi) + (m . lo) */
+                    int32_t h[4];
+                    mw_mma16(h, am[m], bhi, zero);
+                    const int32_t b0 = mw_isum0(K);
+                    const int32_t c[4] = {h[0] * 128 + b0, h[1] * 128 + b0, h[2] * 128 + b0, h[3] * 128 + b0};
+                    mw_mma16(mn, am[m], blo, c);
+                }
+                mw_update<K>(acc[m][nt], isum[m][nt], mn, dw[m], dm[m], dx);
+            }
+        }
+    }
+}
+
+template <int K, bool DUAL> __global__ void __launch_bounds__(MW_THREADS, 1) mw_kernel(const mw_params p) {
     extern __shared__ __align__(16) uint8_t mw_smem[];
     if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
     const int4 tl = p.tiles[blockIdx.y];
@@ -98,12 +170,13 @@ template <int K, bool DUAL> __global__ void __launch_bounds__(MW_THREADS, 1) mw_
     int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
     for (int i = 0; i < S - 1; i++) {
         if (lq < nsteps)
-            mw_load_stage<K, DUAL>(p, e, start, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid, MW_THREADS);
+            mw_load_stage<K, DUAL>(p, e, start, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
         mw_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
     }
-    if (K == GM_IQ2_XXS) mw_fill_tables((uint64_t *)(mw_smem + p.lay.tables), p.grid, p.signs, tid, MW_THREADS);
+    if (K == GM_IQ2_XXS)
+        mw_fill_tables((uint64_t *)(mw_smem + p.lay.tables), p.grid, p.signs, tid, MW_THREADS);
 
     float acc[MW_MT][MW_NT][4];
 #pragma unroll
@@ -112,78 +185,23 @@ template <int K, bool DUAL> __global__ void __launch_bounds__(MW_THREADS, 1) mw_
         for (int nt = 0; nt < MW_NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[m][nt][i] = 0.0f;
-    const int32_t zero[4] = {0, 0, 0, 0};
     int rb = rb0, s = 0, buf = 0;
     for (int q = 0; q < nsteps; q++) {
         mw_wait(S);
         __syncthreads(); /* step q landed; every warp is done with the buffer refilled next */
         if (lq < nsteps)
-            mw_load_stage<K, DUAL>(p, e, start, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid, MW_THREADS);
+            mw_load_stage<K, DUAL>(p, e, start, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
         mw_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
 
+        /* IQ2_XXS: the superblock's parity decides where its words sit (mw_wsrc); as a constant
+         * it folds into the decode */
         const uint8_t *st = stage0 + buf * p.lay.stage_bytes;
-        const uint8_t *W = st + p.lay.w, *X = st + p.lay.x;
-        int32_t isum[MW_MT][MW_NT][4];
-#pragma unroll
-        for (int m = 0; m < MW_MT; m++)
-#pragma unroll
-            for (int nt = 0; nt < MW_NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) isum[m][nt][i] = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            uint32_t a[MW_MT][4];
-            int32_t sc[MW_MT][2];
-#pragma unroll
-            for (int m = 0; m < MW_MT; m++) mw_frag_a<K>(W, mw_tile_row(DUAL, warp, m), s, j, lane, tab, a[m], sc[m]);
-#pragma unroll
-            for (int nt = 0; nt < MW_NT; nt++) {
-                if (nt < nact) {
-                    uint32_t b[2];
-                    mw_frag_b(X, nt, j, lane, b);
-#pragma unroll
-                    for (int m = 0; m < MW_MT; m++) {
-                        if (K == GM_Q2_K) {
-                            mw_mma32(isum[m][nt], a[m], b, isum[m][nt]);
-                        } else {
-                            int32_t d[4];
-                            mw_mma32(d, a[m], b, zero);
-                            mw_step(isum[m][nt], d, sc[m]);
-                        }
-                    }
-                }
-            }
-        }
-        /* end of the superblock: min terms and the float update */
-        float dw[MW_MT][2], dm[MW_MT][2];
-        uint32_t am[MW_MT][2];
-#pragma unroll
-        for (int m = 0; m < MW_MT; m++) {
-            mw_row_scales<K>(W, mw_tile_row(DUAL, warp, m), s, lane, dw[m], dm[m]);
-            if (KQ) mw_frag_min<K>(W, mw_tile_row(DUAL, warp, m), lane, am[m]);
-        }
-#pragma unroll
-        for (int nt = 0; nt < MW_NT; nt++) {
-            if (nt < nact) {
-                float dx[2];
-                mw_frag_dx(st + p.lay.xd, nt, lane, dx);
-                uint32_t blo = 0, bhi = 0;
-                if (KQ) mw_frag_bs(st + p.lay.xb, nt, lane, &blo, &bhi);
-#pragma unroll
-                for (int m = 0; m < MW_MT; m++) {
-                    int32_t mn[4] = {0, 0, 0, 0};
-                    if (KQ) { /* summs = 128 * (m . hi) + (m . lo) */
-                        int32_t h[4];
-                        mw_mma16(h, am[m], bhi, zero);
-                        const int32_t c[4] = {h[0] * 128, h[1] * 128, h[2] * 128, h[3] * 128};
-                        mw_mma16(mn, am[m], blo, c);
-                    }
-                    mw_update<K>(acc[m][nt], isum[m][nt], mn, dw[m], dm[m], dx);
-                }
-            }
-        }
+        if (K == GM_IQ2_XXS && (s & 1))
+            mw_superblock<K, DUAL>(st, p.lay, 1, warp, lane, nact, tab, acc);
+        else
+            mw_superblock<K, DUAL>(st, p.lay, 0, warp, lane, nact, tab, acc);
         if (s == nblk - 1) { /* end of the row block: store and restart */
             const int orow = rb * mw_rb_rows(DUAL);
             if (K == GM_IQ2_XXS) {
@@ -268,11 +286,15 @@ static int mw_stages(const cuda_ctx *c, int kind) {
     return 0;
 }
 
-static bool mw_side_ok(const cuda_ctx *c, int kind, bool dual, uint64_t in, uint64_t row_bytes, const void *w) {
+static bool mw_side_ok(const cuda_ctx *c, int kind, bool dual, uint64_t in, uint64_t row_bytes,
+                       const void *w) {
     if (kind == GM_NONE || in % 256 || in > (1u << 16)) return false;
     /* IQ2_XXS: an even number of superblocks keeps rows 4-aligned and the last copy inside the row */
     if (kind == GM_IQ2_XXS && (in / 256) % 2) return false;
-    if (row_bytes % 16 || row_bytes < in / 256 * (uint64_t)mw_block_bytes(kind) || ((uintptr_t)w & 15)) return false;
+    /* rows and base aligned for the stage copies (4 B; Q4_K 16 B) */
+    const uint64_t al = (uint64_t)mw_wsize(kind);
+    if (row_bytes % al || row_bytes < in / 256 * (uint64_t)mw_block_bytes(kind) || (uintptr_t)w % al)
+        return false;
     const int st = mw_stages(c, kind);
     if (!st) return false;
     const mw_fn f = mw_kernel_of(kind, dual);
@@ -285,11 +307,12 @@ static bool mw_side_ok(const cuda_ctx *c, int kind, bool dual, uint64_t in, uint
 }
 
 bool cu_moe_wide_ok(const cuda_ctx *c, uint32_t gu_type, uint32_t down_type, uint64_t in, uint64_t ff,
-                    uint64_t embd, uint64_t gu_row_bytes, uint64_t down_row_bytes, const void *gd, const void *ud,
-                    const void *dd) {
+                    uint64_t embd, uint64_t gu_row_bytes, uint64_t down_row_bytes, const void *gd,
+                    const void *ud, const void *dd) {
     if (c->caps.cc_major < 8) return false; /* mma.sync .s8, cp.async */
     if (embd == 0 || embd > (1u << 24) || ff == 0) return false;
-    return mw_side_ok(c, mw_kind_of(gu_type), true, in, gu_row_bytes, gd) && ((uintptr_t)ud & 15) == 0 &&
+    return mw_side_ok(c, mw_kind_of(gu_type), true, in, gu_row_bytes, gd) &&
+           mw_side_ok(c, mw_kind_of(gu_type), true, in, gu_row_bytes, ud) &&
            mw_side_ok(c, mw_kind_of(down_type), false, ff, down_row_bytes, dd);
 }
 
@@ -299,22 +322,24 @@ size_t cu_moe_wide_scratch_bytes(uint32_t gu_type, uint32_t down_type, uint64_t 
     return (size_t)(a > b ? a : b);
 }
 
-/* Row blocks per CTA: 4 (the pipeline runs on across them), fewer when the grid would be small. */
-static int mw_rb_per_cta(const cuda_ctx *c, int n_rb, uint64_t P) {
-    const uint64_t tiles = (P + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
+/* Row blocks per CTA: 4 (the pipeline runs on across them, so its fill is paid once per 4), fewer
+ * when the grid would be under ~3 CTAs per SM (tiles: at least one per expert hit). */
+static int mw_rb_per_cta(const cuda_ctx *c, int n_rb, uint64_t P, uint64_t E) {
+    uint64_t tiles = (P + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
+    if (tiles < (E < P ? E : P)) tiles = E < P ? E : P;
     int g = 4;
     while (g > 1 && tiles * (uint64_t)((n_rb + g - 1) / g) < 3 * (uint64_t)c->caps.sm_count) g /= 2;
     return g < n_rb ? g : n_rb;
 }
 
-static dsv4_status mw_launch(cuda_ctx *c, int kind, bool dual, mw_params *p, uint64_t max_tiles, uint64_t P,
+static dsv4_status mw_launch(cuda_ctx *c, int kind, bool dual, mw_params *p, const cu_moe_wide_args *a,
                              dsv4_error *err) {
     const int st = mw_stages(c, kind);
     if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe wide: no pipeline fits the device");
     p->lay = mw_layout_of(kind, st);
     p->n_rb = (p->n_out + mw_rb_rows(dual) - 1) / mw_rb_rows(dual);
-    p->rb_per_cta = mw_rb_per_cta(c, p->n_rb, P);
-    const dim3 grid((unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)max_tiles);
+    p->rb_per_cta = mw_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
+    const dim3 grid((unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)a->max_tiles);
     mw_kernel_of(kind, dual)<<<grid, MW_THREADS, (size_t)p->lay.total, c->stream>>>(*p);
     return cu_launched(err, dual ? "moe wide gate/up" : "moe wide down");
 }
@@ -343,7 +368,7 @@ dsv4_status cu_moe_wide_run(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
     p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
-    if ((st = mw_launch(c, kg, true, &p, a->max_tiles, a->P, err)) != DSV4_OK) return st;
+    if ((st = mw_launch(c, kg, true, &p, a, err)) != DSV4_OK) return st;
     /* ---- down -> y ---- */
     const mw_pack pd = mw_pack_of(a->P, a->ff, mw_kq(kd));
     mw_pack_f32_kernel<<<cu_blocks(a->P * pd.nblk * 32, pack_threads), pack_threads, 0, c->stream>>>(
@@ -355,5 +380,5 @@ dsv4_status cu_moe_wide_run(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *
     p.pk = pd;
     p.weights = NULL;
     p.out = a->y, p.out_stride = a->embd;
-    return mw_launch(c, kd, false, &p, a->max_tiles, a->P, err);
+    return mw_launch(c, kd, false, &p, a, err);
 }
