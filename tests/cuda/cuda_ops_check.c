@@ -523,27 +523,32 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
            n == 1 ? "unfused" : "generic", tr * 1e3, tr / tg, differ, ys);
     c->fails += differ != 0;
     c->checks++;
-    if (n >= 2) { /* the grouped path's tensor-core products against its scalar ones (bitwise) */
+    if (n >= 2) { /* the grouped path's tensor-core products (default: the wide kernels; "old": the
+                   * first ones) against its scalar ones (bitwise) */
         const char *prev = getenv("DSV4_CUDA_MOE_MMA");
         char saved[16] = "";
         if (prev) snprintf(saved, sizeof saved, "%s", prev);
-        setenv("DSV4_CUDA_MOE_MMA", "0", 1);
-        const double ts = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 3);
+        const char *modes[2] = {"0", "old"};
+        for (int mi = 0; mi < 2; mi++) {
+            setenv("DSV4_CUDA_MOE_MMA", modes[mi], 1);
+            const double ts = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 3);
+            size_t d2 = ys;
+            if (ts > 0 && GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+                d2 = 0;
+                for (size_t i = 0; i < ys; i++) d2 += memcmp(&a[i], &b[i], 4) != 0;
+            }
+            printf("%s moe prefill timing %s/%s n=%u: grouped (default tensor-core path) %.3f ms (%.2f "
+                   "us/token), DSV4_CUDA_MOE_MMA=%s %.3f ms (%.2fx); %zu of %zu differ\n",
+                   d2 ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
+                   dsv4_type_name(L->ffn_down_exps.type), n, tg * 1e3, tg * 1e6 / n, modes[mi], ts * 1e3,
+                   ts / tg, d2, ys);
+            c->fails += d2 != 0;
+            c->checks++;
+        }
         if (prev)
             setenv("DSV4_CUDA_MOE_MMA", saved, 1);
         else
             unsetenv("DSV4_CUDA_MOE_MMA");
-        size_t d2 = ys;
-        if (ts > 0 && GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
-            d2 = 0;
-            for (size_t i = 0; i < ys; i++) d2 += memcmp(&a[i], &b[i], 4) != 0;
-        }
-        printf("%s moe prefill timing %s/%s n=%u: grouped (mma unless DSV4_CUDA_MOE_MMA=0) %.3f ms (%.2f "
-               "us/token), scalar grouped %.3f ms (%.2fx); %zu of %zu differ\n",
-               d2 ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
-               dsv4_type_name(L->ffn_down_exps.type), n, tg * 1e3, tg * 1e6 / n, ts * 1e3, ts / tg, d2, ys);
-        c->fails += d2 != 0;
-        c->checks++;
     }
     free(lg), free(x), free(wt), free(a), free(b), free(sel);
     dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dy), dfree(c, dy2);

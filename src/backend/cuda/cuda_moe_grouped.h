@@ -10,7 +10,8 @@
  * DSV4_CUDA_MATVEC=generic, not DSV4_CUDA_MOE_GROUPED=0). gd/ud/dd: the device copies of the
  * expert tensors. DSV4_ERR_UNSUPPORTED, with nothing launched and err untouched, when it declines:
  * the caller runs the generic path. Uses CU_SLOT_G (token lists), CU_SLOT_XQ, CU_SLOT_MID,
- * CU_SLOT_MIDQ, CU_SLOT_Y and cu_quant_rows' CU_SLOT_PACK. */
+ * CU_SLOT_MIDQ, CU_SLOT_Y, CU_SLOT_U (the wide kernels' activation packs) and cu_quant_rows'
+ * CU_SLOT_PACK. */
 dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
                            const dsv4_tensor *down, const uint8_t *gd, const uint8_t *ud, const uint8_t *dd,
                            const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,

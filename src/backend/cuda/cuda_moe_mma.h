@@ -31,8 +31,8 @@ struct mx_params {
 /* Pairs per tile for P pairs over E experts (16 or 32). */
 int cu_moe_mma_tile(uint64_t P, uint64_t E);
 /* Does the tensor-core path take these expert types and widths (gate/up in -> ff, down ff -> embd)
- * on this device with tiles of bn pairs? DSV4_CUDA_MOE_MMA=0 turns it off. May raise the kernels'
- * shared-memory limit. */
+ * on this device with tiles of bn pairs? DSV4_CUDA_MOE_MMA=0 turns it off (cu_moe_mma_mode). May raise the
+ * kernels' shared-memory limit. */
 bool cu_moe_mma_ok(const cuda_ctx *c, uint32_t gu_type, uint32_t down_type, uint64_t in, uint64_t ff,
                    uint64_t gu_row_bytes, uint64_t down_row_bytes, int bn);
 /* Launch one product over grid (max_tiles, row tiles); tiles past *n_tiles exit at once. */

@@ -12,14 +12,17 @@
  *   6. out[t] = ((0 + y_0) + y_1) + ... in slot order, as the CPU sums.
  * Each product is quant_dot_* bit for bit (cuda_moe_grouped.cuh), so the op equals the generic
  * path and the CPU. DSV4_CUDA_MOE_GROUPED=0 turns it off. IQ2_XXS / Q2_K / Q4_K experts on sm_80+
- * take the tensor-core products of cuda_ops_moe_mma.cu for steps 3 and 5 (tiles of 16 or 32
- * pairs; DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below). */
+ * take tensor-core products for steps 3 to 5: by default the wide-tile kernels of
+ * cuda_ops_moe_wide.cu (tiles of 64 pairs, activations packed per product), else (shapes they do
+ * not take, or DSV4_CUDA_MOE_MMA=old) those of cuda_ops_moe_mma.cu (tiles of 16 or 32 pairs);
+ * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_moe_grouped.cuh"
 #include "backend/cuda/cuda_moe_grouped.h"
 #include "backend/cuda/cuda_moe_mma.h"
+#include "backend/cuda/cuda_moe_wide.h"
 
 #define MG_THREADS 256
 #define MG_ROWS_DUAL (MG_THREADS / 2) /* gate/up CTA: 128 gate rows and the same 128 up rows */
@@ -41,7 +44,8 @@ static int mg_kind_of(uint32_t type) {
 /* Per-expert pair lists and tiles. Counts with all threads; then warp 0 scans the counts, writes
  * the tiles (expert, first list entry, pairs) and scatters the pairs stably: lanes holding the
  * same expert take consecutive places in lane order (match_any), chunk after chunk. A pair whose
- * expert id is out of range is left out (the sum kernel makes its slot NaN). */
+ * expert id is out of range is left out (the sum kernel makes its slot NaN). n_tiles[1] gets the
+ * number of listed pairs. */
 __global__ void __launch_bounds__(MG_IDX_THREADS)
     mg_index_kernel(const int32_t *sel, int n_pairs, int n_expert, int tt, int4 *tiles, int *n_tiles,
                     int32_t *list) {
@@ -71,7 +75,7 @@ __global__ void __launch_bounds__(MG_IDX_THREADS)
         pbase += __shfl_sync(0xffffffffu, ic, 31);
         tbase += __shfl_sync(0xffffffffu, it, 31);
     }
-    if (lane == 0) *n_tiles = tbase;
+    if (lane == 0) n_tiles[0] = tbase, n_tiles[1] = pbase;
     __syncwarp();
     for (int i0 = 0; i0 < n_pairs; i0 += 32) {
         const int i = i0 + lane;
@@ -252,17 +256,25 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         return DSV4_ERR_UNSUPPORTED;
     /* 4-byte aligned bases (each tensor is its own cudaMalloc); rows of whole blocks */
     if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
-    /* the tensor-core products (cuda_ops_moe_mma.cu) where they apply, else the scalar ones */
+    /* the wide tensor-core products (cuda_ops_moe_wide.cu) where they apply, else the older ones
+     * (cuda_ops_moe_mma.cu), else the scalar ones */
+    const int mode = n >= MG_MMA_MIN_N ? cu_moe_mma_mode() : 0;
+    const uint64_t wide_tiles =
+        (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
+    const bool wide =
+        mode == 2 && wide_tiles <= 65535u &&
+        cu_moe_wide_ok(c, gate->type, down->type, in, ff, embd, gate->row_bytes, down->row_bytes, gd, ud, dd);
     const int mma_bn = cu_moe_mma_tile(P, E);
     const bool mma =
-        n >= MG_MMA_MIN_N && embd <= 65535u * 128u &&
+        !wide && mode >= 1 && embd <= 65535u * 128u &&
         cu_moe_mma_ok(c, gate->type, down->type, in, ff, gate->row_bytes, down->row_bytes, mma_bn);
-    const uint64_t tt = mma ? (uint64_t)mma_bn : MG_TT;
+    const uint64_t tt = wide ? (uint64_t)CU_MOE_WIDE_TILE : mma ? (uint64_t)mma_bn : MG_TT;
     const uint64_t max_tiles = (P + (tt - 1) * (E < P ? E : P) + tt - 1) / tt;
-    if (max_tiles > (mma ? (1u << 30) : 65535u)) return DSV4_ERR_UNSUPPORTED;
+    if (max_tiles > (wide || !mma ? 65535u : (1u << 30))) return DSV4_ERR_UNSUPPORTED;
     const mg_fn fgu = mg_kernel_of(kg, true), fd = mg_kernel_of(kd, false);
     const size_t smem_gu = mg_smem_bytes(kg, (int)in, true), smem_d = mg_smem_bytes(kd, (int)ff, false);
-    if (!mma && (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d))) return DSV4_ERR_UNSUPPORTED;
+    if (!wide && !mma && (!mg_smem_ok(c, fgu, smem_gu) || !mg_smem_ok(c, fd, smem_d)))
+        return DSV4_ERR_UNSUPPORTED;
 
     /* ---- scratch (grow-only: no allocation once the largest chunk has run) ---- */
     const size_t tiles_bytes = (size_t)max_tiles * sizeof(int4);
@@ -270,6 +282,10 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     float *mid = idx ? (float *)cu_scratch(c, CU_SLOT_MID, P * ff * sizeof(float), err) : NULL;
     float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, P * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
+    void *pack = NULL; /* the wide kernels' activation packs */
+    if (wide &&
+        !(pack = cu_scratch(c, CU_SLOT_U, cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff), err)))
+        return DSV4_ERR_NOMEM;
     int4 *tiles = (int4 *)idx;
     int *n_tiles = (int *)(idx + tiles_bytes);
     int32_t *list = (int32_t *)(idx + tiles_bytes + 16);
@@ -283,6 +299,22 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     mg_index_kernel<<<1, MG_IDX_THREADS, 2 * E * sizeof(int), c->stream>>>(sel, (int)P, (int)E, (int)tt,
                                                                            tiles, n_tiles, list);
     if ((st = cu_launched(err, "moe grouped lists")) != DSV4_OK) return st;
+    if (wide) { /* ---- 3. to 5. in cuda_ops_moe_wide.cu ---- */
+        cu_moe_wide_args a;
+        memset(&a, 0, sizeof a);
+        a.gu_type = gate->type, a.down_type = down->type;
+        a.gd = gd, a.ud = ud, a.dd = dd;
+        a.gu_row_bytes = gate->row_bytes, a.down_row_bytes = down->row_bytes;
+        a.in = in, a.ff = ff, a.embd = embd, a.P = P, a.n_expert = E, a.k = k;
+        a.xq = (const uint8_t *)xq, a.xq_stride = xq_stride;
+        a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
+        a.weights = weights, a.clamp = clamp;
+        a.mid = mid, a.y = y, a.scratch = pack;
+        if ((st = cu_moe_wide_run(c, &a, err)) != DSV4_OK) return st;
+        mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
+                                                                                 (uint32_t)embd, out);
+        return cu_launched(err, "moe grouped sum");
+    }
     /* ---- 3. gate and up -> mid ---- */
     mg_params p;
     memset(&p, 0, sizeof p);

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_moe_mma.cuh"
 #include "backend/cuda/cuda_moe_mma.h"
+#include "backend/cuda/cuda_moe_wide.h"
 
 /* d = a b + c */
 __device__ __forceinline__ void mx_mma(int32_t d[4], const uint32_t a[4], const uint32_t b[2],
@@ -182,8 +183,7 @@ static bool mx_smem_ok(const cuda_ctx *c, mx_fn f, size_t smem) {
 
 bool cu_moe_mma_ok(const cuda_ctx *c, uint32_t gu_type, uint32_t down_type, uint64_t in, uint64_t ff,
                    uint64_t gu_row_bytes, uint64_t down_row_bytes, int bn) {
-    const char *v = getenv("DSV4_CUDA_MOE_MMA");
-    if (v && strcmp(v, "0") == 0) return false;
+    if (cu_moe_mma_mode() == 0) return false;
     if (c->caps.cc_major < 8) return false; /* mma.sync .s8 */
     const int kg = mx_kind_of(gu_type), kd = mx_kind_of(down_type);
     if (kg == GM_NONE || kd == GM_NONE) return false;
