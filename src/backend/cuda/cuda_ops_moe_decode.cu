@@ -1,0 +1,415 @@
+/* One-token routed experts in two launches (API and numerics: cuda_moe_decode.h).
+ *
+ * Why this shape (the 5-launch path spent 52 us on 42 MB, ~19 % of the copy rate): every weight
+ * byte is read once, so the time is the time to stream the expert rows, and the pieces that are
+ * not streaming (launch gaps, pipeline bubbles, decode instructions) are what to remove.
+ *  - Two launches instead of five: the gate/up kernel quantizes x itself (every CTA, 16 warp
+ *    blocks, bit-exact with the Q8_K unit), and the mid + its Q8_K quantization happen in the
+ *    gate/up kernel: the warp that finishes the last of the 256 rows of a mid block (a ticket
+ *    counter per block) quantizes that block. The down kernel sums the slots in order per CTA.
+ *  - No CTA-wide barrier in the main loops: a warp owns whole rows (a gate/up row pair, or one
+ *    down row), loads them with 16-byte coalesced ld.global.nc into registers one task ahead,
+ *    stores them into its own shared-memory buffer (__syncwarp only) and decodes from there
+ *    (IQ2_XXS blocks of 66 bytes and Q2_K blocks of 84 never line up with 16-byte lanes). Bytes
+ *    in flight per SM: gate/up 16 warps x one row pair (34 KB IQ2_XXS, 74 KB Q4_K), down 24
+ *    warps x two rows (32 KB Q2_K, 55 KB Q4_K), above the ~26 KB Little's law asks at 4.3 TB/s.
+ *  - Each lane keeps its fixed slice of the activations in registers for the whole kernel (the
+ *    same slice on every row), so activations cost no shared-memory traffic in the main loop.
+ *  - IQ2_XXS: grid and sign selectors (cuda_moe_decode_units.cuh) in 32 lane copies (48 KB per
+ *    CTA, one per SM): each lookup is one conflict-free LDS.32, and per 8 weights the decode is
+ *    2 LDS + OR + 2 PRMT + SHF + 2 dp4a (no sign masks, no dp4a for the negative part).
+ * Deterministic: each row's value depends only on its own bytes and activations (fixed lane
+ * slices, integer partials combined exactly, a fixed butterfly over superblocks). */
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <string.h>
+
+extern "C" {
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_act_quant.cuh"
+#include "backend/cuda/cuda_backend.h" /* cu_silu */
+#include "backend/cuda/cuda_moe_decode.h"
+#include "backend/cuda/cuda_moe_decode_units.cuh"
+
+#define MD_FULL 0xffffffffu
+#define MDA_WARPS 16 /* gate/up kernel: one CTA of 16 warps per SM (128 registers per thread) */
+#define MDA_THREADS (MDA_WARPS * 32)
+#define MDB_THREADS 384 /* down kernel: at most 12 warps, two CTAs per SM */
+#define MD_COPIES 32
+#define MD_TAB_ENTRIES (256 + 128)
+#define MD_TAB_BYTES (MD_TAB_ENTRIES * MD_COPIES * 4)
+#define MD_IN_GU 4096 /* gate/up width the lane slices assume: 16 superblocks */
+#define MD_IN_DN 2048 /* down width: 8 superblocks */
+#define MD_XQ_BYTES (MD_IN_GU / 256 * 292)
+
+enum { MD_GU_IQ2 = 0, MD_GU_Q4K = 1 };
+enum { MD_DN_Q2K = 0, MD_DN_Q4K = 1 };
+
+__host__ __device__ constexpr int md_gu_rb(int f) {
+    return f == MD_GU_IQ2 ? MD_IN_GU / 256 * 66 : MD_IN_GU / 256 * 144;
+}
+__host__ __device__ constexpr int md_dn_rb(int f) {
+    return f == MD_DN_Q2K ? MD_IN_DN / 256 * 84 : MD_IN_DN / 256 * 144;
+}
+__host__ __device__ constexpr int md_cpl(int rb) { return (rb / 16 + 31) / 32; }
+__host__ __device__ constexpr int md_gu_smem(int f) {
+    return (f == MD_GU_IQ2 ? MD_TAB_BYTES : 0) + MD_XQ_BYTES + MDA_WARPS * (2 * md_gu_rb(f) + 16);
+}
+
+struct md_params {
+    const uint8_t *gate, *up, *down;
+    long long gu_expert_bytes, dn_expert_bytes;
+    const int32_t *ids;
+    const float *w, *x;
+    float *mid, *out;
+    uint8_t *midq;
+    unsigned *tickets;
+    const uint32_t *tables;
+    int k, ff, embd, n_expert, clamp_on;
+    float clamp;
+};
+
+/* Row of RB bytes (16-byte aligned) -> registers: chunk lane + 32 i in v[i]. */
+template <int RB>
+static __device__ __forceinline__ void md_ldg_row(const uint8_t *row, int lane, int4 (&v)[md_cpl(RB)]) {
+#pragma unroll
+    for (int i = 0; i < md_cpl(RB); i++) {
+        const int c = lane + 32 * i;
+        if (c < RB / 16) v[i] = __ldg((const int4 *)row + c);
+    }
+}
+template <int RB>
+static __device__ __forceinline__ void md_sts_row(uint8_t *sr, int lane, const int4 (&v)[md_cpl(RB)]) {
+#pragma unroll
+    for (int i = 0; i < md_cpl(RB); i++) {
+        const int c = lane + 32 * i;
+        if (c < RB / 16) *((int4 *)sr + c) = v[i];
+    }
+}
+template <int RB> static __device__ __forceinline__ void md_zero(int4 (&v)[md_cpl(RB)]) {
+#pragma unroll
+    for (int i = 0; i < md_cpl(RB); i++) v[i] = make_int4(0, 0, 0, 0);
+}
+
+/* Float butterfly over the lanes (xor first..16): the same sum in every lane (a + b == b + a). */
+static __device__ __forceinline__ float md_fly(float v, int first) {
+    for (int o = first; o < 32; o <<= 1) v += __shfl_xor_sync(MD_FULL, v, o);
+    return v;
+}
+static __device__ __forceinline__ int md_isum4(int v) {
+    v += __shfl_xor_sync(MD_FULL, v, 1);
+    return v + __shfl_xor_sync(MD_FULL, v, 2);
+}
+
+/* ---- row dots (the row staged at sr; every lane returns the row's value) ---- */
+struct md_gu_act {
+    md_act_iq2 iq2;
+    md_act_q4k q4[2];
+};
+template <int F>
+static __device__ __forceinline__ float md_gu_dot(const uint8_t *sr, int lane, const md_gu_act &a,
+                                                  const uint32_t *TG, const uint32_t *TS) {
+    if (F == MD_GU_IQ2) {
+        const int b = lane >> 1;
+        int part = md_iq2_half<MD_COPIES>(sr, b, lane & 1, a.iq2, TG, TS);
+        part += __shfl_xor_sync(MD_FULL, part, 1);
+        return 0.125f * md_fly(md_iq2_term(sr, b, a.iq2.d, part), 2);
+    } else {
+        const int b = lane >> 2, c = lane & 3;
+        int is0, sm0, is1, sm1;
+        md_q4k_quarter(sr, b, c, a.q4[0], &is0, &sm0);
+        md_q4k_quarter(sr, b + 8, c, a.q4[1], &is1, &sm1);
+        is0 = md_isum4(is0), sm0 = md_isum4(sm0), is1 = md_isum4(is1), sm1 = md_isum4(sm1);
+        const float t0 = md_k_term(md_q4k_dm(sr, b), a.q4[0].d, is0, sm0);
+        const float t1 = md_k_term(md_q4k_dm(sr, b + 8), a.q4[1].d, is1, sm1);
+        return md_fly(t0 + t1, 4);
+    }
+}
+struct md_dn_act {
+    md_act_q2k q2;
+    md_act_q4k q4;
+};
+template <int F>
+static __device__ __forceinline__ float md_dn_dot(const uint8_t *sr, int lane, const md_dn_act &a) {
+    const int b = lane >> 2, i = lane & 3;
+    int is, sm;
+    uint32_t dm;
+    float d;
+    if (F == MD_DN_Q2K) {
+        md_q2k_piece(sr, b, i, a.q2, &is, &sm);
+        dm = md_q2k_dm(sr, b);
+        d = a.q2.d;
+    } else {
+        md_q4k_quarter(sr, b, i, a.q4, &is, &sm);
+        dm = md_q4k_dm(sr, b);
+        d = a.q4.d;
+    }
+    is = md_isum4(is), sm = md_isum4(sm);
+    return md_fly(md_k_term(dm, d, is, sm), 4);
+}
+
+/* ---- kernel 1: gate + up rows, mid, Q8_K of each finished mid block ---- */
+template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_kernel(const md_params p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int RB = md_gu_rb(F), TABB = F == MD_GU_IQ2 ? MD_TAB_BYTES : 0;
+    uint32_t *tab = (uint32_t *)smem;
+    uint8_t *xq = smem + TABB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    uint8_t *buf = xq + MD_XQ_BYTES + warp * (2 * RB + 16);
+    const int nw = gridDim.x * MDA_WARPS, total = p.k * p.ff;
+    const int my_id = lane < p.k ? __ldg(p.ids + lane) : -1; /* lane s: the id of slot s */
+    int4 vg[md_cpl(RB)], vu[md_cpl(RB)];
+    md_zero<RB>(vg), md_zero<RB>(vu);
+    /* task t = s * ff + r: gate and up row r of slot s; false (nothing loaded) for a bad id */
+    auto issue = [&](int t) -> bool {
+        const int s = t / p.ff, r = t - s * p.ff;
+        const int e = __shfl_sync(MD_FULL, my_id, s);
+        if (e < 0 || e >= p.n_expert) return false;
+        const long long off = (long long)e * p.gu_expert_bytes + (long long)r * RB;
+        md_ldg_row<RB>(p.gate + off, lane, vg);
+        md_ldg_row<RB>(p.up + off, lane, vu);
+        return true;
+    };
+    int t = blockIdx.x * MDA_WARPS + warp;
+    bool have = t < total, ok = have && issue(t); /* first rows in flight before the prologue */
+
+    if (F == MD_GU_IQ2) /* selectors: entry e in 32 copies (copy = lane) */
+        for (int i = tid; i < MD_TAB_ENTRIES * 8; i += MDA_THREADS) {
+            const uint32_t v = __ldg(p.tables + (i >> 3));
+            *(uint4 *)(tab + (i >> 3) * MD_COPIES + (i & 7) * 4) = make_uint4(v, v, v, v);
+        }
+    for (int b = warp; b < MD_IN_GU / 256; b += MDA_WARPS) { /* x -> Q8_K, the shared unit */
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = p.x[256 * b + 8 * lane + j];
+        act_q8_k_block(v, lane, xq + 292 * b);
+    }
+    __syncthreads();
+    md_gu_act a;
+    if (F == MD_GU_IQ2) {
+        md_load_act_iq2(xq + 292 * (lane >> 1), lane & 1, &a.iq2);
+    } else {
+        md_load_act_q4k(xq + 292 * (lane >> 2), lane & 3, &a.q4[0]);
+        md_load_act_q4k(xq + 292 * (8 + (lane >> 2)), lane & 3, &a.q4[1]);
+    }
+    const uint32_t *TG = tab + lane, *TS = tab + 256 * MD_COPIES + lane;
+    const float nanv = __int_as_float(0x7fc00000);
+
+    while (have) {
+        const int tn = t + nw;
+        const bool haven = tn < total;
+        __syncwarp();
+        if (ok) md_sts_row<RB>(buf, lane, vg), md_sts_row<RB>(buf + RB, lane, vu);
+        __syncwarp();
+        const bool okn = haven && issue(tn); /* the next pair streams while this one is decoded */
+        float g = nanv, u = nanv;
+        if (ok) {
+            g = md_gu_dot<F>(buf, lane, a, TG, TS);
+            u = md_gu_dot<F>(buf + RB, lane, a, TG, TS);
+        }
+        const int s = t / p.ff;
+        const unsigned blk = (unsigned)t >> 8; /* ff % 256 == 0: a block never spans two slots */
+        bool last = false;
+        if (lane == 0) { /* moe_mid_q8k_kernel's expression and flags */
+            float gv = g, uv = u;
+            if (p.clamp_on) {
+                if (gv > p.clamp) gv = p.clamp;
+                if (uv > p.clamp) uv = p.clamp;
+                if (uv < -p.clamp) uv = -p.clamp;
+            }
+            p.mid[t] = cu_silu(gv) * uv * __ldg(p.w + s);
+            __threadfence();
+            last = atomicAdd(p.tickets + blk, 1u) == 255u;
+        }
+        if (__shfl_sync(MD_FULL, last ? 1 : 0, 0)) { /* all 256 mids of the block are written */
+            if (lane == 0) p.tickets[blk] = 0;       /* no more increments of it in this launch */
+            __threadfence();
+            float v[8];
+            const float *mb = p.mid + (size_t)blk * 256 + 8 * lane;
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = __ldcg(mb + j);
+            act_q8_k_block(v, lane, p.midq + (size_t)blk * 292);
+        }
+        t = tn, have = haven, ok = okn;
+    }
+}
+
+/* ---- kernel 2: down rows per slot (one warp group per slot), slot sum in order ---- */
+template <int F>
+__global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params p, int wps) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int RB = md_dn_rb(F);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int r0 = (int)((long long)p.embd * blockIdx.x / gridDim.x);
+    const int r1 = (int)((long long)p.embd * (blockIdx.x + 1) / gridDim.x);
+    const int maxr = (p.embd + gridDim.x - 1) / gridDim.x;
+    float *ys = (float *)smem;
+    uint8_t *buf = smem + (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + warp * (RB + 16);
+    const int s = warp / wps, j = warp - s * wps;
+    const int e = __ldg(p.ids + s);
+    const bool ok = e >= 0 && e < p.n_expert;
+    const uint8_t *xb = p.midq + (size_t)s * (MD_IN_DN / 256) * 292 + 292 * (lane >> 2);
+    md_dn_act a;
+    if (F == MD_DN_Q2K)
+        md_load_act_q2k(xb, lane & 3, &a.q2);
+    else
+        md_load_act_q4k(xb, lane & 3, &a.q4);
+    const uint8_t *wb = p.down + (ok ? (long long)e * p.dn_expert_bytes : 0);
+    int4 va[md_cpl(RB)], vb[md_cpl(RB)];
+    md_zero<RB>(va), md_zero<RB>(vb);
+    int r = r0 + j;
+    if (ok && r < r1) md_ldg_row<RB>(wb + (long long)r * RB, lane, va);
+    if (ok && r + wps < r1) md_ldg_row<RB>(wb + (long long)(r + wps) * RB, lane, vb);
+    const float nanv = __int_as_float(0x7fc00000);
+    for (; r < r1; r += wps) {
+        __syncwarp();
+        if (ok) md_sts_row<RB>(buf, lane, va);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < md_cpl(RB); i++) va[i] = vb[i];
+        if (ok && r + 2 * wps < r1) md_ldg_row<RB>(wb + (long long)(r + 2 * wps) * RB, lane, vb);
+        const float y = ok ? md_dn_dot<F>(buf, lane, a) : nanv;
+        if (lane == 0) ys[s * maxr + (r - r0)] = y;
+    }
+    __syncthreads();
+    for (int i = tid; i < r1 - r0; i += blockDim.x) { /* moe_sum_kernel's order */
+        float acc = 0.0f;
+        for (int q = 0; q < p.k; q++) acc += ys[q * maxr + i];
+        p.out[r0 + i] = acc;
+    }
+}
+
+/* ---- host side ---- */
+
+static int md_gu_format(uint32_t t) {
+    return t == DSV4_TYPE_IQ2_XXS ? MD_GU_IQ2 : t == DSV4_TYPE_Q4_K ? MD_GU_Q4K : -1;
+}
+static int md_dn_format(uint32_t t) {
+    return t == DSV4_TYPE_Q2_K ? MD_DN_Q2K : t == DSV4_TYPE_Q4_K ? MD_DN_Q4K : -1;
+}
+
+extern "C" dsv4_status dsv4_cuda_moe_dec_init(dsv4_cuda_moe_dec_ctx *ctx, int device, dsv4_error *err) {
+    if (!ctx) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_moe_dec_init: ctx is NULL");
+    memset(ctx, 0, sizeof *ctx);
+    uint32_t tab[MD_TAB_ENTRIES];
+    for (int e = 0; e < 256; e++) {
+        if (!md_iq2_grid_ok(dsv4_iq2xxs_grid[e]))
+            return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_moe_dec_init: IQ2_XXS grid entry %d", e);
+        tab[e] = md_iq2_grid_sel(dsv4_iq2xxs_grid[e]);
+    }
+    for (int s = 0; s < 128; s++) tab[256 + s] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[s]);
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, device);
+    if (e == cudaSuccess) e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ctx->d_tables, sizeof tab);
+    if (e == cudaSuccess) e = cudaMemcpy(ctx->d_tables, tab, sizeof tab, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ctx->d_tickets, DSV4_MOE_DEC_TICKETS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(ctx->d_tickets, 0, DSV4_MOE_DEC_TICKETS * sizeof(unsigned));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)md_gate_up_kernel<MD_GU_IQ2>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, md_gu_smem(MD_GU_IQ2));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)md_gate_up_kernel<MD_GU_Q4K>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, md_gu_smem(MD_GU_Q4K));
+    if (e != cudaSuccess) {
+        dsv4_cuda_moe_dec_destroy(ctx);
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_moe_dec_init: device %d: %s", device,
+                         cudaGetErrorString(e));
+    }
+    ctx->sm_count = prop.multiProcessorCount;
+    ctx->smem_optin = (int)prop.sharedMemPerBlockOptin;
+    return DSV4_OK;
+}
+
+extern "C" void dsv4_cuda_moe_dec_destroy(dsv4_cuda_moe_dec_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->d_tables) cudaFree(ctx->d_tables);
+    if (ctx->d_tickets) cudaFree(ctx->d_tickets);
+    ctx->d_tables = NULL;
+    ctx->d_tickets = NULL;
+}
+
+static int md_wps(int k) { return k * 2 * 32 <= MDB_THREADS ? 2 : 1; }
+
+extern "C" dsv4_status dsv4_cuda_moe_dec_check(const dsv4_cuda_moe_dec_ctx *ctx,
+                                               const dsv4_cuda_moe_dec_args *a, dsv4_error *err) {
+    if (!ctx || !a) return dsv4_fail(err, DSV4_ERR_INVALID, "moe decode: NULL context or arguments");
+    if (!ctx->d_tables || !ctx->d_tickets || ctx->sm_count <= 0)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: context not initialized");
+    const int fg = md_gu_format(a->gate_type), fd = md_dn_format(a->down_type);
+    if (fg < 0 || fd < 0)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: expert types %s/%s",
+                         dsv4_type_name(a->gate_type), dsv4_type_name(a->down_type));
+    if (a->n_embd != MD_IN_GU || a->n_ff != MD_IN_DN)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: n_embd=%lld n_ff=%lld (takes 4096 / 2048)",
+                         (long long)a->n_embd, (long long)a->n_ff);
+    if (a->k < 1 || a->k * 32 > MDB_THREADS || (int64_t)a->k * a->n_ff / 256 > DSV4_MOE_DEC_TICKETS ||
+        a->n_expert < 1 || a->n_expert > INT_MAX)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: k=%d of %lld experts", a->k,
+                         (long long)a->n_expert);
+    if (!a->gate || !a->up || !a->down || !a->ids || !a->weights || !a->x || !a->out || !a->mid || !a->midq)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "moe decode: NULL device pointer");
+    if ((((uintptr_t)a->gate | (uintptr_t)a->up | (uintptr_t)a->down) & 15) != 0 ||
+        ((uintptr_t)a->midq & 3) != 0)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: expert tensors must be 16-byte aligned");
+    if (md_gu_smem(fg) > ctx->smem_optin)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "moe decode: needs %d bytes of shared memory, device allows %d", md_gu_smem(fg),
+                         ctx->smem_optin);
+    return DSV4_OK;
+}
+
+template <int FG, int FD>
+static cudaError_t md_launch(const dsv4_cuda_moe_dec_ctx *ctx, const md_params &p, cudaStream_t st) {
+    md_gate_up_kernel<FG><<<ctx->sm_count, MDA_THREADS, md_gu_smem(FG), st>>>(p);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const int wps = md_wps(p.k);
+    int grid = 2 * ctx->sm_count;
+    if (grid > p.embd) grid = p.embd;
+    const int maxr = (p.embd + grid - 1) / grid;
+    const size_t smem =
+        (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + (size_t)p.k * wps * (md_dn_rb(FD) + 16);
+    md_down_kernel<FD><<<grid, p.k * wps * 32, smem, st>>>(p, wps);
+    return cudaGetLastError();
+}
+
+extern "C" dsv4_status dsv4_cuda_moe_decode(const dsv4_cuda_moe_dec_ctx *ctx, const dsv4_cuda_moe_dec_args *a,
+                                            struct CUstream_st *stream, dsv4_error *err) {
+    const dsv4_status st = dsv4_cuda_moe_dec_check(ctx, a, err);
+    if (st != DSV4_OK) return st;
+    const int fg = md_gu_format(a->gate_type), fd = md_dn_format(a->down_type);
+    md_params p;
+    memset(&p, 0, sizeof p);
+    p.gate = (const uint8_t *)a->gate;
+    p.up = (const uint8_t *)a->up;
+    p.down = (const uint8_t *)a->down;
+    p.gu_expert_bytes = (long long)md_gu_rb(fg) * a->n_ff;
+    p.dn_expert_bytes = (long long)md_dn_rb(fd) * a->n_embd;
+    p.ids = a->ids;
+    p.w = a->weights;
+    p.x = a->x;
+    p.mid = a->mid;
+    p.out = a->out;
+    p.midq = (uint8_t *)a->midq;
+    p.tickets = ctx->d_tickets;
+    p.tables = ctx->d_tables;
+    p.k = a->k;
+    p.ff = (int)a->n_ff;
+    p.embd = (int)a->n_embd;
+    p.n_expert = (int)a->n_expert;
+    p.clamp = a->clamp;
+    p.clamp_on = a->clamp > 1.0e-6f;
+    cudaError_t e;
+    if (fg == MD_GU_IQ2)
+        e = fd == MD_DN_Q2K ? md_launch<MD_GU_IQ2, MD_DN_Q2K>(ctx, p, stream)
+                            : md_launch<MD_GU_IQ2, MD_DN_Q4K>(ctx, p, stream);
+    else
+        e = fd == MD_DN_Q2K ? md_launch<MD_GU_Q4K, MD_DN_Q2K>(ctx, p, stream)
+                            : md_launch<MD_GU_Q4K, MD_DN_Q4K>(ctx, p, stream);
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "moe decode %s/%s: launch: %s", dsv4_type_name(a->gate_type),
+                         dsv4_type_name(a->down_type), cudaGetErrorString(e));
+    return DSV4_OK;
+}
