@@ -34,6 +34,7 @@ typedef struct dsv4_cuda_moe_dec_ctx {
     int smem_optin;      /* largest dynamic shared memory a block may use */
     uint32_t *d_tables;  /* 256 grid selectors, then 128 sign selectors */
     unsigned *d_tickets; /* DSV4_MOE_DEC_TICKETS counters */
+    int pdl;             /* sm_90+: the down kernel is a programmatic dependent launch */
 } dsv4_cuda_moe_dec_ctx;
 
 dsv4_status dsv4_cuda_moe_dec_init(dsv4_cuda_moe_dec_ctx *ctx, int device, dsv4_error *err);
@@ -51,6 +52,10 @@ typedef struct dsv4_cuda_moe_dec_args {
     float *out;     /* n_embd floats (device) */
     float *mid;     /* scratch: k * n_ff floats */
     void *midq;     /* scratch: k * n_ff / 256 Q8_K blocks (292 bytes each), 4-byte aligned */
+    /* optional (NULL in the engine), for checks: gate/up values of slot s row r at
+     * gu_debug[2 (s n_ff + r)] and [+1]; down values per slot at y_debug[s n_embd + d] */
+    float *gu_debug, *y_debug;
+    int no_pdl; /* launch the down kernel as an ordinary launch even where PDL is available */
 } dsv4_cuda_moe_dec_args;
 
 /* DSV4_OK when dsv4_cuda_moe_decode takes these arguments, else DSV4_ERR_UNSUPPORTED (reason in

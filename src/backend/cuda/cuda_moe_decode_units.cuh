@@ -94,8 +94,10 @@ struct md_act_iq2 {
 static __host__ __device__ __forceinline__ void md_load_act_iq2(const uint8_t *xb, int h, md_act_iq2 *a) {
     a->d = *(const float *)xb;
     MV_UNROLL
-    for (int j = 0; j < 4; j++) MV_UNROLL
-    for (int w = 0; w < 8; w++) a->q[j][w] = (int)ld32(xb + 4 + 128 * h + 32 * j + 4 * w);
+    for (int j = 0; j < 4; j++) {
+        MV_UNROLL
+        for (int w = 0; w < 8; w++) a->q[j][w] = (int)ld32(xb + 4 + 128 * h + 32 * j + 4 * w);
+    }
 }
 struct md_act_q4k {
     int x0[8], x1[8]; /* sub-blocks 2c, 2c+1 */

@@ -62,7 +62,7 @@ struct md_params {
     long long gu_expert_bytes, dn_expert_bytes;
     const int32_t *ids;
     const float *w, *x;
-    float *mid, *out;
+    float *mid, *out, *gu_debug, *y_debug;
     uint8_t *midq;
     unsigned *tickets;
     const uint32_t *tables;
@@ -173,6 +173,11 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
     };
     int t = blockIdx.x * MDA_WARPS + warp;
     bool have = t < total, ok = have && issue(t); /* first rows in flight before the prologue */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* the down kernel (a programmatic dependent launch) may start on an SM as soon as this CTA
+     * leaves it, streaming its first rows; it waits for this grid before it reads the mids */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 
     if (F == MD_GU_IQ2) /* selectors: entry e in 32 copies (copy = lane) */
         for (int i = tid; i < MD_TAB_ENTRIES * 8; i += MDA_THREADS) {
@@ -218,13 +223,15 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
                 if (uv > p.clamp) uv = p.clamp;
                 if (uv < -p.clamp) uv = -p.clamp;
             }
+            if (p.gu_debug) p.gu_debug[2 * t] = g, p.gu_debug[2 * t + 1] = u;
             p.mid[t] = cu_silu(gv) * uv * __ldg(p.w + s);
             __threadfence();
             last = atomicAdd(p.tickets + blk, 1u) == 255u;
         }
         if (__shfl_sync(MD_FULL, last ? 1 : 0, 0)) { /* all 256 mids of the block are written */
             if (lane == 0) p.tickets[blk] = 0;       /* no more increments of it in this launch */
-            __threadfence();
+            __threadfence();                         /* lane 0: after its ticket; */
+            __syncwarp();                            /* the other lanes: after lane 0 */
             float v[8];
             const float *mb = p.mid + (size_t)blk * 256 + 8 * lane;
 #pragma unroll
@@ -249,18 +256,23 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
     const int s = warp / wps, j = warp - s * wps;
     const int e = __ldg(p.ids + s);
     const bool ok = e >= 0 && e < p.n_expert;
-    const uint8_t *xb = p.midq + (size_t)s * (MD_IN_DN / 256) * 292 + 292 * (lane >> 2);
-    md_dn_act a;
-    if (F == MD_DN_Q2K)
-        md_load_act_q2k(xb, lane & 3, &a.q2);
-    else
-        md_load_act_q4k(xb, lane & 3, &a.q4);
     const uint8_t *wb = p.down + (ok ? (long long)e * p.dn_expert_bytes : 0);
     int4 va[md_cpl(RB)], vb[md_cpl(RB)];
     md_zero<RB>(va), md_zero<RB>(vb);
     int r = r0 + j;
     if (ok && r < r1) md_ldg_row<RB>(wb + (long long)r * RB, lane, va);
     if (ok && r + wps < r1) md_ldg_row<RB>(wb + (long long)(r + wps) * RB, lane, vb);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* launched as a programmatic dependent of the gate/up kernel: the weight rows above do not
+     * depend on it, the mids below do (a no-op in an ordinary launch) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const uint8_t *xb = p.midq + (size_t)s * (MD_IN_DN / 256) * 292 + 292 * (lane >> 2);
+    md_dn_act a;
+    if (F == MD_DN_Q2K)
+        md_load_act_q2k(xb, lane & 3, &a.q2);
+    else
+        md_load_act_q4k(xb, lane & 3, &a.q4);
     const float nanv = __int_as_float(0x7fc00000);
     for (; r < r1; r += wps) {
         __syncwarp();
@@ -270,7 +282,10 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
         for (int i = 0; i < md_cpl(RB); i++) va[i] = vb[i];
         if (ok && r + 2 * wps < r1) md_ldg_row<RB>(wb + (long long)(r + 2 * wps) * RB, lane, vb);
         const float y = ok ? md_dn_dot<F>(buf, lane, a) : nanv;
-        if (lane == 0) ys[s * maxr + (r - r0)] = y;
+        if (lane == 0) {
+            ys[s * maxr + (r - r0)] = y;
+            if (p.y_debug) p.y_debug[(size_t)s * p.embd + r] = y;
+        }
     }
     __syncthreads();
     for (int i = tid; i < r1 - r0; i += blockDim.x) { /* moe_sum_kernel's order */
@@ -319,6 +334,7 @@ extern "C" dsv4_status dsv4_cuda_moe_dec_init(dsv4_cuda_moe_dec_ctx *ctx, int de
     }
     ctx->sm_count = prop.multiProcessorCount;
     ctx->smem_optin = (int)prop.sharedMemPerBlockOptin;
+    ctx->pdl = prop.major >= 9; /* griddepcontrol (programmatic dependent launch) is sm_90+ */
     return DSV4_OK;
 }
 
@@ -361,7 +377,8 @@ extern "C" dsv4_status dsv4_cuda_moe_dec_check(const dsv4_cuda_moe_dec_ctx *ctx,
 }
 
 template <int FG, int FD>
-static cudaError_t md_launch(const dsv4_cuda_moe_dec_ctx *ctx, const md_params &p, cudaStream_t st) {
+static cudaError_t md_launch(const dsv4_cuda_moe_dec_ctx *ctx, const md_params &p, bool pdl,
+                             cudaStream_t st) {
     md_gate_up_kernel<FG><<<ctx->sm_count, MDA_THREADS, md_gu_smem(FG), st>>>(p);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
@@ -371,8 +388,21 @@ static cudaError_t md_launch(const dsv4_cuda_moe_dec_ctx *ctx, const md_params &
     const int maxr = (p.embd + grid - 1) / grid;
     const size_t smem =
         (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + (size_t)p.k * wps * (md_dn_rb(FD) + 16);
-    md_down_kernel<FD><<<grid, p.k * wps * 32, smem, st>>>(p, wps);
-    return cudaGetLastError();
+    if (!pdl) {
+        md_down_kernel<FD><<<grid, p.k * wps * 32, smem, st>>>(p, wps);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)(p.k * wps * 32));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, md_down_kernel<FD>, p, wps);
 }
 
 extern "C" dsv4_status dsv4_cuda_moe_decode(const dsv4_cuda_moe_dec_ctx *ctx, const dsv4_cuda_moe_dec_args *a,
@@ -393,6 +423,8 @@ extern "C" dsv4_status dsv4_cuda_moe_decode(const dsv4_cuda_moe_dec_ctx *ctx, co
     p.mid = a->mid;
     p.out = a->out;
     p.midq = (uint8_t *)a->midq;
+    p.gu_debug = a->gu_debug;
+    p.y_debug = a->y_debug;
     p.tickets = ctx->d_tickets;
     p.tables = ctx->d_tables;
     p.k = a->k;
@@ -401,13 +433,14 @@ extern "C" dsv4_status dsv4_cuda_moe_decode(const dsv4_cuda_moe_dec_ctx *ctx, co
     p.n_expert = (int)a->n_expert;
     p.clamp = a->clamp;
     p.clamp_on = a->clamp > 1.0e-6f;
+    const bool pdl = ctx->pdl && !a->no_pdl;
     cudaError_t e;
     if (fg == MD_GU_IQ2)
-        e = fd == MD_DN_Q2K ? md_launch<MD_GU_IQ2, MD_DN_Q2K>(ctx, p, stream)
-                            : md_launch<MD_GU_IQ2, MD_DN_Q4K>(ctx, p, stream);
+        e = fd == MD_DN_Q2K ? md_launch<MD_GU_IQ2, MD_DN_Q2K>(ctx, p, pdl, stream)
+                            : md_launch<MD_GU_IQ2, MD_DN_Q4K>(ctx, p, pdl, stream);
     else
-        e = fd == MD_DN_Q2K ? md_launch<MD_GU_Q4K, MD_DN_Q2K>(ctx, p, stream)
-                            : md_launch<MD_GU_Q4K, MD_DN_Q4K>(ctx, p, stream);
+        e = fd == MD_DN_Q2K ? md_launch<MD_GU_Q4K, MD_DN_Q2K>(ctx, p, pdl, stream)
+                            : md_launch<MD_GU_Q4K, MD_DN_Q4K>(ctx, p, pdl, stream);
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "moe decode %s/%s: launch: %s", dsv4_type_name(a->gate_type),
                          dsv4_type_name(a->down_type), cudaGetErrorString(e));
