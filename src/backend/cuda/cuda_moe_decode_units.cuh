@@ -134,11 +134,20 @@ static __host__ __device__ __forceinline__ void md_load_act_q2k(const uint8_t *x
 
 /* ---- row units: sr = the row's bytes (16-byte aligned, readable 16 bytes past the row end) ---- */
 
+/* Byte offset of entry ((x >> SH) & (MASK)) of a table whose entries are 1 << LG bytes apart:
+ * one shift and one AND (the shifts are compile-time constants). */
+template <int SH, int LG, uint32_t MASK>
+static __host__ __device__ __forceinline__ uint32_t md_ent(uint32_t x) {
+    return (SH >= LG ? x >> (SH - LG) : x << (LG - SH)) & (MASK << LG);
+}
 /* IQ2_XXS half h of superblock b: sum over its 4 sub-blocks of sumi * (2 * scale + 1) (exact; the
- * two halves add up to the CPU's bsum). TG/TS: selector tables, entry e at TG[e * ST]. */
-template <int ST>
-static __host__ __device__ __forceinline__ int
-md_iq2_half(const uint8_t *sr, int b, int h, const md_act_iq2 &a, const uint32_t *TG, const uint32_t *TS) {
+ * two halves add up to the CPU's bsum). Selector tables: entry e at byte (e << LG) | loff of TG
+ * (grid, 256 entries) and TS (signs, 128); the device keeps 32 copies, LG = 7, loff = 4 * lane
+ * (a conflict-free bank per lane), the host one copy, LG = 2, loff = 0. */
+template <int LG>
+static __host__ __device__ __forceinline__ int md_iq2_half(const uint8_t *sr, int b, int h,
+                                                           const md_act_iq2 &a, const uint8_t *TG,
+                                                           const uint8_t *TS, uint32_t loff) {
     const int o = 66 * b + 2 + 32 * h;
     const uint8_t *wb = sr + (o & ~3);
     uint32_t W[9];
@@ -149,12 +158,16 @@ md_iq2_half(const uint8_t *sr, int b, int h, const md_act_iq2 &a, const uint32_t
     MV_UNROLL
     for (int j = 0; j < 4; j++) {
         const uint32_t a0 = mv_fshr(W[2 * j], W[2 * j + 1], sh), a1 = mv_fshr(W[2 * j + 1], W[2 * j + 2], sh);
+        uint32_t sel[4];
+        sel[0] = ld32(TG + (md_ent<0, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<0, LG, 127u>(a1) | loff));
+        sel[1] = ld32(TG + (md_ent<8, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<7, LG, 127u>(a1) | loff));
+        sel[2] = ld32(TG + (md_ent<16, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<14, LG, 127u>(a1) | loff));
+        sel[3] = ld32(TG + (md_ent<24, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<21, LG, 127u>(a1) | loff));
         int sumi = 0;
         MV_UNROLL
         for (int l = 0; l < 4; l++) {
-            const uint32_t sel = TG[((a0 >> (8 * l)) & 255u) * ST] | TS[((a1 >> (7 * l)) & 127u) * ST];
-            sumi = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel), a.q[j][2 * l], sumi);
-            sumi = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel >> 16), a.q[j][2 * l + 1], sumi);
+            sumi = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), a.q[j][2 * l], sumi);
+            sumi = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), a.q[j][2 * l + 1], sumi);
         }
         acc += sumi * (int)(2 * (a1 >> 28) + 1);
     }

@@ -109,10 +109,10 @@ struct md_gu_act {
 };
 template <int F>
 static __device__ __forceinline__ float md_gu_dot(const uint8_t *sr, int lane, const md_gu_act &a,
-                                                  const uint32_t *TG, const uint32_t *TS) {
+                                                  const uint8_t *TG, const uint8_t *TS) {
     if (F == MD_GU_IQ2) {
         const int b = lane >> 1;
-        int part = md_iq2_half<MD_COPIES>(sr, b, lane & 1, a.iq2, TG, TS);
+        int part = md_iq2_half<7>(sr, b, lane & 1, a.iq2, TG, TS, 4u * (uint32_t)lane);
         part += __shfl_xor_sync(MD_FULL, part, 1);
         return 0.125f * md_fly(md_iq2_term(sr, b, a.iq2.d, part), 2);
     } else {
@@ -198,8 +198,27 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
         md_load_act_q4k(xq + 292 * (lane >> 2), lane & 3, &a.q4[0]);
         md_load_act_q4k(xq + 292 * (8 + (lane >> 2)), lane & 3, &a.q4[1]);
     }
-    const uint32_t *TG = tab + lane, *TS = tab + 256 * MD_COPIES + lane;
+    const uint8_t *TG = (const uint8_t *)tab, *TS = TG + 256 * MD_COPIES * 4; /* + 4 lane in the units */
     const float nanv = __int_as_float(0x7fc00000);
+    /* The ticket of a pair's mid block is taken after its mid is stored (release fence, relaxed
+     * atomic) and read one pair later, so the atomic's round trip never stalls the warp; the warp
+     * that took a block's 256th ticket quantizes the block (acquire fence: every mid is visible). */
+    unsigned pend_old = 0u; /* lane 0: the value the last ticket returned */
+    int pend_blk = -1;      /* its block (warp-uniform), -1: none */
+    auto retire = [&]() {
+        if (pend_blk < 0) return;
+        if (__shfl_sync(MD_FULL, pend_old == 255u ? 1 : 0, 0)) {
+            if (lane == 0) p.tickets[pend_blk] = 0; /* no more increments of it in this launch */
+            asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            __syncwarp(); /* the other lanes: after lane 0's ticket */
+            float v[8];
+            const float *mb = p.mid + (size_t)pend_blk * 256 + 8 * lane;
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = __ldcg(mb + j);
+            act_q8_k_block(v, lane, p.midq + (size_t)pend_blk * 292);
+        }
+        pend_blk = -1;
+    };
 
     while (have) {
         const int tn = t + nw;
@@ -213,10 +232,10 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
             g = md_gu_dot<F>(buf, lane, a, TG, TS);
             u = md_gu_dot<F>(buf + RB, lane, a, TG, TS);
         }
+        retire();
         const int s = t / p.ff;
-        const unsigned blk = (unsigned)t >> 8; /* ff % 256 == 0: a block never spans two slots */
-        bool last = false;
-        if (lane == 0) { /* moe_mid_q8k_kernel's expression and flags */
+        const int blk = t >> 8; /* ff % 256 == 0: a block never spans two slots */
+        if (lane == 0) {        /* moe_mid_q8k_kernel's expression and flags */
             float gv = g, uv = u;
             if (p.clamp_on) {
                 if (gv > p.clamp) gv = p.clamp;
@@ -225,21 +244,13 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
             }
             if (p.gu_debug) p.gu_debug[2 * t] = g, p.gu_debug[2 * t + 1] = u;
             p.mid[t] = cu_silu(gv) * uv * __ldg(p.w + s);
-            __threadfence();
-            last = atomicAdd(p.tickets + blk, 1u) == 255u;
+            asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            pend_old = atomicAdd(p.tickets + blk, 1u);
         }
-        if (__shfl_sync(MD_FULL, last ? 1 : 0, 0)) { /* all 256 mids of the block are written */
-            if (lane == 0) p.tickets[blk] = 0;       /* no more increments of it in this launch */
-            __threadfence();                         /* lane 0: after its ticket; */
-            __syncwarp();                            /* the other lanes: after lane 0 */
-            float v[8];
-            const float *mb = p.mid + (size_t)blk * 256 + 8 * lane;
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = __ldcg(mb + j);
-            act_q8_k_block(v, lane, p.midq + (size_t)blk * 292);
-        }
+        pend_blk = blk;
         t = tn, have = haven, ok = okn;
     }
+    retire();
 }
 
 /* ---- kernel 2: down rows per slot (one warp group per slot), slot sum in order ---- */
