@@ -19,6 +19,7 @@
 #define DSV4_CUDA_MOE_DECODE_UNITS_CUH
 
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_mv_units.cuh" /* mv_dp4a, mv_dp4a_us, mv_fshr, h2f, ld32, ld128 */
 
@@ -86,7 +87,15 @@ static inline bool md_iq2_grid_ok(uint64_t grid_entry) {
     return true;
 }
 
-/* ---- activations in registers (from one Q8_K block of 292 bytes, 4-byte aligned) ---- */
+/* ---- activations in registers (from one Q8_K block of 292 bytes, 4-byte aligned) ----
+ * CG: the block is in global memory written by another grid still in flight when the kernel
+ * started (a programmatic dependent launch): read it from L2 (ld.global.cg), never from L1. */
+template <bool CG> static __host__ __device__ __forceinline__ uint32_t md_ldx(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    if (CG) return __ldcg((const unsigned int *)p);
+#endif
+    return ld32(p);
+}
 struct md_act_iq2 {
     int q[4][8]; /* sub-blocks 4h..4h+3 */
     float d;
@@ -104,31 +113,35 @@ struct md_act_q4k {
     int bs0, bs1;     /* their bsums pairs */
     float d;
 };
+template <bool CG = false>
 static __host__ __device__ __forceinline__ void md_load_act_q4k(const uint8_t *xb, int c, md_act_q4k *a) {
-    a->d = *(const float *)xb;
+    const uint32_t dw = md_ldx<CG>(xb);
+    memcpy(&a->d, &dw, 4);
     MV_UNROLL
     for (int w = 0; w < 8; w++) {
-        a->x0[w] = (int)ld32(xb + 4 + 64 * c + 4 * w);
-        a->x1[w] = (int)ld32(xb + 4 + 64 * c + 32 + 4 * w);
+        a->x0[w] = (int)md_ldx<CG>(xb + 4 + 64 * c + 4 * w);
+        a->x1[w] = (int)md_ldx<CG>(xb + 4 + 64 * c + 32 + 4 * w);
     }
-    const int16_t *bs = (const int16_t *)(xb + 260);
-    a->bs0 = (int)bs[4 * c] + (int)bs[4 * c + 1];
-    a->bs1 = (int)bs[4 * c + 2] + (int)bs[4 * c + 3];
+    const uint32_t b0 = md_ldx<CG>(xb + 260 + 8 * c), b1 = md_ldx<CG>(xb + 264 + 8 * c); /* bsums 4c..4c+3 */
+    a->bs0 = (int)(int16_t)(b0 & 0xffffu) + (int)(int16_t)(b0 >> 16);
+    a->bs1 = (int)(int16_t)(b1 & 0xffffu) + (int)(int16_t)(b1 >> 16);
 }
 struct md_act_q2k {
     int q[4][4]; /* plane j: q8[128h + 32j + 16s .. +16) */
     int bs[4];   /* bsums[8h + 2j + s] */
     float d;
 };
+template <bool CG = false>
 static __host__ __device__ __forceinline__ void md_load_act_q2k(const uint8_t *xb, int i, md_act_q2k *a) {
     const int h = i >> 1, s = i & 1;
-    a->d = *(const float *)xb;
-    const int16_t *bs = (const int16_t *)(xb + 260);
+    const uint32_t dw = md_ldx<CG>(xb);
+    memcpy(&a->d, &dw, 4);
     MV_UNROLL
     for (int j = 0; j < 4; j++) {
         MV_UNROLL
-        for (int w = 0; w < 4; w++) a->q[j][w] = (int)ld32(xb + 4 + 128 * h + 32 * j + 16 * s + 4 * w);
-        a->bs[j] = bs[8 * h + 2 * j + s];
+        for (int w = 0; w < 4; w++) a->q[j][w] = (int)md_ldx<CG>(xb + 4 + 128 * h + 32 * j + 16 * s + 4 * w);
+        const uint32_t bw = md_ldx<CG>(xb + 260 + 4 * (4 * h + j)); /* bsums 8h+2j, 8h+2j+1 */
+        a->bs[j] = (int)(int16_t)(s ? bw >> 16 : bw & 0xffffu);
     }
 }
 

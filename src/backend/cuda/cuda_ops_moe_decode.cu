@@ -268,11 +268,15 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
     const int e = __ldg(p.ids + s);
     const bool ok = e >= 0 && e < p.n_expert;
     const uint8_t *wb = p.down + (ok ? (long long)e * p.dn_expert_bytes : 0);
-    int4 va[md_cpl(RB)], vb[md_cpl(RB)];
-    md_zero<RB>(va), md_zero<RB>(vb);
+    /* rows in flight per warp: DEPTH (Q2_K rows are small: three, ~48 KB per SM) */
+    constexpr int DEPTH = F == MD_DN_Q2K ? 3 : 2;
+    int4 v[DEPTH][md_cpl(RB)];
     int r = r0 + j;
-    if (ok && r < r1) md_ldg_row<RB>(wb + (long long)r * RB, lane, va);
-    if (ok && r + wps < r1) md_ldg_row<RB>(wb + (long long)(r + wps) * RB, lane, vb);
+#pragma unroll
+    for (int d = 0; d < DEPTH; d++) {
+        md_zero<RB>(v[d]);
+        if (ok && r + d * wps < r1) md_ldg_row<RB>(wb + (long long)(r + d * wps) * RB, lane, v[d]);
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* launched as a programmatic dependent of the gate/up kernel: the weight rows above do not
      * depend on it, the mids below do (a no-op in an ordinary launch) */
@@ -281,17 +285,20 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
     const uint8_t *xb = p.midq + (size_t)s * (MD_IN_DN / 256) * 292 + 292 * (lane >> 2);
     md_dn_act a;
     if (F == MD_DN_Q2K)
-        md_load_act_q2k(xb, lane & 3, &a.q2);
+        md_load_act_q2k<true>(xb, lane & 3, &a.q2);
     else
-        md_load_act_q4k(xb, lane & 3, &a.q4);
+        md_load_act_q4k<true>(xb, lane & 3, &a.q4);
     const float nanv = __int_as_float(0x7fc00000);
     for (; r < r1; r += wps) {
         __syncwarp();
-        if (ok) md_sts_row<RB>(buf, lane, va);
+        if (ok) md_sts_row<RB>(buf, lane, v[0]);
         __syncwarp();
 #pragma unroll
-        for (int i = 0; i < md_cpl(RB); i++) va[i] = vb[i];
-        if (ok && r + 2 * wps < r1) md_ldg_row<RB>(wb + (long long)(r + 2 * wps) * RB, lane, vb);
+        for (int d = 0; d + 1 < DEPTH; d++)
+#pragma unroll
+            for (int i = 0; i < md_cpl(RB); i++) v[d][i] = v[d + 1][i];
+        if (ok && r + DEPTH * wps < r1)
+            md_ldg_row<RB>(wb + (long long)(r + DEPTH * wps) * RB, lane, v[DEPTH - 1]);
         const float y = ok ? md_dn_dot<F>(buf, lane, a) : nanv;
         if (lane == 0) {
             ys[s * maxr + (r - r0)] = y;
