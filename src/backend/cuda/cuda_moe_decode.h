@@ -58,8 +58,9 @@ typedef struct dsv4_cuda_moe_dec_args {
     int no_pdl; /* launch the down kernel as an ordinary launch even where PDL is available */
 } dsv4_cuda_moe_dec_args;
 
-/* DSV4_OK when dsv4_cuda_moe_decode takes these arguments, else DSV4_ERR_UNSUPPORTED (reason in
- * err) or DSV4_ERR_INVALID. Launches nothing. */
+/* DSV4_OK when dsv4_cuda_moe_decode takes these types, shapes and tensors (the scratch pointers
+ * are not looked at), else DSV4_ERR_UNSUPPORTED (reason in err) or DSV4_ERR_INVALID. Launches
+ * nothing. */
 dsv4_status dsv4_cuda_moe_dec_check(const dsv4_cuda_moe_dec_ctx *ctx, const dsv4_cuda_moe_dec_args *a,
                                     dsv4_error *err);
 /* Two launches on stream: out[d] = sum over slots s (in order) of W_down[ids[s]][d] . Q8_K(mid_s),

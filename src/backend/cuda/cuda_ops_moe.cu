@@ -226,7 +226,9 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
                                  const uint8_t *gd, const uint8_t *ud, const uint8_t *dd, const float *x,
                                  const int32_t *sel, const float *weights, uint32_t k, float clamp,
                                  float *out, dsv4_error *err) {
-    if (!c->moe_dec_ready || !moe_decode_fused_enabled() || moe_decode_is("old") || k > 0x3fffffff)
+    /* DSV4_CUDA_MATVEC=generic (CPU-order products) excludes it as it excludes the tuned matvec */
+    if (!c->moe_dec_ready || c->generic_only || !moe_decode_fused_enabled() || moe_decode_is("old") ||
+        k > 0x3fffffff)
         return DSV4_ERR_UNSUPPORTED;
     dsv4_cuda_moe_dec_args a;
     memset(&a, 0, sizeof a);
@@ -235,8 +237,7 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
     a.n_embd = (int64_t)gate->ne[0], a.n_ff = (int64_t)gate->ne[1], a.n_expert = (int64_t)gate->ne[2];
     a.ids = sel, a.weights = weights, a.k = (int)k, a.x = x, a.clamp = clamp, a.out = out;
     a.no_pdl = moe_decode_is("nopdl");
-    a.mid = (float *)1, a.midq = (void *)4; /* placeholders for the shape check (no scratch yet) */
-    uint64_t grb = 0, drb = 0;              /* the kernels assume packed rows and experts */
+    uint64_t grb = 0, drb = 0; /* the kernels assume packed rows and experts */
     if (down->ne[1] != gate->ne[0] || !dsv4_type_row_bytes(gate->type, gate->ne[0], &grb) ||
         grb != gate->row_bytes || !dsv4_type_row_bytes(down->type, down->ne[0], &drb) ||
         drb != down->row_bytes)

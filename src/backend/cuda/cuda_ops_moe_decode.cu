@@ -382,10 +382,9 @@ extern "C" dsv4_status dsv4_cuda_moe_dec_check(const dsv4_cuda_moe_dec_ctx *ctx,
         a->n_expert < 1 || a->n_expert > INT_MAX)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: k=%d of %lld experts", a->k,
                          (long long)a->n_expert);
-    if (!a->gate || !a->up || !a->down || !a->ids || !a->weights || !a->x || !a->out || !a->mid || !a->midq)
+    if (!a->gate || !a->up || !a->down || !a->ids || !a->weights || !a->x || !a->out)
         return dsv4_fail(err, DSV4_ERR_INVALID, "moe decode: NULL device pointer");
-    if ((((uintptr_t)a->gate | (uintptr_t)a->up | (uintptr_t)a->down) & 15) != 0 ||
-        ((uintptr_t)a->midq & 3) != 0)
+    if ((((uintptr_t)a->gate | (uintptr_t)a->up | (uintptr_t)a->down) & 15) != 0)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe decode: expert tensors must be 16-byte aligned");
     if (md_gu_smem(fg) > ctx->smem_optin)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
@@ -427,6 +426,8 @@ extern "C" dsv4_status dsv4_cuda_moe_decode(const dsv4_cuda_moe_dec_ctx *ctx, co
                                             struct CUstream_st *stream, dsv4_error *err) {
     const dsv4_status st = dsv4_cuda_moe_dec_check(ctx, a, err);
     if (st != DSV4_OK) return st;
+    if (!a->mid || !a->midq || ((uintptr_t)a->midq & 3) != 0)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "moe decode: scratch missing or midq not 4-byte aligned");
     const int fg = md_gu_format(a->gate_type), fd = md_dn_format(a->down_type);
     md_params p;
     memset(&p, 0, sizeof p);
