@@ -145,7 +145,7 @@ static __host__ __device__ __forceinline__ void md_load_act_q2k(const uint8_t *x
     }
 }
 
-/* ---- row units: sr = the row's bytes (16-byte aligned, readable 16 bytes past the row end) ---- */
+/* ---- row units: sr = the row's bytes (16-byte aligned) ---- */
 
 /* Byte offset of entry ((x >> SH) & (MASK)) of a table whose entries are 1 << LG bytes apart:
  * one shift and one AND (the shifts are compile-time constants). */
@@ -161,12 +161,15 @@ template <int LG>
 static __host__ __device__ __forceinline__ int md_iq2_half(const uint8_t *sr, int b, int h,
                                                            const md_act_iq2 &a, const uint8_t *TG,
                                                            const uint8_t *TS, uint32_t loff) {
-    const int o = 66 * b + 2 + 32 * h;
-    const uint8_t *wb = sr + (o & ~3);
+    /* the 32 qs bytes start at o (2-byte aligned); read 9 words from st = o - 2 or o - 4 (the word
+     * below when o is aligned): then the 32 lanes' first words fall in 32 distinct banks and the
+     * last word read is the row's last */
+    const int o = 66 * b + 2 + 32 * h, st = (66 * b + 32 * h) & ~3;
+    const uint8_t *wb = sr + st;
     uint32_t W[9];
     MV_UNROLL
     for (int k = 0; k < 9; k++) W[k] = ld32(wb + 4 * k);
-    const unsigned sh = (o & 2) ? 16u : 0u;
+    const unsigned sh = 8u * (unsigned)(o - st); /* 16 or 32 (funnel shift clamps: the high word) */
     int acc = 0;
     MV_UNROLL
     for (int j = 0; j < 4; j++) {
