@@ -16,7 +16,8 @@
  * (cudaMemcpy D2D of 1 GiB, read + write counted).
  * Checks of the new path (debug outputs of the kernels), against the quant module and the CPU backend:
  *   - gate/up rows and down rows (per slot) vs quant_dot_*: |y - ref| <= 1e-5 S + (n_blocks+8) 2^-24 S,
- *     S = sum over superblocks of |scale part| + |min part| (IQ2_XXS: |term|);
+ *     S = sum over superblocks of |scale part| + |min part| (IQ2_XXS: |term|); the count of rows
+ *     bit-equal to quant_dot_* is printed (the kernels add in the CPU's order: all of them);
  *   - the mids vs the mid expression on the CPU (cpu_silu; 1e-6 relative, bitwise count printed),
  *     the mid Q8_K blocks == quant_act_q8_k of the device mids (bitwise), the output == the slot sum
  *     of the per-slot down rows in slot order (bitwise);
@@ -336,17 +337,21 @@ static void check_set(bench_case *c, int set, dsv4_backend *cpu, cudaStream_t st
     quant_act_q8_k(x, xq, EMBD);
     char msg[1024];
     /* gate / up rows */
-    int bad = 0;
+    int bad = 0, same = 0;
     double worst = 0;
     for (int s = 0; s < K; s++)
         for (int r = 0; r < FF; r++)
             for (int h = 0; h < 2; h++) {
                 const uint8_t *row = (h ? hu : hg) + c->geb * s + grb * r;
-                const double ref = ref_dot(c->tg, row, xq, EMBD), S = row_S(c->tg, row, xq, EMBD);
+                const float reff = ref_dot(c->tg, row, xq, EMBD);
+                const double ref = reff, S = row_S(c->tg, row, xq, EMBD);
                 bad += !within(gu[2 * (s * FF + r) + h], ref, S, EMBD / 256, &worst);
+                same += memcmp(&gu[2 * (s * FF + r) + h], &reff, 4) == 0;
             }
-    snprintf(msg, sizeof msg, "set %d: %d gate/up rows vs quant_dot: %d out of bound (worst |y-ref|/S %.2e)",
-             set, 2 * K * FF, bad, worst);
+    snprintf(msg, sizeof msg,
+             "set %d: %d gate/up rows vs quant_dot: %d out of bound (worst |y-ref|/S %.2e), %d bitwise equal "
+             "(the CPU's order: all expected)",
+             set, 2 * K * FF, bad, worst, same);
     report(bad == 0, msg);
     /* mids: the mid expression on the CPU from the device's g and u */
     int mid_diff = 0, mid_bad = 0;
@@ -374,22 +379,27 @@ static void check_set(bench_case *c, int set, dsv4_backend *cpu, cudaStream_t st
              mq_bad, nb);
     report(mq_bad == 0, msg);
     /* down rows per slot, and the slot sum */
-    bad = 0, worst = 0;
+    bad = 0, worst = 0, same = 0;
     int sum_bad = 0;
     for (int r = 0; r < EMBD; r++) {
         float acc = 0.0f;
         for (int s = 0; s < K; s++) {
             const uint8_t *row = hd + c->deb * s + drb * r;
             const dsv4_q8_k *xs = (const dsv4_q8_k *)(mq + (size_t)s * (FF / 256) * QK_BYTES);
-            const double ref = ref_dot(c->td, row, xs, FF), S = row_S(c->td, row, xs, FF);
+            const float reff = ref_dot(c->td, row, xs, FF);
+            const double ref = reff, S = row_S(c->td, row, xs, FF);
             bad += !within(y[(size_t)s * EMBD + r], ref, S, FF / 256, &worst);
+            same += memcmp(&y[(size_t)s * EMBD + r], &reff, 4) == 0;
             volatile float a2 = acc + y[(size_t)s * EMBD + r];
             acc = a2;
         }
         sum_bad += memcmp(&acc, &out_h[r], 4) != 0;
     }
-    snprintf(msg, sizeof msg, "set %d: %d down rows vs quant_dot: %d out of bound (worst |y-ref|/S %.2e)",
-             set, K * EMBD, bad, worst);
+    snprintf(
+        msg, sizeof msg,
+        "set %d: %d down rows vs quant_dot: %d out of bound (worst |y-ref|/S %.2e), %d bitwise equal (all "
+        "expected)",
+        set, K * EMBD, bad, worst, same);
     report(bad == 0, msg);
     snprintf(msg, sizeof msg, "set %d: output == slot-ordered sum of the down rows: %d of %d differ", set,
              sum_bad, EMBD);

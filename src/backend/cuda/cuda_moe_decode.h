@@ -2,12 +2,14 @@
  * the mid in the first, down + slot sum in the second. Plain C API: device pointers, one stream,
  * no host sync and no allocation in the launch path (CUDA Graph capturable).
  *
- * Numerics: the same as the 5-launch fused path (cuda_ops_moe.cu moe_decode_fused) except for
- * the float order of each row's sum over superblocks: x and the mids are quantized by the same
- * Q8_K unit (bit-exact with quant_act_q8_k), integer block sums are exact, each superblock's float
- * term is formed as the CPU forms it, the superblock terms are added in a fixed butterfly (the
- * same bits every run, whatever else is in the launch), the mid expression is moe_mid_q8k_kernel's
- * and the slots are summed in slot order from 0.0f as moe_sum_kernel does.
+ * Numerics: the CPU's (backend/cpu/cpu_moe.c), operation for operation: x and the mids are
+ * quantized by the Q8_K unit (bit-exact with quant_act_q8_k), integer block sums are exact, each
+ * superblock's float term is formed as the CPU forms it and the terms of a row are added in the
+ * CPU's sequential order, so every gate/up/down row equals quant_dot_* bit for bit; the mid
+ * expression is moe_mid_q8k_kernel's (the device SiLU uses a correctly rounded exp, glibc's expf
+ * is off by an ulp in rare cases) and the slots are summed in slot order from 0.0f. The 5-launch
+ * path (cuda_ops_moe.cu moe_decode_fused) adds superblock terms in another order, so the two
+ * differ in the last bits. Deterministic: a row depends only on its own bytes and activations.
  *
  * Taken shapes (else DSV4_ERR_UNSUPPORTED, nothing launched): gate/up IQ2_XXS or Q4_K with
  * in = n_embd = 4096, down Q2_K or Q4_K with in = n_ff = 2048, n_ff a multiple of 256, k <= 12,

@@ -8,8 +8,8 @@
  *   Q2_K: lane = (b = lane/4, i = lane%4): qs[16i, 16i+16) x 4 bit planes (4 sub-blocks of 16).
  * A unit returns the lane's integer partial sums of its superblock (exact); the kernel adds the
  * partials of the lanes of one superblock with integer shuffles, so every superblock's float term
- * is formed exactly as the CPU forms it (quant/dot_scalar.c); only the sum over superblocks (a
- * fixed butterfly) differs from the CPU's sequential order.
+ * is formed exactly as the CPU forms it (quant/dot_scalar.c), and the terms are added in the
+ * CPU's order (md_seq_sum): a row equals quant_dot_* bit for bit.
  *
  * IQ2_XXS decode: one 32-bit PRMT selector per grid entry (nibble k = 0/1/2 for the grid byte
  * 8/25/43 of element k) OR one 32-bit sign selector per 7-bit sign index (nibble k gets 4 when
@@ -143,6 +143,21 @@ static __host__ __device__ __forceinline__ void md_load_act_q2k(const uint8_t *x
         const uint32_t bw = md_ldx<CG>(xb + 260 + 4 * (4 * h + j)); /* bsums 8h+2j, 8h+2j+1 */
         a->bs[j] = (int)(int16_t)(s ? bw >> 16 : bw & 0xffffu);
     }
+}
+
+/* The row value from its superblock terms t[0..NT) (16-byte aligned): the CPU's order, a
+ * sequential sum from 0.0f (quant/dot_scalar.c), so a row equals quant_dot_* bit for bit. */
+template <int NT> static __host__ __device__ __forceinline__ float md_seq_sum(const float *t) {
+    float acc = 0.0f;
+    MV_UNROLL
+    for (int b = 0; b < NT; b += 4) {
+        const float4 q = *(const float4 *)(t + b);
+        acc += q.x;
+        acc += q.y;
+        acc += q.z;
+        acc += q.w;
+    }
+    return acc;
 }
 
 /* ---- row units: sr = the row's bytes (16-byte aligned) ---- */

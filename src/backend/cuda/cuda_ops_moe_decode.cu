@@ -18,8 +18,10 @@
  *  - IQ2_XXS: grid and sign selectors (cuda_moe_decode_units.cuh) in 32 lane copies (48 KB per
  *    CTA, one per SM): each lookup is one conflict-free LDS.32, and per 8 weights the decode is
  *    2 LDS + OR + 2 PRMT + SHF + 2 dp4a (no sign masks, no dp4a for the negative part).
- * Deterministic: each row's value depends only on its own bytes and activations (fixed lane
- * slices, integer partials combined exactly, a fixed butterfly over superblocks). */
+ * Numerics: the CPU's. A lane group's integer partials of a superblock are added exactly (integer
+ * shuffles), the superblock's float term is the CPU's, and the terms meet in per-warp slots and
+ * are added in the CPU's order: every row equals quant_dot_* bit for bit (deterministic, whatever
+ * else is in the launch). */
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <string.h>
@@ -53,8 +55,11 @@ __host__ __device__ constexpr int md_dn_rb(int f) {
     return f == MD_DN_Q2K ? MD_IN_DN / 256 * 84 : MD_IN_DN / 256 * 144;
 }
 __host__ __device__ constexpr int md_cpl(int rb) { return (rb / 16 + 31) / 32; }
+/* per-warp buffers: the staged rows, 16 spare bytes, 16 term slots per row */
+__host__ __device__ constexpr int md_gu_wbuf(int f) { return 2 * md_gu_rb(f) + 16 + 2 * 64; }
+__host__ __device__ constexpr int md_dn_wbuf(int f) { return md_dn_rb(f) + 16 + 64; }
 __host__ __device__ constexpr int md_gu_smem(int f) {
-    return (f == MD_GU_IQ2 ? MD_TAB_BYTES : 0) + MD_XQ_BYTES + MDA_WARPS * (2 * md_gu_rb(f) + 16);
+    return (f == MD_GU_IQ2 ? MD_TAB_BYTES : 0) + MD_XQ_BYTES + MDA_WARPS * md_gu_wbuf(f);
 }
 
 struct md_params {
@@ -92,10 +97,12 @@ template <int RB> static __device__ __forceinline__ void md_zero(int4 (&v)[md_cp
     for (int i = 0; i < md_cpl(RB); i++) v[i] = make_int4(0, 0, 0, 0);
 }
 
-/* Float butterfly over the lanes (xor first..16): the same sum in every lane (a + b == b + a). */
-static __device__ __forceinline__ float md_fly(float v, int first) {
-    for (int o = first; o < 32; o <<= 1) v += __shfl_xor_sync(MD_FULL, v, o);
-    return v;
+/* The superblock terms meet in the warp's term slots (16-byte aligned, 16 floats) and every lane
+ * adds them in the CPU's order (md_seq_sum). The slots are rewritten only after the loop-top
+ * __syncwarp of the next task. */
+template <int NT> static __device__ __forceinline__ float md_terms_sum(float *tsm) {
+    __syncwarp();
+    return md_seq_sum<NT>(tsm);
 }
 static __device__ __forceinline__ int md_isum4(int v) {
     v += __shfl_xor_sync(MD_FULL, v, 1);
@@ -109,12 +116,14 @@ struct md_gu_act {
 };
 template <int F>
 static __device__ __forceinline__ float md_gu_dot(const uint8_t *sr, int lane, const md_gu_act &a,
-                                                  const uint8_t *TG, const uint8_t *TS) {
+                                                  const uint8_t *TG, const uint8_t *TS, float *tsm) {
     if (F == MD_GU_IQ2) {
         const int b = lane >> 1;
         int part = md_iq2_half<7>(sr, b, lane & 1, a.iq2, TG, TS, 4u * (uint32_t)lane);
         part += __shfl_xor_sync(MD_FULL, part, 1);
-        return 0.125f * md_fly(md_iq2_term(sr, b, a.iq2.d, part), 2);
+        const float t = md_iq2_term(sr, b, a.iq2.d, part);
+        if ((lane & 1) == 0) tsm[b] = t;
+        return 0.125f * md_terms_sum<16>(tsm);
     } else {
         const int b = lane >> 2, c = lane & 3;
         int is0, sm0, is1, sm1;
@@ -123,7 +132,8 @@ static __device__ __forceinline__ float md_gu_dot(const uint8_t *sr, int lane, c
         is0 = md_isum4(is0), sm0 = md_isum4(sm0), is1 = md_isum4(is1), sm1 = md_isum4(sm1);
         const float t0 = md_k_term(md_q4k_dm(sr, b), a.q4[0].d, is0, sm0);
         const float t1 = md_k_term(md_q4k_dm(sr, b + 8), a.q4[1].d, is1, sm1);
-        return md_fly(t0 + t1, 4);
+        if (c == 0) tsm[b] = t0, tsm[b + 8] = t1;
+        return md_terms_sum<16>(tsm);
     }
 }
 struct md_dn_act {
@@ -131,7 +141,8 @@ struct md_dn_act {
     md_act_q4k q4;
 };
 template <int F>
-static __device__ __forceinline__ float md_dn_dot(const uint8_t *sr, int lane, const md_dn_act &a) {
+static __device__ __forceinline__ float md_dn_dot(const uint8_t *sr, int lane, const md_dn_act &a,
+                                                  float *tsm) {
     const int b = lane >> 2, i = lane & 3;
     int is, sm;
     uint32_t dm;
@@ -146,7 +157,9 @@ static __device__ __forceinline__ float md_dn_dot(const uint8_t *sr, int lane, c
         d = a.q4.d;
     }
     is = md_isum4(is), sm = md_isum4(sm);
-    return md_fly(md_k_term(dm, d, is, sm), 4);
+    const float t = md_k_term(dm, d, is, sm);
+    if (i == 0) tsm[b] = t;
+    return md_terms_sum<8>(tsm);
 }
 
 /* ---- kernel 1: gate + up rows, mid, Q8_K of each finished mid block ---- */
@@ -156,7 +169,8 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
     uint32_t *tab = (uint32_t *)smem;
     uint8_t *xq = smem + TABB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    uint8_t *buf = xq + MD_XQ_BYTES + warp * (2 * RB + 16);
+    uint8_t *buf = xq + MD_XQ_BYTES + warp * md_gu_wbuf(F);
+    float *tsm = (float *)(buf + 2 * RB + 16); /* gate terms, then up terms */
     const int nw = gridDim.x * MDA_WARPS, total = p.k * p.ff;
     const int my_id = lane < p.k ? __ldg(p.ids + lane) : -1; /* lane s: the id of slot s */
     int4 vg[md_cpl(RB)], vu[md_cpl(RB)];
@@ -229,8 +243,8 @@ template <int F> __global__ void __launch_bounds__(MDA_THREADS, 1) md_gate_up_ke
         const bool okn = haven && issue(tn); /* the next pair streams while this one is decoded */
         float g = nanv, u = nanv;
         if (ok) {
-            g = md_gu_dot<F>(buf, lane, a, TG, TS);
-            u = md_gu_dot<F>(buf + RB, lane, a, TG, TS);
+            g = md_gu_dot<F>(buf, lane, a, TG, TS, tsm);
+            u = md_gu_dot<F>(buf + RB, lane, a, TG, TS, tsm + 16);
         }
         retire();
         const int s = t / p.ff;
@@ -263,7 +277,8 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
     const int r1 = (int)((long long)p.embd * (blockIdx.x + 1) / gridDim.x);
     const int maxr = (p.embd + gridDim.x - 1) / gridDim.x;
     float *ys = (float *)smem;
-    uint8_t *buf = smem + (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + warp * (RB + 16);
+    uint8_t *buf = smem + (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + warp * md_dn_wbuf(F);
+    float *tsm = (float *)(buf + RB + 16);
     const int s = warp / wps, j = warp - s * wps;
     const int e = __ldg(p.ids + s);
     const bool ok = e >= 0 && e < p.n_expert;
@@ -299,7 +314,7 @@ __global__ void __launch_bounds__(MDB_THREADS, 2) md_down_kernel(const md_params
             for (int i = 0; i < md_cpl(RB); i++) v[d][i] = v[d + 1][i];
         if (ok && r + DEPTH * wps < r1)
             md_ldg_row<RB>(wb + (long long)(r + DEPTH * wps) * RB, lane, v[DEPTH - 1]);
-        const float y = ok ? md_dn_dot<F>(buf, lane, a) : nanv;
+        const float y = ok ? md_dn_dot<F>(buf, lane, a, tsm) : nanv;
         if (lane == 0) {
             ys[s * maxr + (r - r0)] = y;
             if (p.y_debug) p.y_debug[(size_t)s * p.embd + r] = y;
@@ -403,8 +418,7 @@ static cudaError_t md_launch(const dsv4_cuda_moe_dec_ctx *ctx, const md_params &
     int grid = 2 * ctx->sm_count;
     if (grid > p.embd) grid = p.embd;
     const int maxr = (p.embd + grid - 1) / grid;
-    const size_t smem =
-        (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + (size_t)p.k * wps * (md_dn_rb(FD) + 16);
+    const size_t smem = (((size_t)p.k * maxr * 4 + 15) & ~(size_t)15) + (size_t)p.k * wps * md_dn_wbuf(FD);
     if (!pdl) {
         md_down_kernel<FD><<<grid, p.k * wps * 32, smem, st>>>(p, wps);
         return cudaGetLastError();
