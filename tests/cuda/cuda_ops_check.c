@@ -478,7 +478,7 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
            n == 1 ? "unfused" : "generic", tr * 1e3, tr / tg, differ, ys);
     c->fails += differ != 0;
     c->checks++;
-    if (n == 1) { /* the 2-launch decode path against the 5-launch one: another float order per row */
+    if (n == 1) { /* the 2-launch decode path against the 5-launch one: timing, sanity of the values */
         setenv("DSV4_CUDA_MOE_DECODE", "old", 1);
         const double to = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, 200);
         unsetenv("DSV4_CUDA_MOE_DECODE");
@@ -496,10 +496,13 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
                 d3 += memcmp(&a[i], &b[i], 4) != 0;
             }
         }
-        const bool bad = !(to > 0 && tn > 0) || !(maxd <= 1e-5 * (maxr > 0 ? maxr : 1));
+        /* the 2-launch path's rows are the CPU's bits (its accuracy: the `moe bitwise` lines); the
+         * 5-launch one adds superblock terms in a tree, and a last-bit difference in g or u can move a
+         * mid to the next Q8_K code (~1e-4 of max|out|): only a gross difference fails here */
+        const bool bad = !(to > 0 && tn > 0) || !(maxd <= 1e-3 * (maxr > 0 ? maxr : 1));
         printf(
             "%s moe decode timing %s/%s k=%u: 2-launch %.2f us, 5-launch (DSV4_CUDA_MOE_DECODE=old) %.2f us "
-            "(%.2fx); max|d| %.3g of max|old| %.3g (<= 1e-5), %zu of %zu differ bitwise\n",
+            "(%.2fx); max|d| %.3g of max|old| %.3g (<= 1e-3), %zu of %zu differ bitwise\n",
             bad ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
             dsv4_type_name(L->ffn_down_exps.type), K, tn * 1e6, to * 1e6, to / tn, maxd, maxr, d3, ys);
         c->fails += bad;
