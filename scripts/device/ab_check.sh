@@ -5,7 +5,10 @@
 # and once in chunks of 128 (the prefill path), with the default paths and with each switch
 # (README "Runtime switches"; docs/PATHS.md). Each pair of dumps must be byte-identical.
 # Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design),
-# DSV4_CUDA_ATTN=exact (the fast attention sums in another order by design; tests/cuda says by how much).
+# DSV4_CUDA_ATTN=exact (the fast attention sums in another order by design; tests/cuda says by how much),
+# and DSV4_CUDA_MOE_DECODE=old / DSV4_CUDA_MOE_DECODE_FUSED=0 against the default (the 2-launch decode MoE
+# adds each row's superblock terms in another order); the 5-launch vs 7-launch pair is compared with
+# DSV4_CUDA_MOE_DECODE=old set for both (chunk 1, after the switch loop).
 # Results in $OUT (default ./ab-out)/ab_check.txt.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,7 +17,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-ab; mkdir -p "$W"
 S="$OUT/ab_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0}"
+SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE=nopdl DSV4_CUDA_HC_FAST=0}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 m="$W/flash4.gguf"
 [ -s "$m" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$m" >/dev/null || { say "FAIL synth"; exit 1; }
@@ -29,6 +32,13 @@ for chunk in 1 128; do
     if cmp -s "$W/d.$chunk.default.bin" "$W/d.$chunk.$sw.bin"; then say "ok   chunk $chunk: default == $sw (byte-identical)"
     else say "FAIL chunk $chunk: default != $sw"; fails=$((fails+1)); fi
   done
+  if [ "$chunk" = 1 ] && [ -z "${AB_SWITCHES:-}" ]; then
+    tag=old; dump DSV4_CUDA_MOE_DECODE=old && tag=old_unfused && dump DSV4_CUDA_MOE_DECODE=old DSV4_CUDA_MOE_DECODE_FUSED=0
+    if [ $? -ne 0 ]; then say "FAIL chunk 1 $tag: $(tail -1 "$OUT/1.$tag.err")"; fails=$((fails+1))
+    elif cmp -s "$W/d.1.old.bin" "$W/d.1.old_unfused.bin"; then
+      say "ok   chunk 1: DSV4_CUDA_MOE_DECODE=old == + DSV4_CUDA_MOE_DECODE_FUSED=0 (byte-identical)"
+    else say "FAIL chunk 1: DSV4_CUDA_MOE_DECODE=old != + DSV4_CUDA_MOE_DECODE_FUSED=0"; fails=$((fails+1)); fi
+  fi
   say "chunk $chunk default counters: $(grep -E '^fusion |^decode steps|^attention:' "$OUT/$chunk.default.err" | tr '\n' ' ')"
 done
 say "ab_check: $fails failure(s)"

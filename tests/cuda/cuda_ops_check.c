@@ -507,8 +507,14 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
     float *dy = dcopy(c, a, (size_t)n * E * 4), *dy2 = dcopy(c, a, (size_t)n * E * 4);
     const char *env = n == 1 ? "DSV4_CUDA_MOE_DECODE_FUSED" : "DSV4_CUDA_MOE_GROUPED";
+    const char *pd = getenv("DSV4_CUDA_MOE_DECODE");
+    char saved_dec[16] = "";
+    if (pd) snprintf(saved_dec, sizeof saved_dec, "%s", pd);
+    if (n == 1) setenv("DSV4_CUDA_MOE_DECODE", "old", 1); /* the 5-launch path is the fused one here */
     const double tg = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, n == 1 ? 200 : 5);
     const double tr = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, false, n == 1 ? 200 : 2);
+    if (n == 1 && !pd) unsetenv("DSV4_CUDA_MOE_DECODE");
+    if (n == 1 && pd) setenv("DSV4_CUDA_MOE_DECODE", saved_dec, 1);
     const size_t ys = (size_t)n * E;
     size_t differ = ys;
     if (tg > 0 && tr > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
@@ -523,6 +529,36 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
            n == 1 ? "unfused" : "generic", tr * 1e3, tr / tg, differ, ys);
     c->fails += differ != 0;
     c->checks++;
+    if (n == 1) { /* the 2-launch decode path against the 5-launch one: timing, sanity of the values */
+        setenv("DSV4_CUDA_MOE_DECODE", "old", 1);
+        const double to = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, 200);
+        unsetenv("DSV4_CUDA_MOE_DECODE");
+        const double tn = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 200);
+        if (pd) setenv("DSV4_CUDA_MOE_DECODE", saved_dec, 1);
+        double maxd = 0, maxr = 0;
+        size_t d3 = ys;
+        if (to > 0 && tn > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+            GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+            d3 = 0;
+            for (size_t i = 0; i < ys; i++) {
+                const double d = fabs((double)a[i] - (double)b[i]);
+                if (!(d <= maxd)) maxd = d;
+                if (fabs((double)a[i]) > maxr) maxr = fabs((double)a[i]);
+                d3 += memcmp(&a[i], &b[i], 4) != 0;
+            }
+        }
+        /* the 2-launch path's rows are the CPU's bits (its accuracy: the `moe bitwise` lines); the
+         * 5-launch one adds superblock terms in a tree, and a last-bit difference in g or u can move a
+         * mid to the next Q8_K code (~1e-4 of max|out|): only a gross difference fails here */
+        const bool bad = !(to > 0 && tn > 0) || !(maxd <= 1e-3 * (maxr > 0 ? maxr : 1));
+        printf(
+            "%s moe decode timing %s/%s k=%u: 2-launch %.2f us, 5-launch (DSV4_CUDA_MOE_DECODE=old) %.2f us "
+            "(%.2fx); max|d| %.3g of max|old| %.3g (<= 1e-3), %zu of %zu differ bitwise\n",
+            bad ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
+            dsv4_type_name(L->ffn_down_exps.type), K, tn * 1e6, to * 1e6, to / tn, maxd, maxr, d3, ys);
+        c->fails += bad;
+        c->checks++;
+    }
     if (n >= 2) { /* the grouped path's tensor-core products (default: the wide kernels; "old": the
                    * first ones) against its scalar ones (bitwise) */
         const char *prev = getenv("DSV4_CUDA_MOE_MMA");

@@ -253,6 +253,7 @@ static void cu_destroy(void *vctx) {
     for (size_t i = 0; i < c->n_bufs; i++) cudaFree(c->bufs[i].p);
     free(c->bufs);
     if (c->mv_ready) dsv4_cuda_mv_destroy(&c->mv);
+    if (c->moe_dec_ready) dsv4_cuda_moe_dec_destroy(&c->moe_dec);
     if (c->stream) cudaStreamDestroy(c->stream);
     cudaGetLastError();
     free(c);
@@ -348,6 +349,10 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     if (st == DSV4_OK) {
         st = dsv4_cuda_mv_init(&c->mv, c->device, err);
         c->mv_ready = st == DSV4_OK;
+    }
+    if (st == DSV4_OK) {
+        st = dsv4_cuda_moe_dec_init(&c->moe_dec, c->device, err);
+        c->moe_dec_ready = st == DSV4_OK;
     }
     if (st == DSV4_OK) {
         const char *mv = getenv("DSV4_CUDA_MATVEC");

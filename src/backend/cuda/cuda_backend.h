@@ -17,6 +17,7 @@ extern "C" {
 }
 #include "backend/cuda/cuda_caps.h"
 #include "backend/cuda/cuda_matvec.h"
+#include "backend/cuda/cuda_moe_decode.h"
 
 /* Device scratch slots: an op may use its own slots and those of the helpers it calls (noted
  * per helper), never a caller's. */
@@ -74,6 +75,8 @@ typedef struct cuda_ctx {
     dsv4_cuda_caps caps;
     dsv4_cuda_mv_ctx mv;
     bool mv_ready;
+    dsv4_cuda_moe_dec_ctx moe_dec; /* one-token routed experts (cuda_ops_moe_decode.cu) */
+    bool moe_dec_ready;
     bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
     bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */

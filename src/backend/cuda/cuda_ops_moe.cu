@@ -206,10 +206,47 @@ static dsv4_status expert_products(cuda_ctx *c, const dsv4_tensor *w, const uint
                            act_stride, act_div, n * k, y, out, err);
 }
 
-/* DSV4_CUDA_MOE_DECODE_FUSED=0 turns the fused one-token path off (read on every call). */
+/* DSV4_CUDA_MOE_DECODE_FUSED=0 turns the fused one-token paths off (read on every call). */
 static bool moe_decode_fused_enabled(void) {
     const char *v = getenv("DSV4_CUDA_MOE_DECODE_FUSED");
     return !(v && strcmp(v, "0") == 0);
+}
+
+/* DSV4_CUDA_MOE_DECODE=old: the 5-launch fused path below instead of the 2-launch one
+ * (cuda_ops_moe_decode.cu); =nopdl: the 2-launch path with an ordinary launch of its down kernel
+ * (no programmatic dependent launch; same bits). Read on every call. */
+static bool moe_decode_is(const char *what) {
+    const char *v = getenv("DSV4_CUDA_MOE_DECODE");
+    return v && strcmp(v, what) == 0;
+}
+
+/* One token in two launches (cuda_moe_decode.h); DSV4_ERR_UNSUPPORTED with nothing launched for
+ * the shapes and types it does not take. */
+static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *down,
+                                 const uint8_t *gd, const uint8_t *ud, const uint8_t *dd, const float *x,
+                                 const int32_t *sel, const float *weights, uint32_t k, float clamp,
+                                 float *out, dsv4_error *err) {
+    /* DSV4_CUDA_MATVEC=generic (CPU-order products) excludes it as it excludes the tuned matvec */
+    if (!c->moe_dec_ready || c->generic_only || !moe_decode_fused_enabled() || moe_decode_is("old") ||
+        k > 0x3fffffff)
+        return DSV4_ERR_UNSUPPORTED;
+    dsv4_cuda_moe_dec_args a;
+    memset(&a, 0, sizeof a);
+    a.gate_type = gate->type, a.down_type = down->type;
+    a.gate = gd, a.up = ud, a.down = dd;
+    a.n_embd = (int64_t)gate->ne[0], a.n_ff = (int64_t)gate->ne[1], a.n_expert = (int64_t)gate->ne[2];
+    a.ids = sel, a.weights = weights, a.k = (int)k, a.x = x, a.clamp = clamp, a.out = out;
+    a.no_pdl = moe_decode_is("nopdl");
+    uint64_t grb = 0, drb = 0; /* the kernels assume packed rows and experts */
+    if (down->ne[1] != gate->ne[0] || !dsv4_type_row_bytes(gate->type, gate->ne[0], &grb) ||
+        grb != gate->row_bytes || !dsv4_type_row_bytes(down->type, down->ne[0], &drb) ||
+        drb != down->row_bytes)
+        return DSV4_ERR_UNSUPPORTED;
+    if (dsv4_cuda_moe_dec_check(&c->moe_dec, &a, err) != DSV4_OK) return DSV4_ERR_UNSUPPORTED;
+    a.mid = (float *)cu_scratch(c, CU_SLOT_MID, (size_t)k * a.n_ff * sizeof(float), err);
+    a.midq = a.mid ? cu_scratch(c, CU_SLOT_MIDQ, (size_t)k * (a.n_ff / 256) * 292, err) : NULL;
+    if (!a.midq) return DSV4_ERR_NOMEM;
+    return dsv4_cuda_moe_decode(&c->moe_dec, &a, c->stream, err);
 }
 
 /* One token, K-quant experts, tuned matvec shapes: 5 launches instead of 7, the same bits as the
@@ -277,8 +314,10 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
         cu_moe_grouped(c, gate, up, down, gd, ud, dd, x, n, sel, weights, k, clamp, out, err);
     if (gs != DSV4_ERR_UNSUPPORTED) return gs;
     if (n == 1 && c->numerics == DSV4_NUMERICS_DS4) {
-        const dsv4_status fs =
-            moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
+        dsv4_status fs = moe_decode_2l(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
+        if (fs != DSV4_ERR_UNSUPPORTED) return fs;
+        dsv4_error_clear(err);
+        fs = moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
         if (fs != DSV4_ERR_UNSUPPORTED) return fs;
         dsv4_error_clear(err);
     }
