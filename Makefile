@@ -153,7 +153,12 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
 .PHONY: cuda-tests
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
-	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check
+	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/mvw_emu_check
+# Host-only emulation of the warp-per-row Q8_0/F16 matvec against quant_dot_* (runs anywhere).
+$(BUILD)/cuda/mvw_emu_check: tests/cuda/mvw_emu_check.cu src/backend/cuda/cuda_mvw_units.cuh \
+		src/backend/cuda/cuda_mvw.h $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # Host-only emulation of the tensor-core grouped MoE products against quant_dot_* (runs anywhere).
 $(BUILD)/cuda/moe_mma_emu_check: tests/cuda/moe_mma_emu_check.cu src/backend/cuda/cuda_moe_mma.cuh \
 		src/backend/cuda/cuda_moe_grouped.cuh src/backend/cuda/cuda_gemm_q8_0_mma.cuh $(call libs_for,engine)
@@ -176,7 +181,11 @@ $(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cud
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
 bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
-	$(BUILD)/bench/cuda_prefill_f16_bench
+	$(BUILD)/bench/cuda_prefill_f16_bench $(BUILD)/bench/cuda_mvw_bench
+$(BUILD)/bench/cuda_mvw_bench: bench/kernels/cuda_mvw_bench.cu src/backend/cuda/cuda_mvw_units.cuh \
+		$(BUILD)/libcuda_backend.a $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 $(BUILD)/bench/cuda_prefill_f16_bench: bench/kernels/cuda_prefill_f16_bench.cu $(BUILD)/libcuda_backend.a \
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)
