@@ -114,9 +114,12 @@ static void check_rows(int fmt, int in, int rows) {
         const float y = mvw_emu_row(fmt, row, in, act, x);
         double S = 0.0;
         const double ex = exact_dot(fmt, row, fmt == MVW_Q8_0 ? (const void *)q : (const void *)x, in, &S);
-        const float cpu = fmt == MVW_Q8_0 ? quant_dot_q8_0(row, q, in) : quant_dot_f16((const uint16_t *)row, x, in);
-        const double ec = fabs((double)y - cpu) / (S > 0 ? S : 1.0), ee = fabs((double)y - ex) / (S > 0 ? S : 1.0);
-        EXPECT(ec <= tol_cpu && ee <= 1e-5, "%s in=%d row %d: emu %.9g cpu %.9g exact %.9g (err/S %.3g, %.3g)",
+        const float cpu =
+            fmt == MVW_Q8_0 ? quant_dot_q8_0(row, q, in) : quant_dot_f16((const uint16_t *)row, x, in);
+        const double ec = fabs((double)y - cpu) / (S > 0 ? S : 1.0),
+                     ee = fabs((double)y - ex) / (S > 0 ? S : 1.0);
+        EXPECT(ec <= tol_cpu && ee <= 1e-5,
+               "%s in=%d row %d: emu %.9g cpu %.9g exact %.9g (err/S %.3g, %.3g)",
                fmt == MVW_Q8_0 ? "Q8_0" : "F16", in, r, (double)y, (double)cpu, ex, ec, ee);
         if (ec > mc) mc = ec;
         if (ee > me) me = ee;
@@ -174,7 +177,8 @@ static void check_exact(void) {
 }
 
 /* Every row of every segment is computed by exactly one warp, whatever the device size. */
-static void check_plan(const char *name, const int64_t *rows, const uint32_t *types, const int64_t *ins, int n) {
+static void check_plan(const char *name, const int64_t *rows, const uint32_t *types, const int64_t *ins,
+                       int n) {
     dsv4_cuda_mvw_seg segs[DSV4_CUDA_MVW_MAX_SEGS];
     memset(segs, 0, sizeof segs);
     for (int s = 0; s < n; s++) {
@@ -223,14 +227,17 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
                (long long)covered, (long long)total, (long long)bad);
         int nonempty = 0;
         for (int s = 0; s < n; s++) nonempty += rows[s] > 0;
-        EXPECT(grid <= sms * MVW_MIN_CTAS || grid == nonempty, "%s sms=%d: grid %d exceeds one wave", name, sms,
-               grid);
+        EXPECT(grid <= sms * MVW_MIN_CTAS || grid == nonempty, "%s sms=%d: grid %d exceeds one wave", name,
+               sms, grid);
         int need = 0;
         for (int s = 0; s < n; s++)
-            if (types[s] == DSV4_TYPE_Q8_0 && ins[s] / 32 * MVW_ACT_SLOT > need) need = (int)(ins[s] / 32 * MVW_ACT_SLOT);
-        EXPECT(p.act_smem == need && smem <= 48 * 1024 && (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_PIECE_BYTES),
+            if (types[s] == DSV4_TYPE_Q8_0 && ins[s] / 32 * MVW_ACT_SLOT > need)
+                need = (int)(ins[s] / 32 * MVW_ACT_SLOT);
+        EXPECT(p.act_smem == need && smem <= 48 * 1024 &&
+                   (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_PIECE_BYTES),
                "%s: shared memory plan act %d (want %d), total %d", name, p.act_smem, need, smem);
-        if (sms == 132) printf("  plan %-28s sms=132: rows/warp %d, grid %d, smem %d B\n", name, p.rpw, grid, smem);
+        if (sms == 132)
+            printf("  plan %-28s sms=132: rows/warp %d, grid %d, smem %d B\n", name, p.rpw, grid, smem);
         for (int s = 0; s < n; s++) free(seen[s]);
     }
 }

@@ -39,9 +39,10 @@ static __device__ __forceinline__ void mvw_advance(mvw_cursor &c, int P, long lo
     }
 }
 
+/* K words per lane per piece, D pieces in flight (the piece cut is the same for every K, D). */
+template <int K, int D>
 static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_t *smem, int act_smem,
                                                    long long r0, int nr, int warp, int lane) {
-    constexpr int K = MVW_Q8_K, D = MVW_Q8_D;
     const int P = mvw_pieces(MVW_Q8_0, sg.in);
     const int total = nr * P;
     uint8_t *act = smem;
@@ -55,7 +56,8 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
 #pragma unroll
     for (int d = 0; d < D; d++)
         if (d < total) {
-            mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES, mvw_piece_words(MVW_Q8_0, sg.in, ic.p), lane);
+            mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES, mvw_piece_words(MVW_Q8_0, sg.in, ic.p),
+                         lane);
             mvw_advance(ic, P, sg.row_bytes);
         }
     mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
@@ -69,8 +71,8 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
             if (q0 + d < total) {
                 mvw_store<K>(b[d], buf, mvw_piece_words(MVW_Q8_0, sg.in, cp), lane);
                 if (q0 + d + D < total) {
-                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES, mvw_piece_words(MVW_Q8_0, sg.in, ic.p),
-                                 lane);
+                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES,
+                                 mvw_piece_words(MVW_Q8_0, sg.in, ic.p), lane);
                     mvw_advance(ic, P, sg.row_bytes);
                 }
                 __syncwarp();
@@ -102,7 +104,8 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
 #pragma unroll
     for (int d = 0; d < D; d++)
         if (d < total) {
-            mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES, mvw_piece_words(MVW_F16, sg.in, ic.p), lane);
+            mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES, mvw_piece_words(MVW_F16, sg.in, ic.p),
+                         lane);
             mvw_advance(ic, P, sg.row_bytes);
         }
     /* warm L1 with x while the weights are in flight (every warp of the CTA reads all of it) */
@@ -120,8 +123,8 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
             if (q0 + d < total) {
                 mvw_f16_consume<K>(b[d], x, cp, mvw_piece_words(MVW_F16, sg.in, cp), lane, acc);
                 if (q0 + d + D < total) {
-                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES, mvw_piece_words(MVW_F16, sg.in, ic.p),
-                                 lane);
+                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES,
+                                 mvw_piece_words(MVW_F16, sg.in, ic.p), lane);
                     mvw_advance(ic, P, sg.row_bytes);
                 }
                 if (++cp == P) {
@@ -144,8 +147,12 @@ __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mv
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     long long r0;
     const int nr = mvw_warp_rows(sg, p.rpw, local, warp, &r0);
-    if (sg.fmt == MVW_Q8_0) /* CTA-uniform: every thread reaches the staging barrier */
-        mvw_q8_rows(sg, smem, p.act_smem, r0, nr, warp, lane);
+    /* CTA-uniform branches (every thread reaches the staging barrier); rows of one short piece
+     * keep more pieces in flight */
+    if (sg.fmt == MVW_Q8_0 && sg.in <= 32 * MVW_Q8_SHORT_PB)
+        mvw_q8_rows<MVW_Q8_SHORT_K, MVW_Q8_SHORT_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
+    else if (sg.fmt == MVW_Q8_0)
+        mvw_q8_rows<MVW_Q8_K, MVW_Q8_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
     else
         mvw_f16_rows(sg, r0, nr, lane);
 }
@@ -169,20 +176,24 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     for (int s = 0; s < n_segs; s++) {
         const dsv4_cuda_mvw_seg *g = &segs[s];
         if (!mvw_ok(g->type, g->w, g->row_bytes, g->in))
-            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
-                             "dsv4_cuda_mvw: segment %d (%s, in=%lld, row_bytes=%llu): needs 16-byte aligned w "
-                             "and rows, in a multiple of %d up to %d",
-                             s, mvw_tname(g->type), (long long)g->in, (unsigned long long)g->row_bytes,
-                             g->type == DSV4_TYPE_F16 ? 8 : 256,
-                             g->type == DSV4_TYPE_F16 ? DSV4_CUDA_MVW_F16_MAX_IN : DSV4_CUDA_MVW_Q8_0_MAX_IN);
+            return dsv4_fail(
+                err, DSV4_ERR_UNSUPPORTED,
+                "dsv4_cuda_mvw: segment %d (%s, in=%lld, row_bytes=%llu): needs 16-byte aligned w "
+                "and rows, in a multiple of %d up to %d",
+                s, mvw_tname(g->type), (long long)g->in, (unsigned long long)g->row_bytes,
+                g->type == DSV4_TYPE_F16 ? 8 : 256,
+                g->type == DSV4_TYPE_F16 ? DSV4_CUDA_MVW_F16_MAX_IN : DSV4_CUDA_MVW_Q8_0_MAX_IN);
         if (!g->x || !g->y || g->rows < 0)
-            return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mvw: segment %d: x and y must be set, rows >= 0 (%lld)",
-                             s, (long long)g->rows);
+            return dsv4_fail(err, DSV4_ERR_INVALID,
+                             "dsv4_cuda_mvw: segment %d: x and y must be set, rows >= 0 (%lld)", s,
+                             (long long)g->rows);
         if (((uintptr_t)g->x & (g->type == DSV4_TYPE_F16 ? 15 : 3)) != 0)
-            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_mvw: segment %d: x must be %d-byte aligned", s,
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                             "dsv4_cuda_mvw: segment %d: x must be %d-byte aligned", s,
                              g->type == DSV4_TYPE_F16 ? 16 : 4);
         if (g->rows > INT32_MAX)
-            return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_mvw: segment %d: %lld rows", s, (long long)g->rows);
+            return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_mvw: segment %d: %lld rows", s,
+                             (long long)g->rows);
         total += g->rows;
     }
     if (total == 0) return DSV4_OK;
@@ -197,7 +208,8 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     mvw_kernel<<<grid, MVW_THREADS, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess)
-        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d rows per warp): %s",
-                         n_segs, grid, p.rpw, cudaGetErrorString(e));
+        return dsv4_fail(err, DSV4_ERR_IO,
+                         "dsv4_cuda_mvw: launch of %d segments (grid %d, %d rows per warp): %s", n_segs, grid,
+                         p.rpw, cudaGetErrorString(e));
     return DSV4_OK;
 }

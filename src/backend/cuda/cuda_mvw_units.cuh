@@ -36,6 +36,10 @@ extern "C" {
 #define MVW_Q8_PIECE_BYTES (MVW_Q8_PB * 34)
 #define MVW_Q8_K 5 /* 16-byte words per lane per piece: 136 words / 32 lanes */
 #define MVW_Q8_D 3 /* pieces in flight per warp */
+/* rows of <= 32 blocks (in <= 1024) are one piece of <= 68 words: 3 per lane, 5 pieces in flight */
+#define MVW_Q8_SHORT_PB 32
+#define MVW_Q8_SHORT_K 3
+#define MVW_Q8_SHORT_D 5
 #define MVW_F16_PE 1024
 #define MVW_F16_PIECE_BYTES (MVW_F16_PE * 2)
 #define MVW_F16_K 4 /* 128 words / 32 lanes */
@@ -130,8 +134,8 @@ static __host__ __device__ __forceinline__ mvw_seg_dev mvw_find_seg(const mvw_pa
     return sg;
 }
 /* Rows [*r0, *r0 + return) of warp `warp` in CTA `local` of a segment (0 rows: none). */
-static __host__ __device__ __forceinline__ int mvw_warp_rows(const mvw_seg_dev &sg, int rpw, int local, int warp,
-                                                             long long *r0) {
+static __host__ __device__ __forceinline__ int mvw_warp_rows(const mvw_seg_dev &sg, int rpw, int local,
+                                                             int warp, long long *r0) {
     *r0 = ((long long)local * MVW_WARPS + warp) * rpw;
     const long long left = sg.rows - *r0;
     return left <= 0 ? 0 : left < rpw ? (int)left : rpw;
@@ -224,13 +228,15 @@ static __host__ __device__ __forceinline__ float mvw_h2f(uint32_t h) {
 
 /* ---- per-lane loads and stores of one piece ---- */
 template <int K>
-static __host__ __device__ __forceinline__ void mvw_issue(int4 (&s)[K], const uint8_t *src, int words, int lane) {
+static __host__ __device__ __forceinline__ void mvw_issue(int4 (&s)[K], const uint8_t *src, int words,
+                                                          int lane) {
     MVW_UNROLL
     for (int j = 0; j < K; j++)
         if (lane + 32 * j < words) s[j] = mvw_ld16(src + 16 * (lane + 32 * j));
 }
 template <int K>
-static __host__ __device__ __forceinline__ void mvw_store(const int4 (&s)[K], uint8_t *buf, int words, int lane) {
+static __host__ __device__ __forceinline__ void mvw_store(const int4 (&s)[K], uint8_t *buf, int words,
+                                                          int lane) {
     MVW_UNROLL
     for (int j = 0; j < K; j++)
         if (lane + 32 * j < words) *(int4 *)(buf + 16 * (lane + 32 * j)) = s[j];
@@ -258,8 +264,8 @@ static __host__ __device__ __forceinline__ float mvw_q8_0_block(const uint8_t *b
     return fmaf(mvw_mul(mvw_h2f(d16), ad), (float)s, acc);
 }
 /* Lane's blocks of piece p (stored in buf): block lane -> acc[0], block lane+32 -> acc[1]. */
-static __host__ __device__ __forceinline__ void mvw_q8_decode(const uint8_t *buf, const uint8_t *act, int in, int p,
-                                                              int lane, float (&acc)[2]) {
+static __host__ __device__ __forceinline__ void mvw_q8_decode(const uint8_t *buf, const uint8_t *act, int in,
+                                                              int p, int lane, float (&acc)[2]) {
     const int nb = in / 32 - p * MVW_Q8_PB;
     const uint8_t *ap = act + (p * MVW_Q8_PB) * MVW_ACT_SLOT;
     MVW_UNROLL
@@ -318,8 +324,22 @@ static __host__ __device__ __forceinline__ float mvw_f16_total(const float (&acc
     return mvw_add(mvw_add(acc[0], acc[1]), mvw_add(acc[2], acc[3]));
 }
 
-/* ---- sequential model of one warp computing one row (host) ----
- * act: the re-laid Q8_0 activations (mvw_stage_act), x: the F16 path's f32 input. Same loads,
+/* ---- sequential model of one warp computing one row (host) ---- */
+/* Q8_0 pieces with the kernel's K words per lane: loads, stores to the piece buffer, decode. */
+template <int K>
+static inline void mvw_emu_q8_pieces(const uint8_t *row, int in, const uint8_t *act, float (&acc)[32][2]) {
+    uint8_t buf[MVW_Q8_PIECE_BYTES + 16];
+    int4 s[32][K];
+    memset(s, 0, sizeof s);
+    for (int p = 0; p < mvw_pieces(MVW_Q8_0, in); p++) {
+        const int words = mvw_piece_words(MVW_Q8_0, in, p);
+        memset(buf, 0xcd, sizeof buf); /* stale bytes must never be read */
+        for (int l = 0; l < 32; l++) mvw_issue<K>(s[l], row + (size_t)p * MVW_Q8_PIECE_BYTES, words, l);
+        for (int l = 0; l < 32; l++) mvw_store<K>(s[l], buf, words, l);
+        for (int l = 0; l < 32; l++) mvw_q8_decode(buf, act, in, p, l, acc[l]);
+    }
+}
+/* act: the re-laid Q8_0 activations (mvw_stage_act), x: the F16 path's f32 input. Same loads,
  * stores, decoders and summation order as the kernel; the butterfly is the kernel's xor shuffle sum. */
 static inline float mvw_emu_row(int fmt, const uint8_t *row, int in, const uint8_t *act, const float *x) {
     float lane_v[32];
@@ -327,21 +347,17 @@ static inline float mvw_emu_row(int fmt, const uint8_t *row, int in, const uint8
     const int P = mvw_pieces(fmt, in);
     if (fmt == MVW_Q8_0) {
         float acc[32][2];
-        uint8_t buf[MVW_Q8_PIECE_BYTES + 16];
-        int4 s[32][MVW_Q8_K];
         memset(acc, 0, sizeof acc);
-        for (int p = 0; p < P; p++) {
-            const int words = mvw_piece_words(fmt, in, p);
-            memset(buf, 0xcd, sizeof buf); /* stale bytes must never be read */
-            for (int l = 0; l < 32; l++) mvw_issue<MVW_Q8_K>(s[l], row + (size_t)p * MVW_Q8_PIECE_BYTES, words, l);
-            for (int l = 0; l < 32; l++) mvw_store<MVW_Q8_K>(s[l], buf, words, l);
-            for (int l = 0; l < 32; l++) mvw_q8_decode(buf, act, in, p, l, acc[l]);
-        }
+        if (in <= 32 * MVW_Q8_SHORT_PB) /* the kernel's short-row instance */
+            mvw_emu_q8_pieces<MVW_Q8_SHORT_K>(row, in, act, acc);
+        else
+            mvw_emu_q8_pieces<MVW_Q8_K>(row, in, act, acc);
         for (int l = 0; l < 32; l++) lane_v[l] = mvw_q8_total(acc[l]);
     } else {
         float acc[32][MVW_F16_K];
         int4 s[32][MVW_F16_K];
         memset(acc, 0, sizeof acc);
+        memset(s, 0, sizeof s);
         for (int p = 0; p < P; p++) {
             const int words = mvw_piece_words(fmt, in, p);
             for (int l = 0; l < 32; l++) {
