@@ -61,6 +61,7 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
             mvw_advance(ic, P, sg.row_bytes);
         }
     mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
+    mvw_stage_wait();
     __syncthreads();
     float acc[2] = {0.0f, 0.0f};
     int cp = 0;

@@ -182,15 +182,6 @@ static __host__ __device__ __forceinline__ float4 mvw_ldx4(const float *p) {
     return v;
 #endif
 }
-static __host__ __device__ __forceinline__ uint32_t mvw_ldx32(const uint8_t *p) {
-#ifdef __CUDA_ARCH__
-    return __ldg((const unsigned int *)p);
-#else
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-#endif
-}
 static __host__ __device__ __forceinline__ int mvw_dp4a(int a, int b, int c) {
 #ifdef __CUDA_ARCH__
     return __dp4a(a, b, c);
@@ -284,14 +275,30 @@ static __host__ __device__ __forceinline__ void mvw_act_map(int i, int *src, int
     *src = 36 * b + 4 * k;
     *dst = MVW_ACT_SLOT * b + (k == 0 ? 32 : 4 * (k - 1));
 }
+/* One 4-byte copy global -> shared: cp.async on the device, so every copy of the re-layout is in
+ * flight at once (a load + store loop would pay one L2 round trip per iteration). */
+static __host__ __device__ __forceinline__ void mvw_cp4(uint8_t *dst, const uint8_t *src) {
+#ifdef __CUDA_ARCH__
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#else
+    memcpy(dst, src, 4);
+#endif
+}
+/* Thread tid's share of the re-layout; complete after mvw_stage_wait() and a CTA barrier. */
 static __host__ __device__ __forceinline__ void mvw_stage_act(const uint8_t *x, uint8_t *act, int in, int tid,
                                                               int nthreads) {
     const int n = in / 32 * 9;
     for (int i = tid; i < n; i += nthreads) {
         int so, d;
         mvw_act_map(i, &so, &d);
-        *(uint32_t *)(act + d) = mvw_ldx32(x + so);
+        mvw_cp4(act + d, x + so);
     }
+}
+static __host__ __device__ __forceinline__ void mvw_stage_wait() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
 }
 
 /* ---- F16 ---- */
