@@ -212,7 +212,7 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
             }
             for (int wp = 0; wp < MVW_WARPS; wp++) {
                 long long r0;
-                const int nr = mvw_warp_rows(sg, p.rpw, local, wp, &r0);
+                const int nr = mvw_warp_rows(sg, local, wp, &r0);
                 for (int i = 0; i < nr; i++) {
                     if (r0 + i < 0 || r0 + i >= rows[s] || seen[s][r0 + i]) {
                         bad++;
@@ -236,8 +236,11 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
         EXPECT(p.act_smem == need && smem <= 48 * 1024 &&
                    (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_PIECE_BYTES),
                "%s: shared memory plan act %d (want %d), total %d", name, p.act_smem, need, smem);
-        if (sms == 132)
-            printf("  plan %-28s sms=132: rows/warp %d, grid %d, smem %d B\n", name, p.rpw, grid, smem);
+        if (sms == 132) {
+            printf("  plan %-30s sms=132: grid %d, smem %d B, rows/warp", name, grid, smem);
+            for (int s = 0; s < n; s++) printf(" %d", p.seg[s].rpw);
+            printf("\n");
+        }
         for (int s = 0; s < n; s++) free(seen[s]);
     }
 }

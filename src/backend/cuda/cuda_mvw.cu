@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mv
     const mvw_seg_dev sg = mvw_find_seg(p, (int)blockIdx.x, &local);
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     long long r0;
-    const int nr = mvw_warp_rows(sg, p.rpw, local, warp, &r0);
+    const int nr = mvw_warp_rows(sg, local, warp, &r0);
     /* CTA-uniform branches (every thread reaches the staging barrier); rows of one short piece
      * keep more pieces in flight */
     if (sg.fmt == MVW_Q8_0 && sg.in <= 32 * MVW_Q8_SHORT_PB)
@@ -209,8 +209,7 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     mvw_kernel<<<grid, MVW_THREADS, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess)
-        return dsv4_fail(err, DSV4_ERR_IO,
-                         "dsv4_cuda_mvw: launch of %d segments (grid %d, %d rows per warp): %s", n_segs, grid,
-                         p.rpw, cudaGetErrorString(e));
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
+                         n_segs, grid, smem, cudaGetErrorString(e));
     return DSV4_OK;
 }

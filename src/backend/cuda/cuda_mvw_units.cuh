@@ -54,12 +54,12 @@ struct mvw_seg_dev {
     float *y;
     long long row_bytes, rows;
     int in, fmt;
+    int rpw;  /* rows per warp */
     int cta0; /* first CTA of this segment */
 };
 struct mvw_params {
     mvw_seg_dev seg[DSV4_CUDA_MVW_MAX_SEGS];
     int n_segs;
-    int rpw;      /* rows per warp */
     int act_smem; /* bytes of the Q8_0 activation area at the start of shared memory */
 };
 
@@ -73,17 +73,27 @@ static inline bool mvw_ok(uint32_t type, const void *w, uint64_t row_bytes, int6
     return false;
 }
 
-/* Rows per warp: the fewest that fit every CTA into one wave of MVW_MIN_CTAS per SM (small
- * launches start all their warps at once; large ones become persistent-like streams). Fills p
- * (pointers included), the grid and the dynamic shared memory. Segments must be valid. */
+/* Natural bytes of one row (what the kernel reads of it). */
+static inline long long mvw_read_bytes(const dsv4_cuda_mvw_seg *g) {
+    return g->type == DSV4_TYPE_Q8_0 ? g->in / 32 * 34 : g->in * 2;
+}
+static inline long long mvw_rpw_for(long long budget, const dsv4_cuda_mvw_seg *g) {
+    const long long rb = mvw_read_bytes(g), r = (budget + rb / 2) / rb; /* nearest */
+    return r < 1 ? 1 : r;
+}
+/* Rows per warp from one byte budget per warp, so that every warp streams about as many bytes
+ * whatever its segment's row size (none idles while another still has half its rows to go): the
+ * smallest budget that fits every CTA into one wave of MVW_MIN_CTAS per SM (small launches start
+ * all their warps at once; large ones become persistent-like streams). Fills p (pointers
+ * included), the grid and the dynamic shared memory. Segments must be valid. */
 static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_params *p, int *grid,
                             int *smem) {
     memset(p, 0, sizeof *p);
-    long long total = 0;
+    long long bytes = 0;
     int act = 0;
     bool q8 = false;
     for (int s = 0; s < n; s++) {
-        total += segs[s].rows;
+        bytes += segs[s].rows * mvw_read_bytes(&segs[s]);
         if (segs[s].type == DSV4_TYPE_Q8_0) {
             q8 = true;
             const int a = (int)(segs[s].in / 32) * MVW_ACT_SLOT;
@@ -91,21 +101,24 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
         }
     }
     const long long slots = (long long)(sms > 0 ? sms : 1) * MVW_MIN_CTAS;
-    long long rpw = (total + slots * MVW_WARPS - 1) / (slots * MVW_WARPS);
-    if (rpw < 1) rpw = 1;
-    for (;;) { /* per-segment rounding can add up to n CTAs: grow rpw until they fit (or one each) */
+    long long budget = (bytes + slots * MVW_WARPS - 1) / (slots * MVW_WARPS);
+    if (budget < 1) budget = 1;
+    for (;;) { /* rounding up per segment can overshoot the wave: grow the budget until it fits (or one CTA
+                  each) */
         long long ctas = 0, nonempty = 0;
         for (int s = 0; s < n; s++) {
+            const long long rpw = mvw_rpw_for(budget, &segs[s]);
             ctas += (segs[s].rows + MVW_WARPS * rpw - 1) / (MVW_WARPS * rpw);
             nonempty += segs[s].rows > 0;
         }
         if (ctas <= slots || ctas == nonempty) break;
-        const long long next = rpw * ctas / slots;
-        rpw = next > rpw ? next : rpw + 1;
+        const long long next = budget * ctas / slots;
+        budget = next > budget ? next : budget + 1;
     }
     int cta = 0;
     for (int s = 0; s < n; s++) {
         mvw_seg_dev *d = &p->seg[s];
+        const long long rpw = mvw_rpw_for(budget, &segs[s]);
         d->w = (const uint8_t *)segs[s].w;
         d->x = (const uint8_t *)segs[s].x;
         d->y = segs[s].y;
@@ -113,11 +126,11 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
         d->rows = segs[s].rows;
         d->in = (int)segs[s].in;
         d->fmt = segs[s].type == DSV4_TYPE_Q8_0 ? MVW_Q8_0 : MVW_F16;
+        d->rpw = (int)(rpw < segs[s].rows ? rpw : segs[s].rows > 0 ? segs[s].rows : 1);
         d->cta0 = cta;
-        cta += (int)((segs[s].rows + MVW_WARPS * rpw - 1) / (MVW_WARPS * rpw));
+        cta += (int)((segs[s].rows + MVW_WARPS * d->rpw - 1) / (MVW_WARPS * d->rpw));
     }
     p->n_segs = n;
-    p->rpw = (int)rpw;
     p->act_smem = act;
     *grid = cta;
     *smem = q8 ? act + MVW_WARPS * MVW_Q8_PIECE_BYTES : 0;
@@ -134,11 +147,11 @@ static __host__ __device__ __forceinline__ mvw_seg_dev mvw_find_seg(const mvw_pa
     return sg;
 }
 /* Rows [*r0, *r0 + return) of warp `warp` in CTA `local` of a segment (0 rows: none). */
-static __host__ __device__ __forceinline__ int mvw_warp_rows(const mvw_seg_dev &sg, int rpw, int local,
-                                                             int warp, long long *r0) {
-    *r0 = ((long long)local * MVW_WARPS + warp) * rpw;
+static __host__ __device__ __forceinline__ int mvw_warp_rows(const mvw_seg_dev &sg, int local, int warp,
+                                                             long long *r0) {
+    *r0 = ((long long)local * MVW_WARPS + warp) * sg.rpw;
     const long long left = sg.rows - *r0;
-    return left <= 0 ? 0 : left < rpw ? (int)left : rpw;
+    return left <= 0 ? 0 : left < sg.rpw ? (int)left : sg.rpw;
 }
 
 /* ---- row pieces ---- */
