@@ -2,7 +2,8 @@
  * (cuda_matvec.h) on the decode shapes, with checks. Needs a GPU.
  *
  * Build: make BUILD=build-x bench-cuda   ->  build-x/bench/cuda_mvw_bench
- * Run:   cuda_mvw_bench [--device N]      (exit 0 only if every check passes; < 1 minute on an H200)
+ * Run:   cuda_mvw_bench [--device N] [--case SUBSTRING]
+ *        (exit 0 only if every check passes; all cases < 1 minute on an H200)
  *
  * Each case is one launch of the new kernel: one segment (a single product) or several (the
  * projections of one attention layer from the same normed input; router + shared-expert gate/up;
@@ -632,11 +633,14 @@ static void check_api(void) {
 
 int main(int argc, char **argv) {
     int device = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--device N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--device N] [--case SUBSTRING]\n", argv[0]);
             return 2;
         }
     }
@@ -662,6 +666,10 @@ int main(int argc, char **argv) {
     char lines[2][64][200];
     for (int ci = 0; ci < ncases; ci++) {
         const struct bcase *c = &k_cases[ci];
+        if (only && !strstr(c->name, only)) {
+            lines[0][ci][0] = lines[1][ci][0] = 0;
+            continue;
+        }
         struct case_rt r;
         setup_case(&r, c, &ctx, st);
         printf("\n== %s: %d segment%s, %.2f MB per launch, %d copies rotated (%.0f MB)\n", c->name, c->nseg,
@@ -695,7 +703,8 @@ int main(int argc, char **argv) {
            "launches)\n",
            g_copy_bw / 1e9);
     for (int k = 0; k < 2; k++)
-        for (int ci = 0; ci < ncases && ci < 64; ci++) printf("%s\n", lines[k][ci]);
+        for (int ci = 0; ci < ncases && ci < 64; ci++)
+            if (lines[k][ci][0]) printf("%s\n", lines[k][ci]);
     dsv4_cuda_mv_destroy(&ctx);
     CK(cudaStreamDestroy(st));
     printf("\nRESULT: %s (%d failed checks)\n", g_fail ? "FAIL" : "PASS", g_fail);
