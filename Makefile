@@ -154,7 +154,8 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 .PHONY: cuda-tests
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
-	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check
+	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
+	$(BUILD)/cuda/mvw_emu_check
 $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
 		$(call libs_for,engine)
 	@mkdir -p $(dir $@)
@@ -167,6 +168,11 @@ $(BUILD)/cuda/moe_wide_emu_check: tests/cuda/moe_wide_emu_check.cu src/backend/c
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 $(BUILD)/cuda/moe_decode_emu_check: tests/cuda/moe_decode_emu_check.cu src/backend/cuda/cuda_moe_decode_units.cuh \
 		src/backend/cuda/cuda_mv_units.cuh $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+# Host-only emulation of the warp-per-row Q8_0/F16 matvec against quant_dot_* (runs anywhere).
+$(BUILD)/cuda/mvw_emu_check: tests/cuda/mvw_emu_check.cu src/backend/cuda/cuda_mvw_units.cuh \
+		src/backend/cuda/cuda_mvw.h $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # Host-only emulation of the tensor-core grouped MoE products against quant_dot_* (runs anywhere).
@@ -192,7 +198,8 @@ $(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cud
 # CUDA matvec benchmark (host reference from the quant module; cudart linked statically).
 bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
 	$(BUILD)/bench/cuda_prefill_f16_bench $(BUILD)/bench/pdl_cost_bench \
-	$(BUILD)/bench/cuda_moe_prefill_bench $(BUILD)/bench/cuda_moe_decode_bench
+	$(BUILD)/bench/cuda_moe_prefill_bench $(BUILD)/bench/cuda_moe_decode_bench \
+	$(BUILD)/bench/cuda_mvw_bench
 # programmatic dependent launch needs sm_90
 $(BUILD)/bench/pdl_cost_bench: bench/kernels/pdl_cost_bench.cu
 	@mkdir -p $(dir $@)
@@ -208,6 +215,10 @@ $(BUILD)/bench/cuda_moe_decode_bench: bench/kernels/cuda_moe_decode_bench.cu $(B
 		$(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,engine) -lpthread -lm
+$(BUILD)/bench/cuda_mvw_bench: bench/kernels/cuda_mvw_bench.cu src/backend/cuda/cuda_mvw_units.cuh \
+		$(BUILD)/libcuda_backend.a $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
 $(BUILD)/bench/cuda_prefill_f16_bench: bench/kernels/cuda_prefill_f16_bench.cu $(BUILD)/libcuda_backend.a \
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)

@@ -1,14 +1,215 @@
-/* Placeholder until the warp-direct matvec lands: takes nothing, so every caller keeps its
- * current path. */
+/* Warp-per-row batch-1 matvec for dense Q8_0 and F16 weights, several segments per launch.
+ *
+ * Why this shape (the persistent cp.async kernel in cuda_matvec.cu exposes ~1 us per CTA-wide
+ * pipeline iteration and gets few iterations on decode shapes): here every warp owns whole rows
+ * and keeps its own loads in flight, so there is no CTA-wide barrier in the main loop and nothing
+ * waits for the slowest warp. Weight bytes go straight from global memory into registers
+ * (16-byte non-coherent loads that do not allocate in L1), MVW_*_D pieces (~6-8 KB) in flight per
+ * warp, 16 warps per SM: ~100 KB per SM in flight, several times what Little's law asks at full
+ * bandwidth. The grid is sized to the rows of all segments (one wave of MVW_MIN_CTAS CTAs per
+ * SM), so a small launch starts every warp at once and a large one streams like a persistent
+ * kernel. Q8_0 pieces are decoded from a per-warp shared buffer (__syncwarp only); Q8_0
+ * activations are re-laid once per CTA (the only __syncthreads, before the loop, after the first
+ * weight loads are issued); F16 activations are read through L1. See cuda_mvw_units.cuh for the
+ * row cut and the fixed summation order that makes the bits independent of the launch. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_mvw.h"
+#include "backend/cuda/cuda_mvw_units.cuh"
+
+static __device__ __forceinline__ float mvw_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Pieces are numbered across the warp's rows (q = row * P + piece): loads run D pieces ahead of
+ * the decode, across row boundaries. */
+struct mvw_cursor {
+    const uint8_t *row; /* current row's first byte */
+    int p;              /* piece within the row */
+};
+static __device__ __forceinline__ void mvw_advance(mvw_cursor &c, int P, long long row_bytes) {
+    if (++c.p == P) {
+        c.p = 0;
+        c.row += row_bytes;
+    }
+}
+
+/* K words per lane per piece, D pieces in flight (the piece cut is the same for every K, D). */
+template <int K, int D>
+static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_t *smem, int act_smem,
+                                                   long long r0, int nr, int warp, int lane) {
+    const int P = mvw_pieces(MVW_Q8_0, sg.in);
+    const int total = nr * P;
+    uint8_t *act = smem;
+    uint8_t *buf = smem + act_smem + warp * MVW_Q8_PIECE_BYTES;
+    int4 b[D][K];
+#pragma unroll
+    for (int d = 0; d < D; d++)
+#pragma unroll
+        for (int j = 0; j < K; j++) b[d][j] = make_int4(0, 0, 0, 0);
+    mvw_cursor ic = {sg.w + r0 * sg.row_bytes, 0};
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        if (d < total) {
+            mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES, mvw_piece_words(MVW_Q8_0, sg.in, ic.p),
+                         lane);
+            mvw_advance(ic, P, sg.row_bytes);
+        }
+    mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
+    mvw_stage_wait();
+    __syncthreads();
+    float acc[2] = {0.0f, 0.0f};
+    int cp = 0;
+    long long crow = r0;
+    for (int q0 = 0; q0 < total; q0 += D) {
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            if (q0 + d < total) {
+                mvw_store<K>(b[d], buf, mvw_piece_words(MVW_Q8_0, sg.in, cp), lane);
+                if (q0 + d + D < total) {
+                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_Q8_PIECE_BYTES,
+                                 mvw_piece_words(MVW_Q8_0, sg.in, ic.p), lane);
+                    mvw_advance(ic, P, sg.row_bytes);
+                }
+                __syncwarp();
+                mvw_q8_decode(buf, act, sg.in, cp, lane, acc);
+                __syncwarp();
+                if (++cp == P) {
+                    const float v = mvw_warp_sum(mvw_q8_total(acc));
+                    if (lane == 0) sg.y[crow] = v;
+                    acc[0] = acc[1] = 0.0f;
+                    cp = 0;
+                    crow++;
+                }
+            }
+        }
+    }
+}
+
+static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long long r0, int nr, int lane) {
+    constexpr int K = MVW_F16_K, D = MVW_F16_D;
+    const int P = mvw_pieces(MVW_F16, sg.in);
+    const int total = nr * P;
+    const float *x = (const float *)sg.x;
+    int4 b[D][K];
+#pragma unroll
+    for (int d = 0; d < D; d++)
+#pragma unroll
+        for (int j = 0; j < K; j++) b[d][j] = make_int4(0, 0, 0, 0);
+    mvw_cursor ic = {sg.w + r0 * sg.row_bytes, 0};
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        if (d < total) {
+            mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES, mvw_piece_words(MVW_F16, sg.in, ic.p),
+                         lane);
+            mvw_advance(ic, P, sg.row_bytes);
+        }
+    /* warm L1 with x while the weights are in flight (every warp of the CTA reads all of it) */
+    if (total > 0)
+        for (int o = (int)threadIdx.x * 128; o < sg.in * 4; o += MVW_THREADS * 128)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(sg.x + o));
+    float acc[K];
+#pragma unroll
+    for (int j = 0; j < K; j++) acc[j] = 0.0f;
+    int cp = 0;
+    long long crow = r0;
+    for (int q0 = 0; q0 < total; q0 += D) {
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            if (q0 + d < total) {
+                mvw_f16_consume<K>(b[d], x, cp, mvw_piece_words(MVW_F16, sg.in, cp), lane, acc);
+                if (q0 + d + D < total) {
+                    mvw_issue<K>(b[d], ic.row + ic.p * MVW_F16_PIECE_BYTES,
+                                 mvw_piece_words(MVW_F16, sg.in, ic.p), lane);
+                    mvw_advance(ic, P, sg.row_bytes);
+                }
+                if (++cp == P) {
+                    const float v = mvw_warp_sum(mvw_f16_total(acc));
+                    if (lane == 0) sg.y[crow] = v;
+#pragma unroll
+                    for (int j = 0; j < K; j++) acc[j] = 0.0f;
+                    cp = 0;
+                    crow++;
+                }
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mvw_params p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    int local;
+    const mvw_seg_dev sg = mvw_find_seg(p, (int)blockIdx.x, &local);
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    long long r0;
+    const int nr = mvw_warp_rows(sg, local, warp, &r0);
+    /* CTA-uniform branches (every thread reaches the staging barrier); rows of one short piece
+     * keep more pieces in flight */
+    if (sg.fmt == MVW_Q8_0 && sg.in <= 32 * MVW_Q8_SHORT_PB)
+        mvw_q8_rows<MVW_Q8_SHORT_K, MVW_Q8_SHORT_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
+    else if (sg.fmt == MVW_Q8_0)
+        mvw_q8_rows<MVW_Q8_K, MVW_Q8_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
+    else
+        mvw_f16_rows(sg, r0, nr, lane);
+}
+
+/* ---- host side ---- */
+
+static const char *mvw_tname(uint32_t t) {
+    return t == DSV4_TYPE_Q8_0 ? "Q8_0" : t == DSV4_TYPE_F16 ? "F16" : "unsupported type";
+}
 
 extern "C" bool dsv4_cuda_mvw_ok(uint32_t type, const void *w, uint64_t row_bytes, int64_t in) {
-    (void)type, (void)w, (void)row_bytes, (void)in;
-    return false;
+    return mvw_ok(type, w, row_bytes, in);
 }
 
 extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
                                      dsv4_error *err) {
-    (void)segs, (void)n_segs, (void)stream;
-    return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "mvw: not built");
+    if (!segs || n_segs <= 0 || n_segs > DSV4_CUDA_MVW_MAX_SEGS)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_mvw: %d segments (1..%d supported)", n_segs,
+                         DSV4_CUDA_MVW_MAX_SEGS);
+    long long total = 0;
+    for (int s = 0; s < n_segs; s++) {
+        const dsv4_cuda_mvw_seg *g = &segs[s];
+        if (!mvw_ok(g->type, g->w, g->row_bytes, g->in))
+            return dsv4_fail(
+                err, DSV4_ERR_UNSUPPORTED,
+                "dsv4_cuda_mvw: segment %d (%s, in=%lld, row_bytes=%llu): needs 16-byte aligned w "
+                "and rows, in a multiple of %d up to %d",
+                s, mvw_tname(g->type), (long long)g->in, (unsigned long long)g->row_bytes,
+                g->type == DSV4_TYPE_F16 ? 8 : 256,
+                g->type == DSV4_TYPE_F16 ? DSV4_CUDA_MVW_F16_MAX_IN : DSV4_CUDA_MVW_Q8_0_MAX_IN);
+        if (!g->x || !g->y || g->rows < 0)
+            return dsv4_fail(err, DSV4_ERR_INVALID,
+                             "dsv4_cuda_mvw: segment %d: x and y must be set, rows >= 0 (%lld)", s,
+                             (long long)g->rows);
+        if (((uintptr_t)g->x & (g->type == DSV4_TYPE_F16 ? 15 : 3)) != 0)
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                             "dsv4_cuda_mvw: segment %d: x must be %d-byte aligned", s,
+                             g->type == DSV4_TYPE_F16 ? 16 : 4);
+        if (g->rows > INT32_MAX)
+            return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_mvw: segment %d: %lld rows", s,
+                             (long long)g->rows);
+        total += g->rows;
+    }
+    if (total == 0) return DSV4_OK;
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: device query: %s", cudaGetErrorString(e));
+    mvw_params p;
+    int grid = 0, smem = 0;
+    mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
+    mvw_kernel<<<grid, MVW_THREADS, smem, stream>>>(p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
+                         n_segs, grid, smem, cudaGetErrorString(e));
+    return DSV4_OK;
 }

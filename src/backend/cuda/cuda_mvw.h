@@ -1,25 +1,55 @@
+/* Batch-1 (decode) matrix-vector products for dense Q8_0 and F16 weights, several products in one
+ * launch ("segments": each its own weights, type, width, input and output).
+ *
+ * Numerics: Q8_0 weights x Q8_0 activations (dsv4_q8_0_act, from dsv4_cuda_quant_act_q8_0), exact
+ * integer block sums (dp4a), f32 block combination; F16 weights x f32 activations, f32 FMA.
+ * Every output row is within |y - quant_dot_*| <= 1e-5 S + (n_blocks + 8) 2^-24 S of the CPU
+ * (S = sum_i |w_i x_i|), and its bits depend only on (type, in, the row's bytes, x): never on the
+ * segment it is in, the other segments, the grid or the row index. So one multi-segment launch
+ * gives exactly the bits of separate launches, on every run.
+ *
+ * Weight layout: ggml row-major (rows of `in` elements, row_bytes apart). Requirements (see
+ * dsv4_cuda_mvw_ok): w and row_bytes 16-byte aligned; Q8_0: in a multiple of 256, <= 16384;
+ * F16: in a multiple of 8, <= 65536. x: 4-byte aligned (Q8_0) or 16-byte aligned (F16). */
 #ifndef DSV4_CUDA_MVW_H
 #define DSV4_CUDA_MVW_H
+
 #include <stdbool.h>
 #include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "common/status.h"
-struct CUstream_st;
+
+#include "common/status.h" /* a C header without its own extern "C" */
+
+struct CUstream_st; /* = cudaStream_t, so C callers need no CUDA headers */
+
 typedef struct dsv4_cuda_mvw_seg {
-    uint32_t type;
-    const void *w;
-    uint64_t row_bytes;
-    int64_t in;
+    uint32_t type;      /* DSV4_TYPE_Q8_0 or DSV4_TYPE_F16 */
+    const void *w;      /* device: first row of this segment; rows row_bytes apart */
+    uint64_t row_bytes; /* in/32*34 (Q8_0) or in*2 (F16) for a plain tensor */
+    int64_t in;         /* elements per row */
     int64_t rows;
-    const void *x;
-    float *y;
+    const void *x; /* device: Q8_0 -> dsv4_q8_0_act[in/32]; F16 -> float[in] */
+    float *y;      /* device: rows floats */
 } dsv4_cuda_mvw_seg;
+
 #define DSV4_CUDA_MVW_MAX_SEGS 8
+#define DSV4_CUDA_MVW_Q8_0_MAX_IN 16384
+#define DSV4_CUDA_MVW_F16_MAX_IN 65536
+
+/* Can the kernel take this segment (type, 16-byte aligned w and row_bytes, in a multiple of 256
+ * (Q8_0) / 8 (F16), in <= DSV4_CUDA_MVW_*_MAX_IN, row_bytes >= the row's size)? */
 bool dsv4_cuda_mvw_ok(uint32_t type, const void *w, uint64_t row_bytes, int64_t in);
+
+/* y_s = W_s . x_s for every segment, one launch. DSV4_ERR_UNSUPPORTED (nothing launched) if a
+ * segment is not ok (or its x is misaligned) or n_segs is 0 or > DSV4_CUDA_MVW_MAX_SEGS;
+ * DSV4_ERR_INVALID for NULL x / y or negative rows. Segments with 0 rows are skipped. No host
+ * synchronization and no allocation (safe to record into CUDA graphs). */
 dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
                           dsv4_error *err);
+
 #ifdef __cplusplus
 }
 #endif
