@@ -6,9 +6,8 @@
 # (README "Runtime switches"; docs/PATHS.md). Each pair of dumps must be byte-identical.
 # Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design),
 # DSV4_CUDA_ATTN=exact (the fast attention sums in another order by design; tests/cuda says by how much),
-# and DSV4_CUDA_MOE_DECODE=old / DSV4_CUDA_MOE_DECODE_FUSED=0 against the default (the 2-launch decode MoE
-# adds each row's superblock terms in another order); the 5-launch vs 7-launch pair is compared with
-# DSV4_CUDA_MOE_DECODE=old set for both (chunk 1, after the switch loop).
+# DSV4_CUDA_MVW=0 (the warp-direct products sum in another order) and DSV4_CUDA_MOE_DECODE=2launch
+# (the 2-launch decode MoE adds each row's superblock terms in the CPU's order, the default path not).
 # Results in $OUT (default ./ab-out)/ab_check.txt.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +16,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-ab; mkdir -p "$W"
 S="$OUT/ab_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE=nopdl DSV4_CUDA_HC_FAST=0}"
+SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0 DSV4_CUDA_COMPRESSOR_CHUNK=serial DSV4_FUSION_DISABLE=parallel_ffn}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 m="$W/flash4.gguf"
 [ -s "$m" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$m" >/dev/null || { say "FAIL synth"; exit 1; }

@@ -532,9 +532,12 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     if (n == 1) { /* the 2-launch decode path against the 5-launch one: timing, sanity of the values */
         setenv("DSV4_CUDA_MOE_DECODE", "old", 1);
         const double to = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, 200);
-        unsetenv("DSV4_CUDA_MOE_DECODE");
+        setenv("DSV4_CUDA_MOE_DECODE", "2launch", 1);
         const double tn = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 200);
-        if (pd) setenv("DSV4_CUDA_MOE_DECODE", saved_dec, 1);
+        if (pd)
+            setenv("DSV4_CUDA_MOE_DECODE", saved_dec, 1);
+        else
+            unsetenv("DSV4_CUDA_MOE_DECODE");
         double maxd = 0, maxr = 0;
         size_t d3 = ys;
         if (to > 0 && tn > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&

@@ -212,9 +212,10 @@ static bool moe_decode_fused_enabled(void) {
     return !(v && strcmp(v, "0") == 0);
 }
 
-/* DSV4_CUDA_MOE_DECODE=old: the 5-launch fused path below instead of the 2-launch one
- * (cuda_ops_moe_decode.cu); =nopdl: the 2-launch path with an ordinary launch of its down kernel
- * (no programmatic dependent launch; same bits). Read on every call. */
+/* DSV4_CUDA_MOE_DECODE=2launch: the 2-launch path (cuda_ops_moe_decode.cu) instead of the 5-launch
+ * fused path below; =nopdl: the 2-launch path with an ordinary launch of its down kernel (same
+ * bits). Not the default: on the H200 it took 58.8 us per q2 layer against 45.0 for the 5-launch
+ * path (cuda_moe_decode_bench, session 3). Read on every call. */
 static bool moe_decode_is(const char *what) {
     const char *v = getenv("DSV4_CUDA_MOE_DECODE");
     return v && strcmp(v, what) == 0;
@@ -227,8 +228,8 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
                                  const int32_t *sel, const float *weights, uint32_t k, float clamp,
                                  float *out, dsv4_error *err) {
     /* DSV4_CUDA_MATVEC=generic (CPU-order products) excludes it as it excludes the tuned matvec */
-    if (!c->moe_dec_ready || c->generic_only || !moe_decode_fused_enabled() || moe_decode_is("old") ||
-        k > 0x3fffffff)
+    if (!c->moe_dec_ready || c->generic_only || !moe_decode_fused_enabled() ||
+        !(moe_decode_is("2launch") || moe_decode_is("nopdl")) || k > 0x3fffffff)
         return DSV4_ERR_UNSUPPORTED;
     dsv4_cuda_moe_dec_args a;
     memset(&a, 0, sizeof a);
