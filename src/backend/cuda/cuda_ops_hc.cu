@@ -9,6 +9,11 @@
 
 #define HC_NEG_INF (-1e30f)
 #define HC_MAX 16
+
+/* Pull the 128-byte line holding p into L2 (a hint: no value changes). */
+__device__ __forceinline__ void cu_prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
 #define CU_GRID_Y 65535u /* grid.y limit: token loops stride by it */
 
 /* ---- embed ---- */
@@ -337,6 +342,17 @@ __global__ void __launch_bounds__(RMS_THREADS)
     __shared__ double red[RMS_THREADS / 32];
     __shared__ bool last;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc, P = gridDim.x;
+    /* The last block reads the split's scale/base and the norm weight after the grid-wide sum: pull
+     * them into L2 now (each block a slice), so the tail's loads do not wait on DRAM. */
+    if (threadIdx.x < 32) {
+        const uint32_t lines = (n_embd * 4 + 127) / 128, per = (lines + P - 1) / P;
+        const uint32_t l = blockIdx.x * per + threadIdx.x;
+        if (NORM && threadIdx.x < per && l < lines) cu_prefetch_l2((const char *)norm_w + (uint64_t)l * 128);
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            cu_prefetch_l2(scale);
+            for (uint32_t b = 0; b < n_mix * 4; b += 128) cu_prefetch_l2((const char *)base + b);
+        }
+    }
     hc_mix_part_token(x, fn, fn_row_bytes, n_hc * n_embd, n_mix, rms_eps, part, red);
     __threadfence(); /* this block's partials, device-wide, before its ticket */
     __syncthreads();
@@ -350,6 +366,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
     const uint32_t np = P * n_mix;
     double *st = (double *)hco_dyn;
     if (stage) {
+#pragma unroll 8 /* the loads in flight together, not one L2 round trip each */
         for (uint32_t i = threadIdx.x; i < np; i += blockDim.x) st[i] = __ldcg(part + i);
         __syncthreads();
     }
@@ -409,7 +426,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
         __syncthreads();
         const double tot = cu_row_sumsq(u_s, n_embd, true, red);
         const float sc = 1.0f / sqrtf((float)(tot / (double)n_embd) + rms_eps);
-#pragma unroll 4
+#pragma unroll 16 /* every norm weight load in flight at once */
         for (uint32_t d = threadIdx.x; d < n_embd; d += blockDim.x) y[d] = u_s[d] * sc * norm_w[d];
     }
 }

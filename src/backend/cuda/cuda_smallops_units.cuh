@@ -195,7 +195,7 @@ __device__ inline double cu_row_sumsq(const float *xr, uint32_t width, bool vec,
     const uint32_t groups = (width + 3) / 4;
     if (vec) {
         const float4 *x4 = (const float4 *)xr;
-#pragma unroll 8
+#pragma unroll 16 /* one round trip for a 16384-wide row */
         for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS) {
             const float4 v = x4[g];
             ss = __dadd_rn(ss, __dmul_rn((double)v.x, (double)v.x));
