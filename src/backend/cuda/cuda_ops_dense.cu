@@ -14,6 +14,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
     __shared__ double part[RMS_THREADS / 32];
     const float *xr = x + (uint64_t)blockIdx.x * width;
     float *yr = y + (uint64_t)blockIdx.x * width;
+    /* the thread's first weight group is loaded before the row's sum of squares, so its latency
+     * (a weight: usually not in L2) overlaps the reduction (a load only: the same values) */
+    float4 w_first = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (VEC && w && threadIdx.x < width / 4) w_first = ((const float4 *)w)[threadIdx.x];
     const double tot = cu_row_sumsq(xr, width, VEC, part);
     const float s = cu_rms_inv(tot, width, eps);
     if (VEC) {
@@ -24,7 +28,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
             const float4 *w4 = (const float4 *)w;
 #pragma unroll 4
             for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS) {
-                const float4 v = x4[g], wv = w4[g];
+                const float4 v = x4[g], wv = g == threadIdx.x ? w_first : w4[g];
                 y4[g] = make_float4(v.x * s * wv.x, v.y * s * wv.y, v.z * s * wv.z, v.w * s * wv.w);
             }
         } else {
