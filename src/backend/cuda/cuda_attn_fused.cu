@@ -15,28 +15,33 @@ namespace {
 
 /* One block per head row r (token r / n_head): norm without weight, then the rotation of its
  * tail pairs. Each thread reads and writes only its own pairs after the sum. */
+/* Block b: heads [g * G, g * G + G) of token t (b = t * n_head / G + g). The token's pair angles
+ * are computed once for its G heads (prefill chunks: G = 8, the angles cost more than a head's
+ * norm); each head row is then normed and rotated exactly as with G = 1. */
 __global__ void __launch_bounds__(RMS_THREADS)
-    q_norm_rope_kernel(float *x, uint32_t head_dim, float eps, bool vec, rope_args a) {
+    q_norm_rope_kernel(float *x, uint32_t head_dim, float eps, bool vec, rope_args a, uint32_t G) {
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
-    const uint64_t r = blockIdx.x;
-    const uint32_t pos = a.pos0 + (uint32_t)(r / a.n_head) * a.pos_step;
+    const uint32_t groups = a.n_head / G;
+    const uint64_t t = blockIdx.x / groups, r0 = t * a.n_head + (uint64_t)(blockIdx.x % groups) * G;
+    const uint32_t pos = a.pos0 + (uint32_t)t * a.pos_step;
     for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
-    float *xr = x + r * head_dim;
-    const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
-    const float s = cu_rms_inv(tot, head_dim, eps);
     const uint32_t nope = head_dim - 2 * a.half;
-    for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
-        const uint32_t i = 2 * p;
-        float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
-        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
-        xr[i] = y0;
-        xr[i + 1] = y1;
+    for (uint32_t gi = 0; gi < G; gi++) {
+        float *xr = x + (r0 + gi) * head_dim;
+        const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
+        const float s = cu_rms_inv(tot, head_dim, eps);
+        for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
+            const uint32_t i = 2 * p;
+            float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
+            if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+            xr[i] = y0;
+            xr[i + 1] = y1;
+        }
+        __syncthreads(); /* part is reused by the next head's sum */
     }
 }
 
-/* One block per token row: weighted norm and rotation into shared memory, then one warp per
- * FP8 block of [0, n_nope) (n_nope = 0: no FP8), then the row back. */
 __global__ void __launch_bounds__(RMS_THREADS)
     kv_norm_rope_fp8_kernel(float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
                             rope_args a) {
@@ -80,7 +85,9 @@ extern "C" int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_ro
     if (blocks > 0x7fffffffu) return (int)cudaErrorInvalidValue;
     const rope_args a = rope_args_make(rope, false, n_head, head_dim, pos0, pos_step);
     const bool vec = head_dim % 4 == 0 && ((uintptr_t)x & 15) == 0;
-    q_norm_rope_kernel<<<(unsigned)blocks, RMS_THREADS, 0, (cudaStream_t)s>>>(x, head_dim, eps, vec, a);
+    const uint32_t G = n_rows >= 64 && n_head % 8 == 0 ? 8 : 1; /* decode keeps a block per head */
+    q_norm_rope_kernel<<<(unsigned)(blocks / G), RMS_THREADS, 0, (cudaStream_t)s>>>(x, head_dim, eps, vec, a,
+                                                                                    G);
     return attn_launch_status();
 }
 
