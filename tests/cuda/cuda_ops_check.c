@@ -953,7 +953,9 @@ int main(int argc, char **argv) {
             const dsv4_rope r = dsv4_rope_for_layer(cf, il);
             const dsv4_tensor *kn = &m->layers[il].attn_kv_a_norm;
             const uint32_t nope = Dh - cf->n_rot, p0 = 2000 + 53 * li;
-            for (uint32_t n = 1; n <= 7; n += 6) {
+            const uint32_t ns[3] = {1, 7, 70}; /* 70: the prefill shape (8 heads per block) */
+            for (uint32_t ni = 0; ni < 3; ni++) {
+                const uint32_t n = ns[ni];
                 char lb[64];
                 const dsv4_fused_query fq = {.n_tokens = n,
                                              .width = Dh,
