@@ -151,7 +151,16 @@ CUDA_ATTN_OBJS := $(filter $(BUILD)/obj/src/backend/cuda/cuda_attn_%,$(CU_OBJS))
 $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(CUDA_ATTN_OBJS) $(call libs_for,engine) -cudart static -lm -lpthread
-.PHONY: cuda-tests
+.PHONY: cuda-tests cuda-host-checks
+# The CUDA kernels' units emulated on the host (no GPU needed): each program checks the kernels'
+# index arithmetic, decoders and reduction orders against the CPU reference; all must pass.
+CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
+	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
+	smallops_units_check
+cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
+	@set -e; for t in $(CUDA_HOST_CHECKS); do \
+	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
+	  echo "ok   $$t: $$(tail -1 $(BUILD)/cuda/$$t.log)"; done
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
@@ -261,6 +270,7 @@ run: programs
 # 60 s fuzz of the GGUF reader, then the whole CPU suite (its summary line comes last).
 check:
 	$(MAKE) cuda
+	$(MAKE) cuda-host-checks
 	$(MAKE) SAN=1 test-gguf
 	$(MAKE) fuzz-run
 	$(MAKE) test
