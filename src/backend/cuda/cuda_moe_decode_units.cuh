@@ -217,19 +217,8 @@ static __host__ __device__ __forceinline__ void md_q4k_quarter(const uint8_t *sr
     const int4 hd = ld128(blk);
     const int4 qa = ld128(blk + 16 + 32 * c), qb = ld128(blk + 32 + 32 * c);
     const unsigned sh = 16u * (unsigned)(c & 1); /* scales byte 2c (c < 2) or 2c - 4 (c >= 2) */
-    const uint32_t S0 = (uint32_t)hd.y >> sh, S1 = (uint32_t)hd.z >> sh, S2 = (uint32_t)hd.w >> sh;
     uint32_t sc0, m0, sc1, m1;
-    if (c < 2) {
-        sc0 = S0 & 63u;
-        m0 = S1 & 63u;
-        sc1 = (S0 >> 8) & 63u;
-        m1 = (S1 >> 8) & 63u;
-    } else {
-        sc0 = (S2 & 15u) | (((S0 >> 6) & 3u) << 4);
-        m0 = ((S2 >> 4) & 15u) | (((S1 >> 6) & 3u) << 4);
-        sc1 = ((S2 >> 8) & 15u) | (((S0 >> 14) & 3u) << 4);
-        m1 = ((S2 >> 12) & 15u) | (((S1 >> 14) & 3u) << 4);
-    }
+    q4k_scales_pair(hd, sh, c < 2, &sc0, &m0, &sc1, &m1);
     const uint32_t q[8] = {(uint32_t)qa.x, (uint32_t)qa.y, (uint32_t)qa.z, (uint32_t)qa.w,
                            (uint32_t)qb.x, (uint32_t)qb.y, (uint32_t)qb.z, (uint32_t)qb.w};
     int s0 = 0, s1 = 0;

@@ -229,6 +229,25 @@ static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int
     }
 }
 
+/* The 6-bit scales and mins of a Q4_K superblock's sub-blocks 2c and 2c+1 (c = 0..3): hd holds the
+ * superblock's first 16 bytes (d, dmin, then the 12 packed scale bytes as words y, z, w), sh = 16 *
+ * (c & 1) selects the byte pair, lo = c < 2 the direct (not split) encoding. */
+static __host__ __device__ __forceinline__ void q4k_scales_pair(const int4 hd, unsigned sh, bool lo,
+                                                                uint32_t *sc0, uint32_t *m0, uint32_t *sc1,
+                                                                uint32_t *m1) {
+    const uint32_t S0 = (uint32_t)hd.y >> sh, S1 = (uint32_t)hd.z >> sh, S2 = (uint32_t)hd.w >> sh;
+    if (lo) {
+        *sc0 = S0 & 63u;
+        *m0 = S1 & 63u;
+        *sc1 = (S0 >> 8) & 63u;
+        *m1 = (S1 >> 8) & 63u;
+    } else {
+        *sc0 = (S2 & 15u) | (((S0 >> 6) & 3u) << 4);
+        *m0 = ((S2 >> 4) & 15u) | (((S1 >> 6) & 3u) << 4);
+        *sc1 = ((S2 >> 8) & 15u) | (((S0 >> 14) & 3u) << 4);
+        *m1 = ((S2 >> 12) & 15u) | (((S1 >> 14) & 3u) << 4);
+    }
+}
 /* Q4_K quarter u = 4b + c: qs[32c..32c+31], low nibbles = sub-block 2c, high = 2c+1. */
 template <int RPL>
 static __host__ __device__ __forceinline__ void unit_q4_k(const uint8_t *wr, int rb, int u,
@@ -249,19 +268,8 @@ static __host__ __device__ __forceinline__ void unit_q4_k(const uint8_t *wr, int
         const uint8_t *blk = wr + r * rb + b * 144;
         const int4 hd = ld128(blk);
         const int4 qa = ld128(blk + 16 + 32 * c), qb = ld128(blk + 32 + 32 * c);
-        const uint32_t S0 = (uint32_t)hd.y >> sh, S1 = (uint32_t)hd.z >> sh, S2 = (uint32_t)hd.w >> sh;
         uint32_t sc0, m0, sc1, m1;
-        if (lo) {
-            sc0 = S0 & 63u;
-            m0 = S1 & 63u;
-            sc1 = (S0 >> 8) & 63u;
-            m1 = (S1 >> 8) & 63u;
-        } else {
-            sc0 = (S2 & 15u) | (((S0 >> 6) & 3u) << 4);
-            m0 = ((S2 >> 4) & 15u) | (((S1 >> 6) & 3u) << 4);
-            sc1 = ((S2 >> 8) & 15u) | (((S0 >> 14) & 3u) << 4);
-            m1 = ((S2 >> 12) & 15u) | (((S1 >> 14) & 3u) << 4);
-        }
+        q4k_scales_pair(hd, sh, lo, &sc0, &m0, &sc1, &m1);
         const uint32_t q[8] = {(uint32_t)qa.x, (uint32_t)qa.y, (uint32_t)qa.z, (uint32_t)qa.w,
                                (uint32_t)qb.x, (uint32_t)qb.y, (uint32_t)qb.z, (uint32_t)qb.w};
         int s0 = 0, s1 = 0;
