@@ -164,7 +164,11 @@ cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
-	$(BUILD)/cuda/mvw_emu_check
+	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check
+# Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
+$(BUILD)/cuda/hc_tail_emu_check: tests/cuda/hc_tail_emu_check.cu src/backend/cuda/cuda_hc_tail_units.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
 $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
 		$(call libs_for,engine)
 	@mkdir -p $(dir $@)

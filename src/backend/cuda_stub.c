@@ -19,3 +19,9 @@ dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *
     (void)b, (void)on, (void)was;
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
 }
+
+dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was, uint64_t *launches,
+                                          dsv4_error *err) {
+    (void)b, (void)mode, (void)was, (void)launches;
+    return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
+}

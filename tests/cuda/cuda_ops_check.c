@@ -676,6 +676,109 @@ static void check_hc_one(chk *c, const dsv4_layer_weights *L) {
     for (int k = 0; k < 2; k++) dfree(c, dy[k]), dfree(c, ds[k]);
 }
 
+/* The register / grid tail of the one-launch pre step (DSV4_CUDA_HC_TAIL=last / multi, switched
+ * through the test hook) against today's one-launch kernel (unset), bit for bit: hc_pre (u, split)
+ * and hc_pre_norm (normed row, split), both HC sublayers, inputs of several magnitudes, outputs
+ * poisoned (NaN) before every call, each tail 3 times in a row (its count / ticket words must be
+ * back at 0 after every launch). The hook's launch count says whether the tail ran (it needs
+ * n_hc = 4, n_embd 1024 or 4096; multi also the grid resident at once). Then the time per call:
+ * the median over 9 rounds of 200 calls (stream, no graph; rounds interleaved over the modes). */
+static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t E = cf->n_embd, HD = cf->n_hc * E, MIX = dsv4_cfg_hc_mix(cf);
+    static const char *const names[3] = {"unset", "multi", "last"};
+    bool was_fast = true;
+    int was = 0;
+    uint64_t l0 = 0, l1 = 0;
+    if (dsv4_backend_cuda_set_hc_fast(&c->gpu, true, &was_fast, &c->err) != DSV4_OK ||
+        dsv4_backend_cuda_set_hc_tail(&c->gpu, 0, &was, &l0, &c->err) != DSV4_OK) {
+        printf("FAIL hc tail: %s\n", c->err.msg);
+        c->fails++, c->checks++;
+        return;
+    }
+    float *x0 = calloc(HD, 4), *yr = malloc((size_t)E * 4), *yt = malloc((size_t)E * 4);
+    float *sr = malloc((size_t)MIX * 4), *s_t = malloc((size_t)MIX * 4);
+    if (!x0 || !yr || !yt || !sr || !s_t) abort();
+    float *dx = dcopy(c, x0, (size_t)HD * 4), *dy[3], *ds[3];
+    for (int k = 0; k < 3; k++) dy[k] = dcopy(c, yr, (size_t)E * 4), ds[k] = dcopy(c, sr, (size_t)MIX * 4);
+    const float mags[5] = {1e-3f, 0.05f, 1.0f, 2.0f, 40.0f};
+    size_t differ[3] = {0, 0, 0}, total[3] = {0, 0, 0};
+    uint64_t ran_n[3] = {0, 0, 0};
+    bool ok = true;
+    for (int ffn = 0; ffn < 2 && ok; ffn++)
+        for (int mi = 0; mi < 5 && ok; mi++) {
+            float *x = hrand(c, HD, mags[mi]);
+            ok = GPU->write(GC, dx, x, (size_t)HD * 4, &c->err) == DSV4_OK;
+            free(x);
+            for (int norm = 0; norm < 2 && ok; norm++)
+                for (int mode = 0; mode < 3 && ok; mode++)
+                    for (int rep = 0; rep < (mode ? 3 : 1) && ok; rep++) {
+                        ok = dsv4_backend_cuda_set_hc_tail(&c->gpu, mode, NULL, &l0, &c->err) == DSV4_OK &&
+                             GPU->fill_f32(GC, dy[mode], NAN, E, &c->err) == DSV4_OK &&
+                             GPU->fill_f32(GC, ds[mode], NAN, MIX, &c->err) == DSV4_OK &&
+                             hc_pre_call(c, L, ffn, norm, dx, dy[mode], ds[mode]) == DSV4_OK &&
+                             dsv4_backend_cuda_set_hc_tail(&c->gpu, mode, NULL, &l1, &c->err) == DSV4_OK;
+                        if (!ok || !mode) continue;
+                        ran_n[mode] += l1 - l0;
+                        ok = GPU->read(GC, yr, dy[0], (size_t)E * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, yt, dy[mode], (size_t)E * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, sr, ds[0], (size_t)MIX * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, s_t, ds[mode], (size_t)MIX * 4, &c->err) == DSV4_OK;
+                        for (uint32_t i = 0; ok && i < E; i++) differ[mode] += memcmp(&yr[i], &yt[i], 4) != 0;
+                        for (uint32_t i = 0; ok && i < MIX; i++)
+                            differ[mode] += memcmp(&sr[i], &s_t[i], 4) != 0;
+                        total[mode] += E + MIX;
+                    }
+        }
+    if (!ok) printf("FAIL hc tail: %s\n", c->err.msg);
+    for (int mode = 1; mode < 3 && ok; mode++) {
+        char lb[64];
+        snprintf(lb, sizeof lb, "hc pre tail=%s vs unset", names[mode]);
+        if (!ran_n[mode]) {
+            printf("skip %-34s the tail did not run (n_hc=%u n_embd=%u: needs 4 x 1024|4096%s)\n", lb,
+                   cf->n_hc, E, mode == 1 ? ", the grid resident" : "");
+            continue;
+        }
+        printf("%s %-34s %zu of %zu values differ (required: 0; %llu tail launches)\n",
+               !differ[mode] ? "ok  " : "FAIL", lb, differ[mode], total[mode],
+               (unsigned long long)ran_n[mode]);
+        c->fails += differ[mode] != 0, c->checks++;
+    }
+    c->fails += !ok, c->checks += !ok;
+    for (int norm = 0; norm < 2 && ok; norm++) {
+        double t[3][9];
+        for (int r = 0; r < 9 && ok; r++)
+            for (int mode = 0; mode < 3 && ok; mode++) {
+                ok = dsv4_backend_cuda_set_hc_tail(&c->gpu, mode, NULL, NULL, &c->err) == DSV4_OK &&
+                     hc_pre_call(c, L, false, norm, dx, dy[mode], ds[mode]) == DSV4_OK &&
+                     GPU->sync(GC, &c->err) == DSV4_OK;
+                const double t0 = now_s();
+                for (int k = 0; k < 200 && ok; k++)
+                    ok = hc_pre_call(c, L, false, norm, dx, dy[mode], ds[mode]) == DSV4_OK;
+                ok = ok && GPU->sync(GC, &c->err) == DSV4_OK;
+                t[mode][r] = (now_s() - t0) / 200;
+            }
+        double med[3] = {-1, -1, -1};
+        for (int mode = 0; mode < 3 && ok; mode++) {
+            for (int i = 1; i < 9; i++) /* insertion sort of 9 */
+                for (int j = i; j > 0 && t[mode][j] < t[mode][j - 1]; j--) {
+                    const double v = t[mode][j];
+                    t[mode][j] = t[mode][j - 1], t[mode][j - 1] = v;
+                }
+            med[mode] = t[mode][4];
+        }
+        printf("     hc %-12s tail timing n=1 (median of 9 x 200 calls): unset %.2f us, multi %.2f us, last "
+               "%.2f "
+               "us (stream, no graph)\n",
+               norm ? "pre_norm" : "pre", med[0] * 1e6, med[1] * 1e6, med[2] * 1e6);
+    }
+    dsv4_backend_cuda_set_hc_tail(&c->gpu, was, NULL, NULL, &c->err);
+    dsv4_backend_cuda_set_hc_fast(&c->gpu, was_fast, NULL, &c->err);
+    free(x0), free(yr), free(yt), free(sr), free(s_t);
+    dfree(c, dx);
+    for (int k = 0; k < 3; k++) dfree(c, dy[k]), dfree(c, ds[k]);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
@@ -823,7 +926,10 @@ int main(int argc, char **argv) {
         free(x), free(u), free(sp), free(f), free(o);
         dfree(c, dx), dfree(c, du), dfree(c, dsp), dfree(c, df), dfree(c, do_);
     }
-    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) check_hc_one(c, L0);
+    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
+        check_hc_one(c, L0);
+        check_hc_tail(c, L0);
+    }
     /* ---- rmsnorm, add, swiglu ---- */
     {
         const size_t n = 3 * (size_t)E;

@@ -246,6 +246,7 @@ static void cu_destroy(void *vctx) {
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
     if (c->d_iota) cudaFree(c->d_iota);
     if (c->d_hc_ticket) cudaFree(c->d_hc_ticket);
+    if (c->d_hc_tail) cudaFree(c->d_hc_tail);
     if (c->pin_tok) cudaFreeHost(c->pin_tok);
     if (c->pin_ev) cudaEventDestroy(c->pin_ev);
     if (c->xev) cudaEventDestroy(c->xev);
@@ -361,6 +362,12 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->fused_gates_off = fg && strcmp(fg, "off") == 0;
         const char *hf = getenv("DSV4_CUDA_HC_FAST");
         c->hc_fast = !(hf && strcmp(hf, "0") == 0);
+        const char *ht = getenv("DSV4_CUDA_HC_TAIL");
+        c->hc_tail = !ht                        ? CU_HC_TAIL_OFF
+                     : strcmp(ht, "multi") == 0 ? CU_HC_TAIL_MULTI
+                     : strcmp(ht, "last") == 0  ? CU_HC_TAIL_LAST
+                                                : CU_HC_TAIL_OFF;
+        cu_hc_tail_init(c);
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *at = getenv("DSV4_CUDA_ATTN");
@@ -389,6 +396,21 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool
     cuda_ctx *c = (cuda_ctx *)b->ctx;
     if (was) *was = c->hc_fast;
     c->hc_fast = on;
+    return DSV4_OK;
+}
+
+/* Test hook (cuda_ops_check): DSV4_CUDA_HC_TAIL's mode (0 unset, 1 multi, 2 last) as creation sets
+ * it; *was gets the previous mode and *launches the register/grid tail launches so far (may be NULL). */
+extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was,
+                                                     uint64_t *launches, dsv4_error *err) {
+    if (!b || !b->ops || b->ops->destroy != cu_destroy)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: not a CUDA backend");
+    if (mode < CU_HC_TAIL_OFF || mode > CU_HC_TAIL_LAST)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: mode %d (0..2)", mode);
+    cuda_ctx *c = (cuda_ctx *)b->ctx;
+    if (was) *was = c->hc_tail;
+    if (launches) *launches = c->hc_tail_launches;
+    c->hc_tail = mode;
     return DSV4_OK;
 }
 

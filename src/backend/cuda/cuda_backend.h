@@ -39,6 +39,10 @@ enum {
     CU_SLOTS = 14
 };
 
+/* DSV4_CUDA_HC_TAIL: today's one-launch pre step (unset), its register tail in the last block
+ * (last), or every block after a grid-wide point (multi); cuda_ops_hc.cu. */
+enum { CU_HC_TAIL_OFF = 0, CU_HC_TAIL_MULTI = 1, CU_HC_TAIL_LAST = 2 };
+
 /* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync
  * (stream syncs), cudaFree of a buffer or a growing scratch slot (waits for the device), the
  * token staging buffer's event. */
@@ -83,6 +87,10 @@ typedef struct cuda_ctx {
     bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
     bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
+
+    int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
+    uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
+    uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;
@@ -92,6 +100,7 @@ typedef struct cuda_ctx {
     uint8_t *d_iq2_signs;  /* 128 */
     int32_t *d_iota;       /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
     unsigned *d_hc_ticket; /* one-launch hc pre step: blocks done (0 between launches) */
+    unsigned *d_hc_tail;   /* hc_tail_kernel: [0] count, [32] generation (grid); [64] ticket (last) */
     /* scratch */
     void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
     size_t scratch_bytes[2 * CU_SLOTS];
@@ -198,6 +207,10 @@ dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups
 /* Row RMS norm (cuda_ops_dense.cu): y = x * 1/sqrt(mean(x^2) + eps) (* w when w != NULL). */
 dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_t n_rows, uint32_t width,
                         float eps, float *y, dsv4_error *err);
+
+/* At creation: how many blocks of the HC pre step's register tail fit on the device at once
+ * (DSV4_CUDA_HC_TAIL=multi launches only a grid that fits; cuda_ops_hc.cu). */
+void cu_hc_tail_init(cuda_ctx *c);
 
 /* ---- fused ops ---- */
 /* hc_pre + sublayer RMSNorm for one token (cuda_ops_hc.cu) and its gate. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_hc_tail_units.cuh"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
 #define HC_NEG_INF (-1e30f)
@@ -158,6 +159,23 @@ struct hc_shfl_get { /* hcr_* lane reads: warp shuffles of v */
     __device__ float operator()(uint32_t src) const { return __shfl_sync(0xffffffffu, v, (int)src); }
 };
 
+/* One warp (all 32 lanes): the n_hc = 4 combine matrix (cm, 16 floats) from the mix, one element
+ * per lane in registers (hcr_*_n<4>: the hcu_* sums in their order). */
+__device__ __forceinline__ void hc_comb4_warp(const float *mix, const float *scale, const float *base,
+                                              uint32_t iters, float eps, float *cm) {
+    const uint32_t lane = threadIdx.x & 31;
+    const hc_exp ex;
+    const float v = hcr_logit(mix + 8, scale[2], base + 8, 4, lane);
+    const float mx = hcr_row_max(hc_shfl_get{v}, 4, lane);
+    const float e = ex(v - mx);
+    float cv = hcr_softmax_norm_n<4>(hc_shfl_get{e}, e, lane, eps);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) cv = hcr_row_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
+        cv = hcr_col_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
+    }
+    if (lane < 16) cm[lane] = cv;
+}
+
 /* Warp 0 (all 32 lanes): the split weights of one token from its mix, hc_weights_sum_kernel's
  * values: pre/post one lane per element; the combine matrix one element per lane in registers
  * (hcr_*: the hcu_* sums in their order) when n_hc² <= 32, else hcu_* through shared memory. */
@@ -168,15 +186,7 @@ __device__ void hc_split_warp(const float *mix, const float *scale, const float 
     if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
     float *cm = wts + 2 * n_hc;
     if (n_hc == 4) { /* DeepSeek V4: unrolled, 4x faster than the loops below (same bits) */
-        const float v = hcr_logit(mix + 8, scale[2], base + 8, 4, lane);
-        const float mx = hcr_row_max(hc_shfl_get{v}, 4, lane);
-        const float e = ex(v - mx);
-        float cv = hcr_softmax_norm_n<4>(hc_shfl_get{e}, e, lane, eps);
-        for (uint32_t it = 0; it < iters; it++) {
-            if (it > 0) cv = hcr_row_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
-            cv = hcr_col_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
-        }
-        if (lane < 16) cm[lane] = cv;
+        hc_comb4_warp(mix, scale, base, iters, eps, cm);
         return;
     }
     if (n_hc <= HCR_MAX) {
@@ -431,6 +441,215 @@ __global__ void __launch_bounds__(RMS_THREADS)
     }
 }
 
+/* ---- register-tail decode pre step (DSV4_CUDA_HC_TAIL=multi|last; n_hc = 4, n_embd = 1024 KE) ----
+ *
+ * hc_pre_one_kernel's work and values with a shorter path after the grid-wide sum. The row layout
+ * and sum orders are in cuda_hc_tail_units.cuh (checked on the host by tests/cuda/hc_tail_emu_check.cu):
+ * thread t's float4 groups t + 256 k of the row are the ones cu_row_sumsq gives it, so phase 1 keeps
+ * them in registers (64 floats) and the tail forms u from them (no reload of x); Σu² over u's groups
+ * t + 256 e, e in order, is cu_row_sumsq's tree over u (so no u in shared memory). The split's
+ * pre/post (warp 1) runs beside the combine matrix (warp 0): the same per-element functions, in
+ * parallel instead of one after the other. scale, base and the norm weight are loaded at the start.
+ * Every expression (Σx², s, the dots, the block-order sum of the partials, the split, u, Σu², the
+ * scale, y = u * s * w) is the one hc_pre_one_kernel uses, in the same order, in a file built with
+ * --fmad=false: bitwise the same outputs.
+ *
+ * grid = false ("last"): as today, the last block to finish (ticket) does the tail alone.
+ * grid = true ("multi"): every block waits at a grid-wide point (count + generation words, the count
+ * put back to 0 by the last arrival, so graph replays find it at 0), then every block runs the tail
+ * and writes the groups g % P == blockIdx.x of y (block 0 the split). Needs all P blocks resident at
+ * once: the host launches it only when the occupancy API says P blocks fit on the device
+ * (cu_hc_tail_init); otherwise hc_pre_one_kernel.
+ *
+ * Critical path after the last block's partials are stored (RT: an L2 round trip):
+ *   today:  fence + ticket atomic (RT), fence, partial loads (RT), sum of 64 (dependent double adds),
+ *           pre/post exp then comb softmax exp + 20 Sinkhorn iterations (one warp, in sequence),
+ *           split store + x loads for u (64 KB into one SM: RT + ~0.5 us of L1<-L2 bandwidth),
+ *           barrier, Σu² from shared memory, barrier, norm weight loads (RT), 16 KB of y from one SM.
+ *   last:   fence + ticket atomic (RT), fence, partial loads (RT), sum of 64, comb || pre/post,
+ *           u from registers, Σu² from registers, barrier, 16 KB of y from one SM.
+ *   multi:  fence + count atomic (RT) + generation poll (<= RT), partial loads (RT), sum of 64,
+ *           comb || pre/post, u from registers, Σu² from registers, barrier, 256 B of y per block.
+ * Expected (not measured): ~2 us less per call for either (x reload, norm weight RT, the pre/post
+ * exp off the path); multi trades the ticket for a poll (one RT more) against the y store spread. */
+
+#define HCT_MAX_P 64u /* blocks (hd / 256) the staged partials are sized for (n_embd <= 4096) */
+#define HCT_NMIX (2 * HCT_NH + HCT_NH * HCT_NH)
+
+__device__ __forceinline__ unsigned hct_ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+template <bool NORM, uint32_t KE>
+__global__ void __launch_bounds__(HCT_THREADS)
+    hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
+                   unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
+                   uint32_t iters, float eps, float *split_out, float *y) {
+    constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
+    __shared__ double st[HCT_MAX_P * HCT_NMIX];
+    __shared__ float mix[HCT_NMIX], wts[HCT_NMIX], s_base[HCT_NMIX], s_scale[3];
+    __shared__ double red[HCT_THREADS / 32];
+    __shared__ bool go;
+    const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5, P = gridDim.x;
+    if (t < HCT_NMIX) s_base[t] = base[t];
+    if (t < 3) s_scale[t] = scale[t];
+    float4 nw[KE];
+#pragma unroll
+    for (uint32_t e = 0; e < KE; e++)
+        if (NORM && hct_writes(hct_group(t, e), P, blockIdx.x, grid))
+            nw[e] = ((const float4 *)norm_w)[hct_group(t, e)];
+    /* phase 1: hc_mix_part_token with the row's groups kept in registers */
+    const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
+    uint4 qp[HCM_PREFETCH];
+#pragma unroll
+    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+        if (warp + i * W < HCT_NMIX)
+            qp[i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
+    const float4 a = *(const float4 *)(x + i0), b = *(const float4 *)(x + i0 + 4);
+    float4 xv[NX];
+#pragma unroll
+    for (uint32_t k = 0; k < NX; k++) xv[k] = ((const float4 *)x)[hct_group(t, k)];
+    double ss = 0.0;
+#pragma unroll
+    for (uint32_t k = 0; k < NX; k++) ss = hct_sq4(ss, xv[k].x, xv[k].y, xv[k].z, xv[k].w);
+    const double tot = hct_finish(ss, red);
+    const float s = 1.0f / sqrtf((float)(tot / (double)HD) + rms_eps);
+    const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
+#pragma unroll
+    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+        if (warp + i * W < HCT_NMIX) hc_mix_dot(qp[i], f, lane, warp + i * W, HCT_NMIX, part);
+    for (uint32_t m = warp + HCM_PREFETCH * W; m < HCT_NMIX; m += W)
+        hc_mix_dot(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2), f, lane, m, HCT_NMIX,
+                   part);
+    /* the grid-wide sum */
+    __threadfence(); /* this block's partials, device-wide, before it arrives */
+    __syncthreads();
+    if (t == 0) {
+        if (grid) {
+            const unsigned g0 = hct_ld_acquire(sync + 32); /* before arriving: the last bumps it after */
+            if (atomicAdd(sync, 1u) == P - 1) {
+                atomicExch(sync, 0u);
+                __threadfence();
+                atomicAdd(sync + 32, 1u);
+            } else {
+                while (hct_ld_acquire(sync + 32) == g0) __nanosleep(32);
+            }
+            go = true;
+        } else {
+            go = atomicAdd(sync, 1u) == P - 1;
+            if (go) atomicExch(sync, 0u);
+        }
+    }
+    __syncthreads();
+    if (!go) return;
+    __threadfence();
+    const uint32_t np = P * HCT_NMIX;
+#pragma unroll 8 /* the loads in flight together */
+    for (uint32_t i = t; i < np; i += HCT_THREADS) st[i] = __ldcg(part + i);
+    __syncthreads();
+    if (t < HCT_NMIX) {
+        double acc = 0.0;
+#pragma unroll 16
+        for (uint32_t p = 0; p < P; p++) acc += st[(uint64_t)p * HCT_NMIX + t];
+        mix[t] = (float)acc;
+    }
+    __syncthreads();
+    if (warp == 0)
+        hc_comb4_warp(mix, s_scale, s_base, iters, eps, wts + 2 * HCT_NH);
+    else if (warp == 1 && lane < 2 * HCT_NH)
+        wts[lane] = hcu_pre_post(mix, s_scale, s_base, HCT_NH, eps, lane, hc_exp{});
+    __syncthreads();
+    if (split_out && (!grid || blockIdx.x == 0) && t < HCT_NMIX) split_out[t] = wts[t];
+    /* u[d] = sum_h x[h][d] * w[h], h in order (hc_pre_one_kernel's float4 form) */
+    float4 u[KE];
+#pragma unroll
+    for (uint32_t e = 0; e < KE; e++) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (uint32_t h = 0; h < HCT_NH; h++) {
+            const float4 v = xv[hct_slot(h, e, KE)];
+            const float w = wts[h];
+            acc.x += v.x * w;
+            acc.y += v.y * w;
+            acc.z += v.z * w;
+            acc.w += v.w * w;
+        }
+        u[e] = acc;
+    }
+    float4 *y4 = (float4 *)y;
+    if (NORM) {
+        double su = 0.0;
+#pragma unroll
+        for (uint32_t e = 0; e < KE; e++) su = hct_sq4(su, u[e].x, u[e].y, u[e].z, u[e].w);
+        const double tu = hct_finish(su, red); /* red's phase-1 reads are several barriers back */
+        const float sc = 1.0f / sqrtf((float)(tu / (double)NE) + rms_eps);
+#pragma unroll
+        for (uint32_t e = 0; e < KE; e++)
+            if (hct_writes(hct_group(t, e), P, blockIdx.x, grid))
+                y4[hct_group(t, e)] = make_float4(u[e].x * sc * nw[e].x, u[e].y * sc * nw[e].y,
+                                                  u[e].z * sc * nw[e].z, u[e].w * sc * nw[e].w);
+    } else {
+#pragma unroll
+        for (uint32_t e = 0; e < KE; e++)
+            if (hct_writes(hct_group(t, e), P, blockIdx.x, grid)) y4[hct_group(t, e)] = u[e];
+    }
+}
+
+template <bool NORM, uint32_t KE> static int hct_blocks_per_sm(void) {
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, hc_tail_kernel<NORM, KE>, HCT_THREADS, 0) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return nb;
+}
+
+/* The most blocks of every hc_tail_kernel instance resident at once on this device (0: unknown,
+ * the grid tail is never launched). */
+void cu_hc_tail_init(cuda_ctx *c) {
+    int nb = hct_blocks_per_sm<true, 1>();
+    const int n[3] = {hct_blocks_per_sm<false, 1>(), hct_blocks_per_sm<true, 4>(),
+                      hct_blocks_per_sm<false, 4>()};
+    for (int i = 0; i < 3; i++)
+        if (n[i] < nb) nb = n[i];
+    c->hc_tail_resident = (uint32_t)nb * (uint32_t)c->caps.sm_count;
+}
+
+/* The register-tail pre step when DSV4_CUDA_HC_TAIL asks for it and the shapes fit (n_hc = 4,
+ * n_embd 1024 or 4096, aligned vectors; multi: the grid resident at once); *done says whether it
+ * ran. The caller has checked hc_pre_one's conditions. */
+static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes, const float *sv,
+                           const float *bv, const float *norm_w, const float *x_hc, uint32_t n_hc,
+                           uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, double *part,
+                           float *y, float *split, bool *done, dsv4_error *err) {
+    *done = false;
+    const uint32_t P = n_hc * n_embd / HCM_CHUNK;
+    const bool grid = c->hc_tail == CU_HC_TAIL_MULTI;
+    if (c->hc_tail == CU_HC_TAIL_OFF || !c->d_hc_tail || n_hc != HCT_NH ||
+        (n_embd != 1024 && n_embd != 4096) || P > HCT_MAX_P || ((uintptr_t)y & 15) != 0 ||
+        (norm_w && ((uintptr_t)norm_w & 15) != 0) || (grid && P > c->hc_tail_resident))
+        return DSV4_OK;
+    unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
+#define HCT_LAUNCH(NORM, KE)                                                                                 \
+    hc_tail_kernel<NORM, KE><<<P, HCT_THREADS, 0, c->stream>>>(                                              \
+        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y)
+    if (norm_w && n_embd == 4096)
+        HCT_LAUNCH(true, 4);
+    else if (norm_w)
+        HCT_LAUNCH(true, 1);
+    else if (n_embd == 4096)
+        HCT_LAUNCH(false, 4);
+    else
+        HCT_LAUNCH(false, 1);
+#undef HCT_LAUNCH
+    c->hc_tail_launches++;
+    *done = true;
+    return cu_launched(err, grid ? "hc pre (grid tail)" : "hc pre (register tail)");
+}
+
 /* The one-launch pre step when it applies (DSV4_CUDA_HC_FAST not 0, and the decode mix's
  * conditions: hc_fast_mix and aligned weights); *done says whether it ran. norm_w: NULL for
  * hc_pre (y = u), else hc_pre_norm's weight (y = the normed row). */
@@ -451,6 +670,9 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
     const size_t part_bytes = (size_t)P * n_mix * sizeof(double);
     double *part = (double *)cu_scratch(c, CU_SLOT_FLAT, part_bytes, err);
     if (!part) return DSV4_ERR_NOMEM;
+    dsv4_status st = hc_tail(c, wd, fn->row_bytes, sv, bv, norm_w, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps,
+                             part, y, split, done, err);
+    if (st != DSV4_OK || *done) return st;
     const bool stage = part_bytes <= HCO_STAGE_BYTES;
     size_t smem = norm_w ? (size_t)n_embd * sizeof(float) : 0;
     if (stage && part_bytes > smem) smem = part_bytes;
