@@ -10,8 +10,9 @@
  * warm-up (v2 forced: min_ctas 0, so it runs even where the engine would pick v1). Prints int8
  * TOPS (2*in*out*n ops per launch) and the weight bytes per second; checks that every output was
  * written (NaN poison), that 256 sampled (row, token) values equal quant_dot_q8_0 bit for bit, and
- * that every v2 output equals v1's bit for bit. One line per shape: RESULT <in>-><out>@n<n> v1_ms v2_ms
- * (v2_ms nan where the device cannot run v2). */
+ * that every v2 / v2n output equals v1's bit for bit. One line per shape:
+ *   RESULT <in>-><out>@n<n> v1_ms v2_ms v2n_ms      (nan where the device cannot run that kernel)
+ * v2 = the 256 x 128 tile (DSV4_CUDA_PREFILL_MMA=v2), v2n = the 128 x 128 one (=v2n). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -63,7 +64,9 @@ typedef struct {
 static dsv4_status launch(int v, const gemm_op *g, cudaStream_t st, dsv4_error *err) {
     if (v == 1)
         return dsv4_cuda_gemm_q8_0_mma(g->w, g->rb, g->in, g->out, g->q, g->ab, g->n, g->y, g->out, st, err);
-    return dsv4_cuda_gemm_q8_0_mma2(g->w, g->rb, g->in, g->out, g->q, g->ab, g->n, g->y, g->out, 0, st, err);
+    const int tile = v == 2 ? DSV4_Q8_0_MMA2_WIDE : DSV4_Q8_0_MMA2_NARROW;
+    return dsv4_cuda_gemm_q8_0_mma2(tile, g->w, g->rb, g->in, g->out, g->q, g->ab, g->n, g->y, g->out, 0, st,
+                                    err);
 }
 
 /* ms per launch over reps launches after 2 warm-ups */
@@ -103,10 +106,16 @@ int main(int argc, char **argv) {
                dsv4_cuda_q8_0_mma_smem_bytes());
         return 1;
     }
-    const bool v2_ok = dsv4_cuda_q8_0_mma2_device_ok(prop.major, prop.sharedMemPerBlockOptin);
-    if (!v2_ok)
-        printf("device cannot run v2 (needs %zu B of shared memory per block): v1 only\n",
-               dsv4_cuda_q8_0_mma2_smem_bytes());
+    /* kernels: 1 = v1, 2 = v2 (wide tile), 3 = v2n (narrow tile) */
+    const char *const kname[4] = {"", "v1 ", "v2 ", "v2n"};
+    bool run_ok[4] = {false, true, false, false};
+    for (int v = 2; v <= 3; v++) {
+        const int tile = v == 2 ? DSV4_Q8_0_MMA2_WIDE : DSV4_Q8_0_MMA2_NARROW;
+        run_ok[v] = dsv4_cuda_q8_0_mma2_device_ok(tile, prop.major, prop.sharedMemPerBlockOptin);
+        if (!run_ok[v])
+            printf("device cannot run %s (needs %zu B of shared memory per block)\n", kname[v],
+                   dsv4_cuda_q8_0_mma2_smem_bytes(tile));
+    }
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaEvent_t e0, e1;
@@ -115,16 +124,17 @@ int main(int argc, char **argv) {
     int fails = 0;
     for (int ni = 0; ni < n_count; ni++) {
         const int n = n_list[ni];
-        double tot_ops = 0, tot_ms[3] = {0, 0, 0};
+        double tot_ops = 0, tot_ms[4] = {0, 0, 0, 0};
         for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
             const shape *s = &SHAPES[si];
             const uint64_t rb = (uint64_t)(s->in / 32) * 34, wbytes = rb * (uint64_t)s->out;
             const size_t ab = (size_t)(s->in / 32) * sizeof(dsv4_q8_0_act), ny = (size_t)n * s->out;
             uint8_t *hw = (uint8_t *)malloc(wbytes);
             float *hx = (float *)malloc((size_t)n * s->in * sizeof(float));
-            float *hy[3] = {NULL, (float *)malloc(ny * sizeof(float)), (float *)malloc(ny * sizeof(float))};
+            float *hy[4] = {NULL, (float *)malloc(ny * sizeof(float)), (float *)malloc(ny * sizeof(float)),
+                            (float *)malloc(ny * sizeof(float))};
             dsv4_q8_0_act *hq = (dsv4_q8_0_act *)malloc(ab);
-            if (!hw || !hx || !hy[1] || !hy[2] || !hq) {
+            if (!hw || !hx || !hy[1] || !hy[2] || !hy[3] || !hq) {
                 fprintf(stderr, "out of host memory\n");
                 return 2;
             }
@@ -148,11 +158,12 @@ int main(int argc, char **argv) {
             }
             const gemm_op g = {dw, rb, (uint64_t)s->in, (uint64_t)s->out, dq, ab, (uint32_t)n, dy};
             const double ops = 2.0 * (double)s->in * (double)s->out * n;
-            float ms[3] = {0, NAN, NAN};
-            for (int v = 1; v <= (v2_ok ? 2 : 1); v++) {
+            float ms[4] = {0, NAN, NAN, NAN};
+            for (int v = 1; v <= 3; v++) {
+                if (!run_ok[v]) continue;
                 CK(cudaMemset(dy, 0xff, ny * sizeof(float))); /* NaN poison */
                 if (launch(v, &g, st, &err) != DSV4_OK) {
-                    printf("FAIL v%d %-26s %s\n", v, s->name, err.msg);
+                    printf("FAIL %s %-26s %s\n", kname[v], s->name, err.msg);
                     fails++;
                     continue;
                 }
@@ -160,8 +171,8 @@ int main(int argc, char **argv) {
                 CK(cudaMemcpy(hy[v], dy, ny * sizeof(float), cudaMemcpyDeviceToHost));
                 size_t unwritten = 0, vs_v1 = 0;
                 for (size_t i = 0; i < ny; i++) unwritten += isnan(hy[v][i]) != 0;
-                if (v == 2)
-                    for (size_t i = 0; i < ny; i++) vs_v1 += memcmp(&hy[1][i], &hy[2][i], 4) != 0;
+                if (v > 1)
+                    for (size_t i = 0; i < ny; i++) vs_v1 += memcmp(&hy[1][i], &hy[v][i], 4) != 0;
                 int bad = 0, samples = 256;
                 for (int k = 0; k < samples; k++) {
                     const int64_t r = k == 0 ? s->out - 1 : (int64_t)(nxt() % (uint64_t)s->out);
@@ -171,8 +182,8 @@ int main(int argc, char **argv) {
                                 got = hy[v][(size_t)t * s->out + r];
                     if (memcmp(&ref, &got, 4) != 0) {
                         if (bad < 3)
-                            printf("  v%d row %lld token %d: %.9g vs CPU %.9g\n", v, (long long)r, t, got,
-                                   ref);
+                            printf("  %s row %lld token %d: %.9g vs CPU %.9g\n", kname[v], (long long)r, t,
+                                   got, ref);
                         bad++;
                     }
                 }
@@ -180,21 +191,24 @@ int main(int argc, char **argv) {
                 tot_ms[v] += ms[v];
                 const bool ok = bad == 0 && unwritten == 0 && vs_v1 == 0;
                 fails += !ok;
-                printf("%s v%d %-26s n=%d: %8.3f ms  %7.1f TOPS(int8)  weights %6.1f GB/s  "
+                printf("%s %s %-26s n=%d: %8.3f ms  %7.1f TOPS(int8)  weights %6.1f GB/s  "
                        "%d/%d sampled bitwise, %zu unwritten, %zu differ from v1\n",
-                       ok ? "ok  " : "FAIL", v, s->name, n, ms[v], ops / (ms[v] * 1e-3) / 1e12,
+                       ok ? "ok  " : "FAIL", kname[v], s->name, n, ms[v], ops / (ms[v] * 1e-3) / 1e12,
                        (double)wbytes / (ms[v] * 1e-3) / 1e9, samples - bad, samples, unwritten, vs_v1);
             }
             tot_ops += ops;
-            printf("RESULT %lld->%lld@n%d %.4f %.4f\n", (long long)s->in, (long long)s->out, n, ms[1], ms[2]);
+            printf("RESULT %lld->%lld@n%d %.4f %.4f %.4f\n", (long long)s->in, (long long)s->out, n, ms[1],
+                   ms[2], ms[3]);
             CK(cudaFree(dw));
             CK(cudaFree(dx));
             CK(cudaFree(dq));
             CK(cudaFree(dy));
-            free(hw), free(hx), free(hy[1]), free(hy[2]), free(hq);
+            free(hw), free(hx), free(hy[1]), free(hy[2]), free(hy[3]), free(hq);
         }
-        printf("all shapes at n=%d: v1 %.3f ms (%.1f TOPS), v2 %.3f ms (%.1f TOPS)\n", n, tot_ms[1],
-               tot_ops / (tot_ms[1] * 1e-3) / 1e12, tot_ms[2], tot_ops / (tot_ms[2] * 1e-3) / 1e12);
+        for (int v = 1; v <= 3; v++)
+            if (run_ok[v])
+                printf("all shapes at n=%d: %s %.3f ms (%.1f TOPS)\n", n, kname[v], tot_ms[v],
+                       tot_ops / (tot_ms[v] * 1e-3) / 1e12);
     }
     printf("%s: %d failure(s)\n", fails ? "Q8_0 MMA BENCH FAILED" : "Q8_0 MMA BENCH PASSED", fails);
     return fails ? 1 : 0;

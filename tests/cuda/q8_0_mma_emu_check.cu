@@ -95,60 +95,69 @@ static void emu_cta(const qm_args &p, bool aligned, long long bx, long long by, 
             qm_store(p, m0, c0, warp % QM_WARPS_M, warp / QM_WARPS_M, lane, acc[warp][lane]);
 }
 
-typedef float warp_acc2[32][Q2_MT][Q2_NT][4];
-/* one shared-memory image big enough for either kernel */
-static const size_t SMEM_BYTES = (size_t)QM_SMEM > (size_t)Q2_SMEM ? (size_t)QM_SMEM : (size_t)Q2_SMEM;
+/* one shared-memory image and accumulator store big enough for every kernel */
+static const size_t SMEM_BYTES = (size_t)q2_wide::SMEM;
+static const size_t ACC2_FLOATS = (size_t)q2_wide::THREADS * q2_wide::MT * q2_wide::NT * 4;
 
+template <class C>
 static void emu_load2(const qm_args &p, bool aligned, long long m0, long long c0, long long s,
                       uint8_t *smem) {
-    uint8_t *buf = smem + q2_buf(s) * Q2_STAGE;
+    uint8_t *buf = smem + q2_buf<C>(s) * C::STAGE;
     if (aligned)
-        q2_load_stage<true>(p, m0, c0, s, buf, buf + Q2_WTILE, 0, 1);
+        q2_load_stage<C, true>(p, m0, c0, s, buf, buf + C::WTILE, 0, 1);
     else
-        q2_load_stage<false>(p, m0, c0, s, buf, buf + Q2_WTILE, 0, 1);
+        q2_load_stage<C, false>(p, m0, c0, s, buf, buf + C::WTILE, 0, 1);
 }
 
-/* One CTA, as q2_kernel runs it: the ring's prologue, then per stage the load of stage
- * q2_ahead(s) (issued after the barrier, before stage s is computed) and the 16 warps' MMAs. */
-static void emu_cta2(const qm_args &p, bool aligned, long long bx, long long by, uint8_t *smem,
-                     warp_acc2 *acc) {
-    const long long m0 = by * Q2_BM, c0 = bx * Q2_BN;
-    memset(acc, 0, sizeof(warp_acc2) * Q2_WARPS_M * Q2_WARPS_N);
+/* One CTA of tile C, as q2_kernel runs it: the ring's prologue, then per stage the load of stage
+ * q2_ahead(s) (issued after the barrier, before stage s is computed) and the warps' MMAs. */
+template <class C>
+static void emu_cta2(const qm_args &p, bool aligned, long long bx, long long by, uint8_t *smem, float *accf) {
+    typedef float lane_acc[C::MT][C::NT][4];
+    lane_acc *acc = (lane_acc *)accf; /* [warp * 32 + lane] */
+    const long long m0 = by * C::BM, c0 = bx * C::BN;
+    memset(acc, 0, sizeof(lane_acc) * C::THREADS);
     const long long ns = (p.nb + QM_KB - 1) / QM_KB;
-    for (long long s = 0; s < Q2_STAGES - 1 && s < ns; s++) emu_load2(p, aligned, m0, c0, s, smem);
+    for (long long s = 0; s < C::STAGES - 1 && s < ns; s++) emu_load2<C>(p, aligned, m0, c0, s, smem);
     for (long long s = 0; s < ns; s++) {
-        if (q2_ahead(s) < ns) emu_load2(p, aligned, m0, c0, q2_ahead(s), smem);
-        const uint8_t *wt = smem + q2_buf(s) * Q2_STAGE, *xt = wt + Q2_WTILE;
+        if (q2_ahead<C>(s) < ns) emu_load2<C>(p, aligned, m0, c0, q2_ahead<C>(s), smem);
+        const uint8_t *wt = smem + q2_buf<C>(s) * C::STAGE, *xt = wt + C::WTILE;
         const int kb = aligned ? QM_KB : qm_stage_blocks(p, s);
-        for (int warp = 0; warp < Q2_WARPS_M * Q2_WARPS_N; warp++) {
-            const int r_w = q2_warp_row(warp), c_w = q2_warp_tok(warp);
+        for (int warp = 0; warp < C::THREADS / 32; warp++) {
+            const int r_w = q2_warp_row<C>(warp), c_w = q2_warp_tok<C>(warp);
             const long long tok_left = p.n - (c0 + c_w);
             for (int j = 0; j < kb; j++) {
-                static uint32_t a[Q2_MT][32][4], b[32][2];
-                static float dw[Q2_MT][32][2], dx[32][2];
+                static uint32_t a[C::MT][32][4], b[32][2];
+                static float dw[C::MT][32][2], dx[32][2];
                 static int32_t d[32][4];
-                for (int mt = 0; mt < Q2_MT; mt++)
+                for (int mt = 0; mt < C::MT; mt++)
                     for (int lane = 0; lane < 32; lane++) {
                         qm_frag_a(wt, r_w + mt * 16, j, lane, a[mt][lane]);
                         qm_scale_w(wt, r_w + mt * 16, j, lane, dw[mt][lane]);
                     }
-                for (int nt = 0; nt < Q2_NT; nt++) {
+                for (int nt = 0; nt < C::NT; nt++) {
                     if (nt * 8 >= tok_left) break;
                     for (int lane = 0; lane < 32; lane++) {
                         qm_frag_b(xt, c_w + nt * 8, j, lane, b[lane]);
                         qm_scale_x(xt, c_w + nt * 8, j, lane, dx[lane]);
                     }
-                    for (int mt = 0; mt < Q2_MT; mt++) {
+                    for (int mt = 0; mt < C::MT; mt++) {
                         emu_mma(d, a[mt], b, (int32_t)QM_MAGIC_I);
                         for (int lane = 0; lane < 32; lane++)
-                            qm_epilogue(acc[warp][lane][mt][nt], d[lane], dw[mt][lane], dx[lane]);
+                            qm_epilogue(acc[warp * 32 + lane][mt][nt], d[lane], dw[mt][lane], dx[lane]);
                     }
                 }
             }
         }
     }
-    for (int warp = 0; warp < Q2_WARPS_M * Q2_WARPS_N; warp++)
-        for (int lane = 0; lane < 32; lane++) q2_store(p, m0, c0, warp, lane, acc[warp][lane]);
+    for (int warp = 0; warp < C::THREADS / 32; warp++)
+        for (int lane = 0; lane < 32; lane++) q2_store<C>(p, m0, c0, warp, lane, acc[warp * 32 + lane]);
+}
+
+template <class C> static void emu_grid2(const qm_args &p, bool aligned, uint8_t *smem, float *acc) {
+    for (long long by = 0; by < (p.n_out + C::BM - 1) / C::BM; by++)
+        for (long long bx = 0; bx < (p.n + C::BN - 1) / C::BN; bx++)
+            emu_cta2<C>(p, aligned, bx, by, smem, acc);
 }
 
 /* weights: 0 quantized floats, 1 random bytes with random (also subnormal) f16 scales, 2 all -128
@@ -165,7 +174,7 @@ static int run_case(const char *name, long long in, long long n_out, long long n
     float *xf = (float *)malloc((size_t)(in ? in : 1) * sizeof(float));
     uint8_t *smem = (uint8_t *)malloc(SMEM_BYTES);
     warp_acc *acc = (warp_acc *)malloc(sizeof(warp_acc) * QM_WARPS_M * QM_WARPS_N);
-    warp_acc2 *acc2 = (warp_acc2 *)malloc(sizeof(warp_acc2) * Q2_WARPS_M * Q2_WARPS_N);
+    float *acc2 = (float *)malloc(ACC2_FLOATS * sizeof(float));
     if (!wbuf || !xbuf || !y || !xf || !smem || !acc || !acc2) {
         fprintf(stderr, "out of memory\n");
         exit(2);
@@ -216,18 +225,19 @@ static int run_case(const char *name, long long in, long long n_out, long long n
     p.y_stride = ys;
     const bool aligned = qm_aligned(p);
     int fails = 0;
-    for (int v = 1; v <= 2; v++) {
+    static const char *const kname[3] = {"v1 ", "v2 ", "v2n"};
+    for (int v = 0; v < 3; v++) {
         const float poison = nanf("");
         for (size_t i = 0; i < (size_t)n * ys; i++) y[i] = poison;
         memset(smem, 0xa5, SMEM_BYTES); /* stale bytes must not reach a result */
-        if (v == 1)
+        if (v == 0)
             for (long long by = 0; by < (n_out + QM_BM - 1) / QM_BM; by++)
                 for (long long bx = 0; bx < (n + QM_BN - 1) / QM_BN; bx++)
                     emu_cta(p, aligned, bx, by, smem, acc);
+        else if (v == 1)
+            emu_grid2<q2_wide>(p, aligned, smem, acc2);
         else
-            for (long long by = 0; by < (n_out + Q2_BM - 1) / Q2_BM; by++)
-                for (long long bx = 0; bx < (n + Q2_BN - 1) / Q2_BN; bx++)
-                    emu_cta2(p, aligned, bx, by, smem, acc2);
+            emu_grid2<q2_narrow>(p, aligned, smem, acc2);
         long long bad = 0, untouched_bad = 0;
         for (long long t = 0; t < n; t++) {
             for (long long o = 0; o < (long long)ys; o++) {
@@ -243,17 +253,17 @@ static int run_case(const char *name, long long in, long long n_out, long long n
                 memcpy(&ug, &got, 4), memcpy(&ur, &ref, 4), memcpy(&us, &ref_s, 4);
                 if (ug != ur || ug != us) {
                     if (bad < 3)
-                        printf("  v%d %s: row %lld token %lld: %.9g (0x%08x) vs CPU %.9g (0x%08x)\n", v, name,
-                               o, t, got, ug, ref, ur);
+                        printf("  %s %s: row %lld token %lld: %.9g (0x%08x) vs CPU %.9g (0x%08x)\n", kname[v],
+                               name, o, t, got, ug, ref, ur);
                     bad++;
                 }
             }
         }
         const bool ok = bad == 0 && untouched_bad == 0;
-        printf("%s v%d %-34s in=%-5lld out=%-4lld n=%-4lld row0=%lld %s: %lld of %lld differ, %lld stray "
+        printf("%s %s %-34s in=%-5lld out=%-4lld n=%-4lld row0=%lld %s: %lld of %lld differ, %lld stray "
                "writes\n",
-               ok ? "ok  " : "FAIL", v, name, in, n_out, n, row0, aligned ? "16B path" : "2/4B path", bad,
-               n * n_out, untouched_bad);
+               ok ? "ok  " : "FAIL", kname[v], name, in, n_out, n, row0, aligned ? "16B path" : "2/4B path",
+               bad, n * n_out, untouched_bad);
         fails += !ok;
     }
     free(wbuf), free(xbuf), free(y), free(xf), free(smem), free(acc), free(acc2);
@@ -276,7 +286,8 @@ int main(void) {
     fails += run_case("misaligned bases nb=8", 256, 50, 70, 1, 0, 0, 1, 0);
     fails += run_case("misaligned nb=17", 544, 130, 8, 0, 8, 2, 1, 1);
     fails += run_case("extreme -128 unaligned", 160, 17, 5, 0, 0, 0, 1, 2);
-    /* v2's 256 x 128 tile and its stage ring: ragged against it, three stages through two buffers */
+    /* v2's 256 x 128 and 128 x 128 tiles and their stage ring: ragged against them, three stages
+     * through two buffers */
     fails += run_case("v2 tile ragged 300x200", 512, 300, 200, 3, 0, 5, 0, 0);
     fails += run_case("v2 ring 3 stages, 3 row tiles", 768, 513, 131, 1, 16, 2, 0, 1);
     fails += run_case("v2 ring unaligned nb=23", 736, 260, 129, 0, 4, 0, 1, 1);

@@ -16,18 +16,24 @@ extern "C" {
 
 struct CUstream_st; /* = cudaStream_t */
 
-/* Dynamic shared memory one CTA needs (217088 B: sm_90's opt-in limit allows it, sm_80's does not). */
-size_t dsv4_cuda_q8_0_mma2_smem_bytes(void);
-/* Can a device of this compute capability and opt-in shared-memory limit run the v2 kernel? */
-bool dsv4_cuda_q8_0_mma2_device_ok(int cc_major, size_t smem_per_block_optin);
-/* DSV4_CUDA_PREFILL_MMA, read on every call: 1 for "v2" (v2 where its grid fills the GPU),
- * 2 for "v2-all" (v2 for every shape, for checks on small models), 0 otherwise (v1). */
-int dsv4_cuda_q8_0_mma2_mode(void);
+/* The two tile shapes (cuda_gemm_q8_0_mma2.cuh): 256 x 128 CTA of 64 x 32 warp tiles ("v2"),
+ * 128 x 128 of 32 x 32 ("v2n"). */
+enum { DSV4_Q8_0_MMA2_WIDE = 0, DSV4_Q8_0_MMA2_NARROW = 1 };
 
-/* As dsv4_cuda_gemm_q8_0_mma. It also declines (DSV4_ERR_UNSUPPORTED, nothing launched) when its
- * grid would have fewer than min_ctas CTAs (pass the SM count: v1's smaller tile fills the GPU
- * better there; 0 never declines for that reason). */
-dsv4_status dsv4_cuda_gemm_q8_0_mma2(const void *w, uint64_t row_bytes, uint64_t in, uint64_t n_out,
+/* Dynamic shared memory one CTA of that tile needs (wide 217088 B: sm_90's opt-in limit allows
+ * it, sm_80's does not; narrow 147456 B). */
+size_t dsv4_cuda_q8_0_mma2_smem_bytes(int tile);
+/* Can a device of this compute capability and opt-in shared-memory limit run that tile? */
+bool dsv4_cuda_q8_0_mma2_device_ok(int tile, int cc_major, size_t smem_per_block_optin);
+/* DSV4_CUDA_PREFILL_MMA, read on every call: 1 for "v2" / "v2n" (v2 where its grid has a CTA per
+ * SM), 2 for "v2-all" / "v2n-all" (every shape, for checks on small models), 0 otherwise (v1);
+ * *tile gets the tile the value names. */
+int dsv4_cuda_q8_0_mma2_mode(int *tile);
+
+/* As dsv4_cuda_gemm_q8_0_mma, with the given tile. It also declines (DSV4_ERR_UNSUPPORTED,
+ * nothing launched) when its grid would have fewer than min_ctas CTAs (pass the SM count: v1's
+ * smaller tile fills the GPU better there; 0 never declines for that reason). */
+dsv4_status dsv4_cuda_gemm_q8_0_mma2(int tile, const void *w, uint64_t row_bytes, uint64_t in, uint64_t n_out,
                                      const void *x, uint64_t x_stride, uint32_t n, float *y,
                                      uint64_t y_stride, uint32_t min_ctas, struct CUstream_st *stream,
                                      dsv4_error *err);
