@@ -198,9 +198,9 @@ $(BUILD)/cuda/moe_grouped_emu_check: tests/cuda/moe_grouped_emu_check.cu src/bac
 		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
-# Host-only emulation of the Q8_0 tensor-core prefill GEMM against quant_dot_q8_0 (runs anywhere).
+# Host-only emulation of the Q8_0 tensor-core prefill GEMMs (v1, v2) against quant_dot_q8_0 (runs anywhere).
 $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/cuda/cuda_gemm_q8_0_mma.cuh \
-		src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
+		src/backend/cuda/cuda_gemm_q8_0_mma2.cuh src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # Host-only emulation of the F16 tensor-core prefill GEMM against a float64 sum (runs anywhere).

@@ -1005,6 +1005,33 @@ int main(int argc, char **argv) {
             const uint64_t vo = cf->n_vocab > 1044 ? 1037 : cf->n_vocab - 7;
             check_matmul_bitwise(c, "output rows 7..", &m->output, 7, vo, E, n);
         }
+        /* the v2 kernels (DSV4_CUDA_PREFILL_MMA=v2-all / v2n-all: even where v2 would leave a small
+         * grid to v1), ragged in rows and tokens against their tiles; the switch is restored after */
+        const char *prev_mma = getenv("DSV4_CUDA_PREFILL_MMA");
+        char saved_mma[16] = "";
+        if (prev_mma) snprintf(saved_mma, sizeof saved_mma, "%s", prev_mma);
+        static const char *const v2_modes[2] = {"v2-all", "v2n-all"}, *const v2_tags[2] = {"v2", "v2n"};
+        for (int vm = 0; vm < 2; vm++) {
+            setenv("DSV4_CUDA_PREFILL_MMA", v2_modes[vm], 1);
+            const uint32_t ns2[3] = {2, 130, 300};
+            for (int k = 0; k < 3; k++) {
+                const uint32_t n = ns2[k];
+                char tag[48];
+                snprintf(tag, sizeof tag, "%s attn_q_a", v2_tags[vm]);
+                check_matmul_bitwise(c, tag, &L0->attn_q_a, 0, cf->q_lora_rank, E, n);
+                snprintf(tag, sizeof tag, "%s attn_q_b", v2_tags[vm]);
+                check_matmul_bitwise(c, tag, &L0->attn_q_b, 0, (uint64_t)H * Dh, cf->q_lora_rank, n);
+                snprintf(tag, sizeof tag, "%s attn_output_b", v2_tags[vm]);
+                check_matmul_bitwise(c, tag, &L0->attn_output_b, 0, E, (uint64_t)G * OL, n);
+                const uint64_t vo = cf->n_vocab > 1044 ? 1037 : cf->n_vocab - 7;
+                snprintf(tag, sizeof tag, "%s output rows 7..", v2_tags[vm]);
+                check_matmul_bitwise(c, tag, &m->output, 7, vo, E, n);
+            }
+        }
+        if (prev_mma)
+            setenv("DSV4_CUDA_PREFILL_MMA", saved_mma, 1);
+        else
+            unsetenv("DSV4_CUDA_PREFILL_MMA");
         if (!strcmp(against, "cuda")) {
             time_prefill(c, "attn_q_b", &L0->attn_q_b, 2048);
             time_prefill(c, "attn_q_a", &L0->attn_q_a, 2048);

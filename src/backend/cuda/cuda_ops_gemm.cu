@@ -20,6 +20,7 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_gemm_f16_mma.h"
 #include "backend/cuda/cuda_gemm_q8_0_mma.h"
+#include "backend/cuda/cuda_gemm_q8_0_mma2.h"
 #include "backend/cuda/cuda_gemm_units.cuh"
 #include "backend/cuda/cuda_mvw.h"
 
@@ -299,9 +300,20 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err); /* a shape the tuned kernel declines (nothing was launched) */
     }
-    /* several tokens of Q8_0: int8 tensor cores, bitwise the CPU's (DSV4_CUDA_PREFILL_MMA=0: off) */
+    /* several tokens of Q8_0: int8 tensor cores, bitwise the CPU's (DSV4_CUDA_PREFILL_MMA=0: off;
+     * =v2|v2n: a larger-tile kernel where its grid fills the GPU, v1 where it declines; =v2-all|
+     * v2n-all: that kernel for every shape it takes) */
     if (n >= 2 && w->type == DSV4_TYPE_Q8_0 && !c->generic_only && dsv4_cuda_q8_0_mma_enabled() &&
         dsv4_cuda_q8_0_mma_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)) {
+        int tile;
+        const int v2 = dsv4_cuda_q8_0_mma2_mode(&tile);
+        if (v2 && dsv4_cuda_q8_0_mma2_device_ok(tile, c->caps.cc_major, c->caps.smem_per_block_optin)) {
+            st =
+                dsv4_cuda_gemm_q8_0_mma2(tile, wslice, w->row_bytes, in, n_out, act, act_stride, n, y,
+                                         y_stride, v2 == 2 ? 0u : (uint32_t)c->caps.sm_count, c->stream, err);
+            if (st != DSV4_ERR_UNSUPPORTED) return st;
+            dsv4_error_clear(err); /* declined (alignment, size, a grid too small): nothing was launched */
+        }
         st = dsv4_cuda_gemm_q8_0_mma(wslice, w->row_bytes, in, n_out, act, act_stride, n, y, y_stride,
                                      c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
