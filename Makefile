@@ -155,7 +155,12 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
-	$(BUILD)/cuda/mvw_emu_check
+	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/attn_tc_emu_check
+# Host-only emulation of the tensor-core prefill attention against float64 (runs anywhere).
+$(BUILD)/cuda/attn_tc_emu_check: tests/cuda/attn_tc_emu_check.cu src/backend/cuda/cuda_attn_tc.cuh \
+		src/backend/cuda/cuda_attn_fast.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< -lm
 $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
 		$(call libs_for,engine)
 	@mkdir -p $(dir $@)

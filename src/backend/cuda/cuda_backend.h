@@ -82,6 +82,7 @@ typedef struct cuda_ctx {
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
     bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
     bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
+    bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
