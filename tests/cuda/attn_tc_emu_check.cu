@@ -11,7 +11,8 @@
  * or the token's selection with out-of-range ids skipped) on the unrounded inputs, per head vector
  * as max|tc - f64| / max|f64|; bound 2e-3. Cases: causal edges (first queries, window wrap at 128,
  * compressed visibility), ragged and fully masked tiles (selection), scores up to ~+-30, 128
- * heads (two CTAs per token). Also ft_f16 against cuda_fp16's __float2half_rn (round to nearest
+ * heads (two CTAs per token); each token with and without the launcher's f16 copy of the chunk's
+ * rows (bitwise equal). Also ft_f16 against cuda_fp16's __float2half_rn (round to nearest
  * even, subnormals, overflow). Needs no GPU (exit 0 = pass).
  * Build: make BUILD=build-x cuda-tests -> build-x/cuda/attn_tc_emu_check */
 #include <math.h>
@@ -61,24 +62,29 @@ static void emu_mma(float d[32][4], const uint32_t a[32][4], const uint32_t b[32
 }
 
 /* ---- the emulated CTA (token t, heads hg..hg+63) ---- */
-static void emu_issue(ft_smem &s, const fa_args &a, const fa_tok &k, uint32_t i, uint32_t b) {
+static void emu_issue(ft_smem &s, const ft_args &x, const fa_tok &k, uint32_t i, uint32_t b) {
     for (uint32_t tid = 0; tid < FT_T; tid++)
         for (uint32_t e = tid; e < FT_TR * FT_CH; e += FT_T) {
             const uint32_t r = e / FT_CH, c = e % FT_CH;
-            const fa_rowref p = fa_row(a, k, i * FT_TR + r);
+            const fa_rowref p = fa_row(x.a, k, i * FT_TR + r);
             if (c == 0) s.rowp[b][r] = p;
-            ft_stage_chunk(p, c, s.kv[b] + r * FT_LDK + c * 8);
+            const uint16_t *src = ft_row_f16(x, p);
+            if (src) /* cp.async */
+                memcpy(s.kv[b] + r * FT_LDK + c * 8, src + c * 8, 16);
+            else
+                ft_stage_chunk(p, c, s.kv[b] + r * FT_LDK + c * 8);
         }
 }
 
-static void emu_cta(const fa_args &a, uint32_t t, uint32_t hgi) {
+static void emu_cta(const ft_args &x, uint32_t t, uint32_t hgi) {
+    const fa_args &a = x.a;
     static ft_smem s;
     static float o[8][32][32][4]; /* [warp][lane][n8 tile][4] */
     memset(&s, 0xff, sizeof s);   /* garbage: every read must follow a write */
     const uint32_t hg = hgi * FT_H;
     const fa_tok k = fa_token(a, t);
     const uint32_t n_tiles = (k.n_rows + FT_TR - 1) / FT_TR;
-    if (n_tiles) emu_issue(s, a, k, 0, 0);
+    if (n_tiles) emu_issue(s, x, k, 0, 0);
     const float *qg = a.q + ((uint64_t)t * a.n_head + hg) * FA_D;
     for (uint32_t h = 0; h < FT_H; h++)
         for (uint32_t d = 0; d < FA_D; d++) {
@@ -95,7 +101,7 @@ static void emu_cta(const fa_args &a, uint32_t t, uint32_t hgi) {
     memset(o, 0, sizeof o);
     for (uint32_t i = 0; i < n_tiles; i++) {
         const uint32_t b = i & 1u;
-        if (i + 1 < n_tiles) emu_issue(s, a, k, i + 1, b ^ 1u);
+        if (i + 1 < n_tiles) emu_issue(s, x, k, i + 1, b ^ 1u);
         const uint16_t *kv = s.kv[b];
         for (uint32_t w = 0; w < 8; w++) { /* scores */
             const uint32_t hb = 16 * (w % 4), half = w / 4;
@@ -286,9 +292,22 @@ static void check_chunk(const char *name, uint32_t n_head, uint32_t n, uint32_t 
     double worst = 0, smax = 0;
     uint32_t worst_t = 0, max_rows = 0;
     std::vector<double> ref(FA_D);
+    /* the launcher's f16 copy of the chunk's rows (ft_kv16_kernel); both launches are emulated and
+     * must agree bitwise */
+    std::vector<uint16_t> kv16(ckv.size());
+    for (size_t i = 0; i < ckv.size(); i++) kv16[i] = ft_f16(ckv[i]);
+    std::vector<float> out2(out.size(), NAN);
+    ft_args x = {a, kv16.data()}, x2 = {a, nullptr};
+    x2.a.out = out2.data();
+    bool same = true;
     for (uint32_t t : toks) {
         if (t >= n) continue;
-        for (uint32_t hgi = 0; hgi < n_head / FT_H; hgi++) emu_cta(a, t, hgi);
+        for (uint32_t hgi = 0; hgi < n_head / FT_H; hgi++) {
+            emu_cta(x, t, hgi);
+            emu_cta(x2, t, hgi);
+        }
+        const size_t o = (size_t)t * n_head * FA_D;
+        same = same && memcmp(&out[o], &out2[o], (size_t)n_head * FA_D * 4) == 0;
         const std::vector<const float *> rows = rows_of(t);
         if (rows.size() > max_rows) max_rows = (uint32_t)rows.size();
         for (uint32_t h = 0; h < n_head; h++) {
@@ -306,11 +325,11 @@ static void check_chunk(const char *name, uint32_t n_head, uint32_t n, uint32_t 
             }
         }
     }
-    const bool ok = worst <= TOL;
+    const bool ok = worst <= TOL && same;
     printf("%-4s %-26s n=%u pos0=%u ratio=%u sel=%u heads=%u: %zu tokens (rows <= %u, |s| <= %.1f) "
-           "tc-f64 %.2e (token %u)\n",
+           "tc-f64 %.2e (token %u)%s\n",
            ok ? "PASS" : "FAIL", name, n, pos0, ratio, n_sel, n_head, toks.size(), max_rows, smax, worst,
-           worst_t);
+           worst_t, same ? "" : " kv16 != own rounding");
     ok ? g_pass++ : g_fail++;
 }
 

@@ -36,15 +36,16 @@ __device__ __forceinline__ void ft_ldm_t(uint32_t r[4], const uint16_t *p) {
 }
 
 /* Tile i's rows of token k into buffer b (row references into rowp[b]); one commit group. */
-__device__ __forceinline__ void ft_issue(ft_smem &s, const fa_args &a, const fa_tok &k, uint32_t i,
+__device__ __forceinline__ void ft_issue(ft_smem &s, const ft_args &x, const fa_tok &k, uint32_t i,
                                          uint32_t b, uint32_t tid) {
     for (uint32_t e = tid; e < FT_TR * FT_CH; e += FT_T) {
         const uint32_t r = e / FT_CH, c = e % FT_CH;
-        const fa_rowref p = fa_row(a, k, i * FT_TR + r);
+        const fa_rowref p = fa_row(x.a, k, i * FT_TR + r);
         uint16_t *dst = s.kv[b] + r * FT_LDK + c * 8;
         if (c == 0) s.rowp[b][r] = p;
-        if (p & 1u)
-            ft_cp16(dst, fa_row_bytes(p) + (size_t)c * 16);
+        const uint16_t *src = ft_row_f16(x, p);
+        if (src)
+            ft_cp16(dst, src + c * 8);
         else {
             uint16_t h[8];
             ft_stage_chunk(p, c, h);
@@ -55,16 +56,24 @@ __device__ __forceinline__ void ft_issue(ft_smem &s, const fa_args &a, const fa_
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-__global__ void __launch_bounds__(FT_T, 1) ft_kernel(fa_args a) {
+/* The chunk's own rows as f16 (the same rounding as ft_stage_chunk). */
+__global__ void ft_kv16_kernel(const float *kv, uint16_t *kv16, uint64_t n) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        kv16[i] = ft_f16(kv[i]);
+}
+
+__global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
+    const fa_args &a = x.a;
     extern __shared__ __align__(16) unsigned char ft_dyn[];
     ft_smem &s = *reinterpret_cast<ft_smem *>(ft_dyn);
     const uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const uint32_t hb = 16 * (w % 4), half = w / 4; /* head block; row half (scores) / dim half (values) */
-    const uint32_t t = blockIdx.x, hg = blockIdx.y * FT_H;
+    const uint32_t t = gridDim.x - 1 - blockIdx.x, hg = blockIdx.y * FT_H; /* widest tokens first */
     const fa_tok k = fa_token(a, t);
     const uint32_t n_tiles = (k.n_rows + FT_TR - 1) / FT_TR;
 
-    if (n_tiles) ft_issue(s, a, k, 0, 0, tid);
+    if (n_tiles) ft_issue(s, x, k, 0, 0, tid);
     const float *qg = a.q + ((uint64_t)t * a.n_head + hg) * FA_D;
     for (uint32_t e = tid; e < FT_H * FA_D / 4; e += FT_T) {
         const uint32_t h = e / (FA_D / 4), c = e % (FA_D / 4);
@@ -88,7 +97,7 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(fa_args a) {
         const uint32_t b = i & 1u;
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* tile i landed; tile i-1 consumed (its buffer, sc, p free) */
-        if (i + 1 < n_tiles) ft_issue(s, a, k, i + 1, b ^ 1u, tid);
+        if (i + 1 < n_tiles) ft_issue(s, x, k, i + 1, b ^ 1u, tid);
         const uint16_t *kv = s.kv[b];
         { /* scores: heads hb..+15 x rows 16*half..+15 */
             float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -184,7 +193,7 @@ extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, 
                                             uint32_t kv_type, const void *raw, uint32_t raw_cap,
                                             const void *comp, uint32_t ratio, const int32_t *sel,
                                             uint32_t n_sel, const float *sinks_dev, float kq_scale,
-                                            float *out) {
+                                            float *out, void *scratch, size_t scratch_bytes) {
     if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv))
         return (int)cudaErrorInvalidValue;
     fa_args a = {};
@@ -206,6 +215,14 @@ extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, 
     const cudaError_t e =
         cudaFuncSetAttribute(ft_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return (int)e;
-    ft_kernel<<<dim3(n, n_head / FT_H), FT_T, smem, (cudaStream_t)s>>>(a);
+    ft_args x = {a, nullptr};
+    const uint64_t nkv = (uint64_t)n * FA_D;
+    if (scratch && aligned16(scratch) && nkv * 2 <= scratch_bytes) {
+        x.kv16 = (const uint16_t *)scratch;
+        const uint64_t blocks = (nkv + 255) / 256;
+        ft_kv16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, (cudaStream_t)s>>>(
+            chunk_kv, (uint16_t *)scratch, nkv);
+    }
+    ft_kernel<<<dim3(n, n_head / FT_H), FT_T, smem, (cudaStream_t)s>>>(x);
     return attn_launch_status();
 }

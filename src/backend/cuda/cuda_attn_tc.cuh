@@ -14,12 +14,15 @@
  *   values: warp w: heads 16*(w%4)..+15, dims 256*(w/4)..+255 (32 n8 tiles, 128 f32 accumulators
  *     per lane), rescaled by e^(m_old - m), then 2 k-steps (32 rows) of P x V.
  * End: out = O * e^(m - M*) / (e^(sink - M*) + l e^(m - M*)), M* = max(sink, m) (fa_finish_scale).
+ * The chunk's own f32 rows are rounded to f16 by the launcher into a scratch (ft_kv16_kernel), so
+ * that every row is copied by cp.async, or by the issuing threads without one (bitwise the same).
+ * CTAs run the widest tokens (the last) first.
  * Numerics: rows f16 (the chunk's own f32 rows rounded, as store_f16 has already made them in the
  * graph), Q = hi + lo (f16 each: the scores lose only ~2^-22 of |q|), the weights P rounded to f16
  * (round to nearest even), products exact and sums f32 in the tensor core, softmax f32. Host
- * emulation vs float64: <= 3.1e-4 of max|out| per head vector (1.6e-4 with scores to +-27); Q as a
- * single f16 (FT_QSPLIT 0) gave 2.5e-3 with scores of std 6. Deterministic (fixed order, no
- * atomics); not bitwise the decode path (f32 FMA), so DSV4_PREFILL_SERIAL=1 differs under tc.
+ * emulation vs float64: <= 2.9e-4 of max|out| per head vector (1.7e-4..2.6e-4 with scores to
+ * +-30); Q as a single f16 (FT_QSPLIT 0) gave 2.5e-3 with scores of std 6. Deterministic (fixed
+ * order, no atomics); not bitwise the decode path (f32 FMA): DSV4_PREFILL_SERIAL=1 differs under tc.
  * Budget per token (ratio 4, ~640 rows): 2 x 64 x 640 x 512 x 2 (scores, hi + lo) + 64 x 640 x
  * 512 x 2 (values) = 126 MFLOP on tensor cores; rows read once per token (640 KB from L2), q 128 KB
  * and out 128 KB from memory. */
@@ -133,6 +136,24 @@ FA_HD void ft_stage_chunk(fa_rowref p, uint32_t c, uint16_t *dst) {
     }
     const float *x = (const float *)b + (size_t)c * 8;
     for (uint32_t i = 0; i < 8; i++) dst[i] = ft_f16(x[i]);
+}
+
+/* The launch's arguments: the fast kernel's (a.half: ring and compressed rows are F16) and the
+ * chunk's own rows as f16 (kv16: the launcher rounds a.kv into the scratch first, so that every row
+ * is copied by cp.async), or nullptr (those rows rounded at the issue by ft_stage_chunk). */
+struct ft_args {
+    fa_args a;
+    const uint16_t *kv16;
+};
+
+/* The f16 row of a row reference when there is one to copy: F16 rows themselves, a chunk row's
+ * copy in kv16; nullptr for no row and for a chunk row without kv16. */
+FA_HD const uint16_t *ft_row_f16(const ft_args &x, fa_rowref p) {
+    if (!p) return nullptr;
+    if (p & 1u) return (const uint16_t *)fa_row_bytes(p);
+    if (!x.kv16) return nullptr;
+    const uint64_t idx = (uint64_t)((const float *)fa_row_bytes(p) - x.a.kv) / FA_D;
+    return x.kv16 + idx * FA_D;
 }
 
 /* Fragments of mma.m16n8k16.row.col.f32.f16.f16.f32 for lane (g = lane/4, t = lane%4):
