@@ -156,7 +156,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 # index arithmetic, decoders and reduction orders against the CPU reference; all must pass.
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
-	smallops_units_check hc_tail_emu_check
+	smallops_units_check hc_tail_emu_check attn_tc_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -164,11 +164,17 @@ cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUILD)/cuda/moe_grouped_emu_check \
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
-	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check
+	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check \
+	$(BUILD)/cuda/attn_tc_emu_check
 # Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
 $(BUILD)/cuda/hc_tail_emu_check: tests/cuda/hc_tail_emu_check.cu src/backend/cuda/cuda_hc_tail_units.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
+# Host-only emulation of the tensor-core prefill attention against float64 (runs anywhere).
+$(BUILD)/cuda/attn_tc_emu_check: tests/cuda/attn_tc_emu_check.cu src/backend/cuda/cuda_attn_tc.cuh \
+		src/backend/cuda/cuda_attn_fast.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< -lm
 $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
 		$(call libs_for,engine)
 	@mkdir -p $(dir $@)

@@ -6,6 +6,8 @@
 # (README "Runtime switches"; docs/PATHS.md). Each pair of dumps must be byte-identical.
 # Not listed: DSV4_CUDA_PREFILL_F16=0 (the f16 tensor-core prefill is not bitwise by design),
 # DSV4_CUDA_ATTN=exact (the fast attention sums in another order by design; tests/cuda says by how much),
+# DSV4_CUDA_ATTN=tc (prefill attention with f16 weights on tensor cores, decode stays f32, so under tc
+# the DSV4_PREFILL_SERIAL=1 pair is not byte-identical either; test_cuda_attn `chunk tc` says by how much),
 # DSV4_CUDA_MVW=0 (the warp-direct products sum in another order) and DSV4_CUDA_MOE_DECODE=2launch
 # (the 2-launch decode MoE adds each row's superblock terms in the CPU's order, the default path not).
 # Results in $OUT (default ./ab-out)/ab_check.txt.

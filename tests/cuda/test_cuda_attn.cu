@@ -632,6 +632,100 @@ void test_fast_chunk(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32_
     e.report("chunk fast", shape);
 }
 
+/* ---- tensor-core prefill attention (cuda_attn_tc.cu, DSV4_CUDA_ATTN=tc): f16 Q (hi + lo) and
+ * weights; e(tc, f64) <= TC_TOL per head vector on a sample of tokens, two runs bitwise equal. The
+ * chunk's own rows are f16 values (graph_attn_chunk rounds them with store_f16 before the op). ---- */
+constexpr double TC_TOL = 2e-3;
+
+double tc_chunk_check(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t ratio, uint32_t n_sel,
+                      float qscale, bool print) {
+    const uint32_t raw_cap = 128, p_last = pos0 + n - 1, nc_max = ratio ? (p_last + 1) / ratio : 0;
+    const kv_rows raw = kv_make(r, raw_cap), comp = kv_make(r, nc_max + 1), ck = kv_make(r, n);
+    const std::vector<float> q = normals(r, (size_t)n * n_head * 512, qscale),
+                             sinks = normals(r, n_head, 2.0f);
+    std::vector<int32_t> sel((size_t)n * (n_sel ? n_sel : 1), 0);
+    for (uint32_t t = 0; t < n && n_sel; t++) {
+        const uint32_t nc = ratio ? (pos0 + t + 1) / ratio : 0;
+        for (uint32_t i = 0; i < n_sel; i++) sel[(size_t)t * n_sel + i] = (int32_t)((uint64_t)i * nc / n_sel);
+        if (nc > n_sel) sel[(size_t)t * n_sel + n_sel / 3] = (int32_t)nc + 7;
+    }
+    dbuf<uint16_t> draw(raw.h), dcomp(comp.h);
+    dbuf<float> dq(q), dckv(ck.v), dsinks(sinks), dtc(q.size()), dfa(q.size());
+    dbuf<int32_t> dsel(sel);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const float kq = 1.0f / sqrtf(512.0f);
+    const void *pc = ratio ? dcomp.p : nullptr;
+    const int32_t *ps = n_sel ? dsel.p : nullptr;
+    const dsv4_cuda_stream s = (dsv4_cuda_stream)g_stream;
+    if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, 512, DSV4_TYPE_F16, dq.p, dtc.p, draw.p, pc, dckv.p)) {
+        printf("FAIL chunk tc       %uh n %u: not supported on this device\n", n_head, n);
+        g_fail++;
+        return INFINITY;
+    }
+    launch_ok(dsv4_cuda_attention_chunk_fast(s, dq.p, n, n_head, 512, pos0, dckv.p, DSV4_TYPE_F16, draw.p,
+                                             raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dfa.p, scratch.p),
+              "attention_chunk_fast");
+    std::vector<float> runs[2];
+    for (int k = 0; k < 2; k++) {
+        CUDA_OK(cudaMemset(dtc.p, 0xff, dtc.n * 4));
+        /* run 0 through the f16 copy of the chunk's rows, run 1 without it: bitwise the same */
+        launch_ok(dsv4_cuda_attention_chunk_tc(s, dq.p, n, n_head, 512, pos0, dckv.p, DSV4_TYPE_F16, draw.p,
+                                               raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dtc.p,
+                                               k == 0 ? (void *)scratch.p : nullptr, scratch.n),
+                  "attention_chunk_tc");
+        runs[k] = dtc.get();
+    }
+    const std::vector<float> fa = dfa.get();
+    double td = 0, fd = 0, tf = 0;
+    std::vector<double> ref(512);
+    const uint32_t step = n > 12 ? n / 12 : 1;
+    for (uint32_t t = 0; t < n; t++) {
+        const bool sample = t < 3 || t % step == 0 || t == n - 1 || (pos0 + t) % 128 == 127;
+        std::vector<const float *> rows;
+        if (sample) {
+            const uint32_t p = pos0 + t, nr = p + 1 < raw_cap ? p + 1 : raw_cap;
+            for (uint32_t x = p + 1 - nr; x <= p; x++)
+                rows.push_back(x >= pos0 ? &ck.v[(size_t)(x - pos0) * 512]
+                                         : &raw.v[(size_t)(x % raw_cap) * 512]);
+            const uint32_t nc = ratio ? (p + 1) / ratio : 0;
+            const bool us = n_sel && nc > n_sel;
+            for (uint32_t c = 0; c < (us ? n_sel : nc); c++) {
+                const int64_t i = us ? sel[(size_t)t * n_sel + c] : c;
+                rows.push_back(i >= 0 && i < nc ? &comp.v[(size_t)i * 512] : nullptr);
+            }
+        }
+        for (uint32_t h = 0; h < n_head; h++) {
+            const size_t o = ((size_t)t * n_head + h) * 512;
+            tf = fmax(tf, head_err(&runs[0][o], &fa[o], nullptr));
+            if (!sample) continue;
+            ref_head64(&q[o], rows, kq, sinks[h], ref.data());
+            td = fmax(td, head_err(&runs[0][o], nullptr, ref.data()));
+            fd = fmax(fd, head_err(&fa[o], nullptr, ref.data()));
+        }
+    }
+    const bool same = bits_equal(runs[0], runs[1]), ok = same && td <= TC_TOL; /* kv16 == own rounding */
+    if (print || !ok)
+        printf("%-4s %-16s %uh n %u @%u r%u sel %u q*%g: tc-f64 %.2e fast-f64 %.2e tc-fast %.2e %s\n",
+               ok ? "PASS" : "FAIL", "chunk tc", n_head, n, pos0, ratio, n_sel, qscale, td, fd, tf,
+               same ? "deterministic" : "NOT DETERMINISTIC");
+    (ok ? g_pass : g_fail)++;
+    return td;
+}
+
+/* The shapes tc declines (the op then takes the fast kernel). */
+void test_tc_unsupported(void) {
+    alignas(16) static float x[4];
+    const bool f32 = dsv4_cuda_attention_chunk_tc_ok(8, 64, 512, DSV4_TYPE_F32, x, x, x, x, x),
+               h16 = dsv4_cuda_attention_chunk_tc_ok(8, 16, 512, DSV4_TYPE_F16, x, x, x, x, x),
+               d128 = dsv4_cuda_attention_chunk_tc_ok(8, 64, 128, DSV4_TYPE_F16, x, x, x, x, x),
+               n0 = dsv4_cuda_attention_chunk_tc_ok(0, 64, 512, DSV4_TYPE_F16, x, x, x, x, x),
+               mis = dsv4_cuda_attention_chunk_tc_ok(8, 64, 512, DSV4_TYPE_F16, x + 1, x, x, x, x);
+    const bool ok = !f32 && !h16 && !d128 && !n0 && !mis;
+    printf("%-4s chunk tc declines F32 rows, 16 heads, head_dim 128, n 0, misaligned q\n",
+           ok ? "PASS" : "FAIL");
+    (ok ? g_pass : g_fail)++;
+}
+
 /* The fast chunk is bitwise the fast decode of each token (the ring then holding the chunk's rows,
  * stored as the ring's type): DSV4_PREFILL_SERIAL=1 == batched prefill (scripts/device/ab_check.sh). */
 void test_fast_serial(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32_t raw_cap, uint32_t ratio,
@@ -860,6 +954,49 @@ void fast_timings(rng &r) {
     }
 }
 
+/* RESULT <case> fast_us tc_us: the fast kernel vs the tensor-core one on the Flash prefill shapes
+ * (f16 rows), each with its error check (PASS/FAIL on TC_TOL); target: chunk2048_r4_at0 <= 2000 us. */
+void tc_timings(rng &r) {
+    const uint32_t H = 64, ncomp = 4096;
+    const kv_rows raw = kv_make(r, 128), comp = kv_make(r, ncomp), ck = kv_make(r, 2048);
+    dbuf<uint16_t> draw(raw.h), dcomp(comp.h);
+    dbuf<float> q(normals(r, (size_t)2048 * H * 512)), ckv(ck.v), sinks(normals(r, H, 2.0f)),
+        out((size_t)2048 * H * 512);
+    dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    const float kq = 1.0f / sqrtf(512.0f);
+    const dsv4_cuda_stream s = (dsv4_cuda_stream)g_stream;
+    struct ccase {
+        const char *name;
+        uint32_t n, pos0, ratio;
+    } cc[] = {{"tc_chunk256_r4_at0", 256, 0, 4},
+              {"tc_chunk256_r128_at0", 256, 0, 128},
+              {"tc_chunk256_r4_at2048", 256, 2048, 4},
+              {"tc_chunk2048_r4_at0", 2048, 0, 4},
+              {"tc_chunk2048_r128_at0", 2048, 0, 128}};
+    for (const ccase &c : cc) {
+        if (c.n <= 256) tc_chunk_check(r, H, c.n, c.pos0, c.ratio, 0, 1.0f, true);
+        const int per = c.n > 256 ? 1 : 3, reps = c.n > 256 ? 5 : 7;
+        const double fast_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_chunk_fast(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16,
+                                                      draw.p, 128, dcomp.p, c.ratio, nullptr, 0, sinks.p, kq,
+                                                      out.p, scratch.p);
+            },
+            per, reps);
+        const double tc_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_chunk_tc(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16, draw.p,
+                                                    128, dcomp.p, c.ratio, nullptr, 0, sinks.p, kq, out.p,
+                                                    scratch.p, scratch.n);
+            },
+            per, reps);
+        printf("RESULT %s %.2f %.2f\n", c.name, fast_us, tc_us);
+        if (c.n == 2048 && c.ratio == 4)
+            printf("%s tc chunk2048_r4_at0 %.0f us (target <= 2000 us)\n",
+                   tc_us <= 2000.0 ? "TARGET-MET" : "TARGET-MISSED", tc_us);
+    }
+}
+
 } // namespace
 
 int main(void) {
@@ -952,8 +1089,23 @@ int main(void) {
     test_fast_serial(r, 64, 300, 100, 128, 128, 0, true);
     test_fast_serial(r, 16, 9, 20, 16, 4, 2, true); /* segment CTAs, ring < chunk */
 
+    /* tensor-core prefill (DSV4_CUDA_ATTN=tc): edges, selection, wide scores, 128 heads, 2048 */
+    test_tc_unsupported();
+    tc_chunk_check(r, 64, 1, 300, 4, 512, 1.0f, true);
+    tc_chunk_check(r, 64, 40, 2030, 4, 512, 1.0f, true);
+    tc_chunk_check(r, 64, 300, 0, 4, 0, 1.0f, true);
+    tc_chunk_check(r, 64, 300, 0, 4, 0, 6.0f, true);
+    tc_chunk_check(r, 64, 256, 2048, 4, 512, 6.0f, true);
+    tc_chunk_check(r, 64, 200, 100, 128, 0, 1.0f, true);
+    tc_chunk_check(r, 64, 100, 0, 0, 0, 1.0f, true);
+    tc_chunk_check(r, 128, 50, 77, 4, 0, 1.0f, true);
+    tc_chunk_check(r, 64, 2048, 0, 4, 0, 1.0f, true);
+    tc_chunk_check(r, 64, 2048, 8192, 4, 512, 1.0f, true);
+    tc_chunk_check(r, 64, 2048, 0, 128, 0, 1.0f, true);
+
     timings(r);
     fast_timings(r);
+    tc_timings(r);
     printf("test_cuda_attn: %d passed, %d failed\n", g_pass, g_fail);
     dsv4_backend_destroy(&g_cpu);
     cudaStreamDestroy(g_stream);

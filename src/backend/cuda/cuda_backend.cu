@@ -372,6 +372,7 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
+        c->attn_tc = at && strcmp(at, "tc") == 0;
         st = cu_step_init(c, err);
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }

@@ -86,6 +86,7 @@ typedef struct cuda_ctx {
     bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
     bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
     bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
+    bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */

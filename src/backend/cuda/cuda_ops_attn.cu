@@ -103,7 +103,8 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
 }
 
 /* The fast attention kernels (cuda_attn_fast.cu) in DS4 numerics unless DSV4_CUDA_ATTN=exact; EXACT
- * numerics keep the CPU-order kernel (cuda_attn_attention.cu). */
+ * numerics keep the CPU-order kernel (cuda_attn_attention.cu). DSV4_CUDA_ATTN=tc adds the tensor-core
+ * prefill kernel (cuda_attn_tc.cu) for attention_chunk; decode stays on the fast kernel. */
 static bool attn_fast(const cuda_ctx *c) { return c->numerics == DSV4_NUMERICS_DS4 && !c->attn_exact; }
 
 /* KV row types the attention / indexer ops read (FP4: indexer rows only) */
@@ -236,6 +237,19 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
     if (n > 65535) return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: %u queries (at most 65535)", n);
     const float *sd = (const float *)cu_weight_dev(c, sinks, err);
     if (!sd) return DSV4_ERR_INVALID;
+    /* DSV4_CUDA_ATTN=tc: the tensor-core kernel where it applies (else the fast kernel) */
+    if (attn_fast(c) && c->attn_tc &&
+        dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv)) {
+        /* the fast kernel's slot at its fixed size (never regrown here): the chunk's f16 rows when
+         * they fit (n <= 8224), else the kernel rounds them itself */
+        const size_t sb = dsv4_cuda_attention_fast_scratch_bytes();
+        void *scr = cu_scratch(c, CU_SLOT_ATTN, sb, err);
+        if (!scr) return DSV4_ERR_NOMEM;
+        return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv,
+                                                    kv_type, raw, raw_cap, comp, ratio, sel, n_sel, sd,
+                                                    kq_scale, out, scr, sb),
+                       "attention_chunk (tc)", err);
+    }
     if (n > 0 && attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv)) {
         void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
         if (!scr) return DSV4_ERR_NOMEM;
