@@ -296,21 +296,8 @@ extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv) || !aligned16(scratch))
         return (int)cudaErrorInvalidValue;
     if (n == 0) return 0;
-    fa_args a = {};
-    a.q = q;
-    a.raw = (const unsigned char *)raw;
-    a.comp = (const unsigned char *)comp;
-    a.sel = sel;
-    a.sinks = sinks_dev;
-    a.out = out;
-    a.kv = chunk_kv;
-    a.n_head = n_head;
-    a.raw_cap = raw_cap;
-    a.pos0 = pos0;
-    a.ratio = ratio;
-    a.n_sel = n_sel;
-    a.kq_scale = kq_scale;
-    a.half = kv_type == DSV4_TYPE_F16;
+    fa_args a = fa_chunk_args(q, raw, comp, sel, sinks_dev, out, chunk_kv, n_head, raw_cap, pos0, ratio,
+                              n_sel, kq_scale, kv_type == DSV4_TYPE_F16);
     /* the widest token: the last one (windows and compressed rows only grow) */
     const uint32_t p = pos0 + n - 1, n_comp = ratio ? (p + 1) / ratio : 0;
     const uint32_t max_rows = (p + 1 < raw_cap ? p + 1 : raw_cap) + (sel && n_comp > n_sel ? n_sel : n_comp);

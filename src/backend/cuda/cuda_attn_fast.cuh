@@ -67,6 +67,29 @@ struct fa_args {
     bool half; /* raw / comp rows are F16 */
 };
 
+/* The arguments of an attention_chunk launch (the fast and the tensor-core kernels). */
+static inline fa_args fa_chunk_args(const float *q, const void *raw, const void *comp, const int32_t *sel,
+                                    const float *sinks, float *out, const float *chunk_kv, uint32_t n_head,
+                                    uint32_t raw_cap, uint32_t pos0, uint32_t ratio, uint32_t n_sel,
+                                    float kq_scale, bool half) {
+    fa_args a = {};
+    a.q = q;
+    a.raw = (const unsigned char *)raw;
+    a.comp = (const unsigned char *)comp;
+    a.sel = sel;
+    a.sinks = sinks;
+    a.out = out;
+    a.kv = chunk_kv;
+    a.n_head = n_head;
+    a.raw_cap = raw_cap;
+    a.pos0 = pos0;
+    a.ratio = ratio;
+    a.n_sel = n_sel;
+    a.kq_scale = kq_scale;
+    a.half = half;
+    return a;
+}
+
 /* The rows one query attends (backend.h attention / attention_chunk). */
 struct fa_tok {
     uint32_t n_raw, raw_start, n_comp, n_rows;

@@ -196,21 +196,8 @@ extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, 
                                             float *out, void *scratch, size_t scratch_bytes) {
     if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv))
         return (int)cudaErrorInvalidValue;
-    fa_args a = {};
-    a.q = q;
-    a.raw = (const unsigned char *)raw;
-    a.comp = (const unsigned char *)comp;
-    a.sel = sel;
-    a.sinks = sinks_dev;
-    a.out = out;
-    a.kv = chunk_kv;
-    a.n_head = n_head;
-    a.raw_cap = raw_cap;
-    a.pos0 = pos0;
-    a.ratio = ratio;
-    a.n_sel = n_sel;
-    a.kq_scale = kq_scale;
-    a.half = true;
+    fa_args a = fa_chunk_args(q, raw, comp, sel, sinks_dev, out, chunk_kv, n_head, raw_cap, pos0, ratio,
+                              n_sel, kq_scale, true);
     const size_t smem = sizeof(ft_smem);
     const cudaError_t e =
         cudaFuncSetAttribute(ft_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
