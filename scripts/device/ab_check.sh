@@ -10,15 +10,18 @@
 # the DSV4_PREFILL_SERIAL=1 pair is not byte-identical either; test_cuda_attn `chunk tc` says by how much),
 # DSV4_CUDA_MVW=0 (the warp-direct products sum in another order) and DSV4_CUDA_MOE_DECODE=2launch
 # (the 2-launch decode MoE adds each row's superblock terms in the CPU's order, the default path not).
+# Every dump runs with DSV4_CUDA_ATTN=${AB_ATTN:-fast}: under the default tensor-core prefill attention
+# the DSV4_PREFILL_SERIAL=1 pair differs by design (the other switches are bitwise under either).
 # Results in $OUT (default ./ab-out)/ab_check.txt.
 set -u
+export DSV4_CUDA_ATTN="${AB_ATTN:-fast}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="${OUT:-$ROOT/ab-out}"; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-ab; mkdir -p "$W"
 S="$OUT/ab_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0 DSV4_CUDA_HC_TAIL=multi DSV4_CUDA_HC_TAIL=last DSV4_CUDA_COMPRESSOR_CHUNK=serial DSV4_FUSION_DISABLE=parallel_ffn}"
+SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0 DSV4_CUDA_HC_TAIL=multi DSV4_CUDA_HC_TAIL=off DSV4_CUDA_COMPRESSOR_CHUNK=serial DSV4_FUSION_DISABLE=parallel_ffn}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 m="$W/flash4.gguf"
 [ -s "$m" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$m" >/dev/null || { say "FAIL synth"; exit 1; }

@@ -677,7 +677,7 @@ static void check_hc_one(chk *c, const dsv4_layer_weights *L) {
 }
 
 /* The register / grid tail of the one-launch pre step (DSV4_CUDA_HC_TAIL=last / multi, switched
- * through the test hook) against today's one-launch kernel (unset), bit for bit: hc_pre (u, split)
+ * through the test hook) against today's one-launch kernel (off), bit for bit: hc_pre (u, split)
  * and hc_pre_norm (normed row, split), both HC sublayers, inputs of several magnitudes, outputs
  * poisoned (NaN) before every call, each tail 3 times in a row (its count / ticket words must be
  * back at 0 after every launch). The hook's launch count says whether the tail ran (it needs
@@ -686,7 +686,7 @@ static void check_hc_one(chk *c, const dsv4_layer_weights *L) {
 static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t E = cf->n_embd, HD = cf->n_hc * E, MIX = dsv4_cfg_hc_mix(cf);
-    static const char *const names[3] = {"unset", "multi", "last"};
+    static const char *const names[3] = {"off", "multi", "last"};
     bool was_fast = true;
     int was = 0;
     uint64_t l0 = 0, l1 = 0;
@@ -733,7 +733,7 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
     if (!ok) printf("FAIL hc tail: %s\n", c->err.msg);
     for (int mode = 1; mode < 3 && ok; mode++) {
         char lb[64];
-        snprintf(lb, sizeof lb, "hc pre tail=%s vs unset", names[mode]);
+        snprintf(lb, sizeof lb, "hc pre tail=%s vs off", names[mode]);
         if (!ran_n[mode]) {
             printf("skip %-34s the tail did not run (n_hc=%u n_embd=%u: needs 4 x 1024|4096%s)\n", lb,
                    cf->n_hc, E, mode == 1 ? ", the grid resident" : "");
@@ -767,7 +767,7 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
                 }
             med[mode] = t[mode][4];
         }
-        printf("     hc %-12s tail timing n=1 (median of 9 x 200 calls): unset %.2f us, multi %.2f us, last "
+        printf("     hc %-12s tail timing n=1 (median of 9 x 200 calls): off %.2f us, multi %.2f us, last "
                "%.2f "
                "us (stream, no graph)\n",
                norm ? "pre_norm" : "pre", med[0] * 1e6, med[1] * 1e6, med[2] * 1e6);

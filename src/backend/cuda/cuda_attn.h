@@ -90,13 +90,13 @@ int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t 
                                    const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale,
                                    float *out, void *scratch);
 
-/* Tensor-core prefill attention (cuda_attn_tc.cu, DSV4_CUDA_ATTN=tc, not yet run on a GPU): the
- * contract of dsv4_cuda_attention_chunk with Q as f16 hi + lo and the softmax weights rounded to
- * f16 (within 2e-3 of max|f64| per head vector; 2.9e-4 in the host emulation), deterministic, not
- * bitwise the f32 decode. Applies when _ok says so (n > 0, head_dim 512, n_head a multiple of 64,
- * F16 rows, a chunk_kv, 16-byte aligned q, out and rows, the shared memory of an H100/H200).
- * scratch (or nullptr): when it holds n x head_dim halves, the chunk's rows are rounded to f16
- * there first (every row then copied asynchronously); bitwise the same result either way. */
+/* Tensor-core prefill attention (cuda_attn_tc.cu, the prefill default, DSV4_CUDA_ATTN=fast switches back):
+ * the contract of dsv4_cuda_attention_chunk with Q as f16 hi + lo and the softmax weights rounded to f16
+ * (within 2e-3 of max|f64| per head vector; 2.9e-4 in the host emulation), deterministic, not bitwise the f32
+ * decode. Applies when _ok says so (n > 0, head_dim 512, n_head a multiple of 64, F16 rows, a chunk_kv,
+ * 16-byte aligned q, out and rows, the shared memory of an H100/H200). scratch (or nullptr): when it holds n
+ * x head_dim halves, the chunk's rows are rounded to f16 there first (every row then copied asynchronously);
+ * bitwise the same result either way. */
 bool dsv4_cuda_attention_chunk_tc_ok(uint32_t n, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
                                      const void *q, const void *out, const void *raw, const void *comp,
                                      const void *chunk_kv);

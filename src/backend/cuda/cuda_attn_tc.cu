@@ -1,8 +1,9 @@
-/* Tensor-core prefill attention (`attention_chunk`, DSV4_CUDA_ATTN=tc, off by default): one CTA per
- * (token, 64 heads), scores and values on mma.m16n8k16 f16 -> f32, fragments by ldmatrix. Design and
- * numerics: cuda_attn_tc.cuh. Pipeline: the next tile's F16 rows are copied (cp.async) into the other buffer
- * while the current one is used (the chunk's own F32 rows are rounded synchronously at the issue); three
- * barriers per tile. Not yet run on a GPU (host emulation: attn_tc_emu_check). */
+/* Tensor-core prefill attention (`attention_chunk`, the default for prefill chunks; DSV4_CUDA_ATTN=fast
+ * switches back): one CTA per (token, 64 heads), scores and values on mma.m16n8k16 f16 -> f32, fragments by
+ * ldmatrix. Design and numerics: cuda_attn_tc.cuh. Pipeline: the next tile's F16 rows are copied (cp.async)
+ * into the other buffer while the current one is used (the chunk's own F32 rows are rounded synchronously at
+ * the issue); three barriers per tile. Checked on the H200 by test_cuda_attn; host emulation:
+ * attn_tc_emu_check. */
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_tc.cuh"
 

@@ -363,16 +363,19 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         const char *hf = getenv("DSV4_CUDA_HC_FAST");
         c->hc_fast = !(hf && strcmp(hf, "0") == 0);
         const char *ht = getenv("DSV4_CUDA_HC_TAIL");
-        c->hc_tail = !ht                        ? CU_HC_TAIL_OFF
+        /* default `last`: bitwise the older kernel and faster on the H200 (bench/NOTES.md, session 4) */
+        c->hc_tail = !ht                        ? CU_HC_TAIL_LAST
                      : strcmp(ht, "multi") == 0 ? CU_HC_TAIL_MULTI
-                     : strcmp(ht, "last") == 0  ? CU_HC_TAIL_LAST
-                                                : CU_HC_TAIL_OFF;
+                     : strcmp(ht, "off") == 0   ? CU_HC_TAIL_OFF
+                                                : CU_HC_TAIL_LAST;
         cu_hc_tail_init(c);
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
-        c->attn_tc = at && strcmp(at, "tc") == 0;
+        /* prefill chunks on the tensor-core kernel unless `fast` or `exact` is asked for (the generic
+         * matvec mode keeps the fast kernel, whose prefill is bitwise its decode) */
+        c->attn_tc = !c->generic_only && !(at && (strcmp(at, "fast") == 0 || strcmp(at, "exact") == 0));
         st = cu_step_init(c, err);
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }

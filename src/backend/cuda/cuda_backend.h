@@ -39,8 +39,8 @@ enum {
     CU_SLOTS = 14
 };
 
-/* DSV4_CUDA_HC_TAIL: today's one-launch pre step (unset), its register tail in the last block
- * (last), or every block after a grid-wide point (multi); cuda_ops_hc.cu. */
+/* DSV4_CUDA_HC_TAIL: the older one-launch pre step (off), its register tail in the last block
+ * (last, the default), or every block after a grid-wide point (multi); cuda_ops_hc.cu. */
 enum { CU_HC_TAIL_OFF = 0, CU_HC_TAIL_MULTI = 1, CU_HC_TAIL_LAST = 2 };
 
 /* Host waits on the device, counted for the profiler (cuda_profile.cu): read / write / sync

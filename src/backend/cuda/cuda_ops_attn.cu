@@ -103,8 +103,8 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
 }
 
 /* The fast attention kernels (cuda_attn_fast.cu) in DS4 numerics unless DSV4_CUDA_ATTN=exact; EXACT
- * numerics keep the CPU-order kernel (cuda_attn_attention.cu). DSV4_CUDA_ATTN=tc adds the tensor-core
- * prefill kernel (cuda_attn_tc.cu) for attention_chunk; decode stays on the fast kernel. */
+ * numerics keep the CPU-order kernel (cuda_attn_attention.cu). Unless DSV4_CUDA_ATTN=fast, the tensor-core
+ * prefill kernel (cuda_attn_tc.cu) takes attention_chunk; decode stays on the fast kernel. */
 static bool attn_fast(const cuda_ctx *c) { return c->numerics == DSV4_NUMERICS_DS4 && !c->attn_exact; }
 
 /* KV row types the attention / indexer ops read (FP4: indexer rows only) */
