@@ -3,7 +3,8 @@
 # scripts/device/pack.sh` here; issue 5 acceptance, docs/PATHS.md). For a tiny q2 and a flash-width
 # 4-layer q2 model, teacher-forced logits one token per step (--chunk 1: the decode path, where
 # the CUDA fusions apply), under: fusions on (default), --no-fusion, DSV4_FAULT=<each fusion>
-# (the fused op runs, its outputs are poisoned, the fallback must rewrite them) and
+# (the fused op runs, its outputs are poisoned, the fallback must rewrite them; parallel_attn, which
+# advances KV state, fails before it starts) and
 # DSV4_CUDA_FUSED_GATE=off (every CUDA gate false). All dumps must be byte-identical (the CUDA
 # fusions are bitwise by construction) and the --stats counters must show each fusion selected by
 # default, never selected with the gates off, and failing over under DSV4_FAULT. q_norm_rope and
@@ -17,7 +18,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"

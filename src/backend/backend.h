@@ -50,6 +50,8 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_Q_NORM_ROPE = 1,      /* per-head rmsnorm (no weight) + rope_tail of the queries */
     DSV4_FUSED_KV_NORM_ROPE_FP8 = 2, /* rmsnorm(weight) + rope_tail + fp8_kv of the KV rows */
     DSV4_FUSED_PARALLEL_FFN = 3,     /* the shared expert on a side lane while the routed experts run */
+    DSV4_FUSED_PARALLEL_ATTN = 4,    /* decode: the KV row's norm/RoPE/FP8, cache push and compressors on a
+                                        side lane while the query projections run */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 

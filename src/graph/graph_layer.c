@@ -148,10 +148,48 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
     return OPS->store_f16(BCTX, dst, dst_type, g->w.crow, 1, width, err);
 }
 
-/* The sequential part of the attention, one token at a time: the cache push (the current token
- * is stored before attention, so it attends to itself), the compressors, the indexer and the
- * attention of token t see exactly the state the tokens before it left. */
-static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
+/* Token t's KV side: the cache push (the current token is stored before attention, so it attends
+ * to itself) and the compressors with the rows they emit at p0 + t. */
+static dsv4_status kv_push(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t t, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const dsv4_layer_weights *L = &g->m->layers[il];
+    const dsv4_kv_layer *K = &kv->layout.layers[il];
+    graph_ws *w = &g->w;
+    const uint32_t p = kv->pos + t, R = K->ratio;
+    const uint32_t Dh = c->head_dim, Id = c->idx_head_dim, Wc = K->coff * Dh;
+    const uint32_t kt = g->active; /* the layer's tier holds its KV state */
+#define KVP(off) graph_kv_ptr(kv, kt, (off))
+    const uint32_t cap = kv->layout.raw_cap, kvt = kv->layout.row_type, es = kv->layout.row_esize;
+    GB(OPS->store_f16(BCTX, KVP(K->raw) + (uint64_t)(p % cap) * Dh * es, kvt, w->kv + (uint64_t)t * Dh, 1, Dh,
+                      err));
+    if (R == 0) return DSV4_OK;
+    const bool emit = (p + 1) % R == 0;
+    GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
+                            &L->attn_compressor_ape, p, R, Dh, KVP(K->comp_kv), KVP(K->comp_sc), w->pooled,
+                            err));
+    if (emit) {
+        const uint32_t i = (p + 1) / R - 1;
+        GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false, KVP(K->comp + (uint64_t)i * Dh * es),
+                    kvt, err));
+    }
+    if (R == 4) {
+        GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
+                                &L->indexer_compressor_ape, p, R, Id, KVP(K->idx_kv), KVP(K->idx_sc),
+                                w->pooled, err));
+        if (emit) {
+            const uint32_t i = (p + 1) / R - 1;
+            GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
+                        KVP(K->idx + (uint64_t)i * kv->layout.idx_row_bytes), kv->layout.idx_type, err));
+        }
+    }
+#undef KVP
+    return DSV4_OK;
+}
+
+/* The sequential part of the attention, one token at a time: the cache push and compressors
+ * (kv_push; already done when `pushed`, n = 1), the indexer and the attention of token t see exactly
+ * the state the tokens before it left. */
+static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, bool pushed,
                                        const dsv4_graph_hooks *h, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
@@ -159,41 +197,17 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
     graph_ws *w = &g->w;
     const uint32_t p0 = kv->pos, R = K->ratio;
     const uint32_t Dh = c->head_dim, H = c->n_head, QD = H * Dh;
-    const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head, Wc = K->coff * Dh;
+    const uint32_t Id = c->idx_head_dim, IH = c->idx_n_head;
     const uint32_t kt = g->active; /* the layer's tier holds its KV state */
 #define KVP(off) graph_kv_ptr(kv, kt, (off))
     unsigned char *raw = KVP(K->raw);
-    const uint32_t cap = kv->layout.raw_cap, kvt = kv->layout.row_type, es = kv->layout.row_esize;
+    const uint32_t cap = kv->layout.raw_cap, kvt = kv->layout.row_type;
     const float kq_scale = 1.0f / sqrtf((float)Dh);
     const float iw_scale = 1.0f / sqrtf((float)(Id * IH));
     for (uint32_t t = 0; t < n; t++) {
         const uint32_t p = p0 + t;
-        GB(OPS->store_f16(BCTX, raw + (uint64_t)(p % cap) * Dh * es, kvt, w->kv + (uint64_t)t * Dh, 1, Dh,
-                          err));
-        uint32_t n_comp = 0;
-        if (R != 0) {
-            const bool emit = (p + 1) % R == 0;
-            GB(OPS->compressor_step(BCTX, w->ckv + (uint64_t)t * Wc, w->cg + (uint64_t)t * Wc,
-                                    &L->attn_compressor_ape, p, R, Dh, KVP(K->comp_kv), KVP(K->comp_sc),
-                                    w->pooled, err));
-            if (emit) {
-                const uint32_t i = (p + 1) / R - 1;
-                GB(emit_row(g, il, &L->attn_compressor_norm, Dh, i * R, false,
-                            KVP(K->comp + (uint64_t)i * Dh * es), kvt, err));
-            }
-            if (R == 4) {
-                GB(OPS->compressor_step(BCTX, w->ikv + (uint64_t)t * 2 * Id, w->ig + (uint64_t)t * 2 * Id,
-                                        &L->indexer_compressor_ape, p, R, Id, KVP(K->idx_kv), KVP(K->idx_sc),
-                                        w->pooled, err));
-                if (emit) {
-                    const uint32_t i = (p + 1) / R - 1;
-                    GB(emit_row(g, il, &L->indexer_compressor_norm, Id, i * R, true,
-                                KVP(K->idx + (uint64_t)i * kv->layout.idx_row_bytes), kv->layout.idx_type,
-                                err));
-                }
-            }
-            n_comp = (p + 1) / R; /* includes a row emitted at p itself */
-        }
+        if (!pushed) GB(kv_push(g, kv, il, t, err));
+        const uint32_t n_comp = R ? (p + 1) / R : 0; /* includes a row emitted at p itself */
         const int32_t *sel = NULL;
         uint32_t n_sel = 0;
         if (R == 4 && n_comp > c->idx_top_k) {
@@ -214,6 +228,28 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
     }
 
 #undef KVP
+    return DSV4_OK;
+}
+
+/* The query side of the projections: the q_a norm, q (norm + RoPE), and the indexer's queries
+ * (and head weights, unless the batched products made them) from row t_idx on. */
+static dsv4_status query_side(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
+                              uint32_t p0, uint32_t t_idx, bool iw_done, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    graph_ws *w = &g->w;
+    const uint32_t E = c->n_embd, QL = c->q_lora_rank, Id = c->idx_head_dim, IH = c->idx_n_head;
+    GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
+    GB(q_projected(g, L, rope, n, p0, err));
+    if (t_idx < n) {
+        const uint32_t m = n - t_idx, IQD = IH * Id;
+        GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
+                       w->iq + (uint64_t)t_idx * IQD, IQD, err));
+        GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false, err));
+        GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
+        if (!iw_done)
+            GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
+                           w->iw + (uint64_t)t_idx * IH, IH, err));
+    }
     return DSV4_OK;
 }
 
@@ -256,30 +292,56 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     const bool iw_done = R == 4 && t_idx == 0;
     if (iw_done) it[ni++] = (dsv4_matmul_item){&L->indexer_proj, 0, IH, w->xn, E, w->iw, IH};
     GB(matmuls(g, it, ni, n, err));
-    GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
-    GB(q_projected(g, L, rope, n, p0, err));
-    GB(kv_projected(g, L, rope, n, p0, err));
-    if (R == 4) {
-        if (t_idx < n) {
-            const uint32_t m = n - t_idx, IQD = IH * Id;
-            GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
-                           w->iq + (uint64_t)t_idx * IQD, IQD, err));
-            GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false,
-                              err));
-            GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
-            if (!iw_done)
-                GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
-                               w->iw + (uint64_t)t_idx * IH, IH, err));
+    const bool chunked = n > 1 && !g->prefill_serial && OPS->compressor_chunk && OPS->indexer_topk_chunk &&
+                         OPS->attention_chunk;
+    bool pushed = false; /* token 0's KV side done on a lane (decode) */
+    if (n == 1) {
+        /* The KV side (norm, RoPE, FP8, cache push, compressors) shares no buffer with the query
+         * side, so on a side lane it runs while the query projections do: the same ops on the same
+         * operands. It advances KV state, so it cannot be redone: the fusion fails (and falls back)
+         * only before it starts (the lanes not opened, or an injected fault); an op's error after
+         * that is returned, as in the unfused sequence. */
+        const dsv4_fused_query fq = {.n_tokens = n,
+                                     .width = Dh,
+                                     .weight_type = L->attn_kv.type,
+                                     .mode = g->mode,
+                                     .n_hc = c->n_hc,
+                                     .aux_type = L->attn_kv_a_norm.type,
+                                     .tier = g->active,
+                                     .n_tiers = g->n_tiers};
+        if (fusion_wanted(g, DSV4_FUSED_PARALLEL_ATTN, OPS->lanes != NULL, &fq)) {
+            dsv4_status st = g->fusion_fault >> DSV4_FUSED_PARALLEL_ATTN & 1u ? DSV4_ERR_IO : DSV4_OK;
+            if (st != DSV4_OK) g->stats.fusion[DSV4_FUSED_PARALLEL_ATTN].faulted++;
+            if (st == DSV4_OK) st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
+            if (st == DSV4_OK) {
+                st = kv_projected(g, L, rope, n, p0, err);
+                if (st == DSV4_OK) st = kv_push(g, kv, il, 0, err);
+                dsv4_error e2 = {0};
+                const dsv4_status sm = OPS->lanes(BCTX, DSV4_LANE_MAIN, &e2);
+                if (st == DSV4_OK && sm != DSV4_OK) return dsv4_fail(err, sm, "%s", e2.msg);
+                if (st == DSV4_OK) st = query_side(g, L, rope, n, p0, t_idx, iw_done, err);
+                const dsv4_status sj = OPS->lanes(BCTX, DSV4_LANE_JOIN, &e2);
+                if (st != DSV4_OK) return st;
+                if (sj != DSV4_OK) return dsv4_fail(err, sj, "%s", e2.msg);
+                g->stats.fusion[DSV4_FUSED_PARALLEL_ATTN].selected++;
+                pushed = true;
+            } else {
+                g->stats.fusion[DSV4_FUSED_PARALLEL_ATTN].fallback++;
+                dsv4_error_clear(err);
+            }
         }
+    }
+    if (!pushed) {
+        GB(query_side(g, L, rope, n, p0, t_idx, iw_done, err));
+        GB(kv_projected(g, L, rope, n, p0, err));
     }
 
     /* ---- per chunk (batched ops) or per token: cache push, compressors, indexer, attention ---- */
-    if (n > 1 && !g->prefill_serial && OPS->compressor_chunk && OPS->indexer_topk_chunk &&
-        OPS->attention_chunk) {
+    if (chunked) {
         GB(graph_attention_chunk(g, kv, il, n, t_idx, h, err));
         g->stats.attn_chunks++;
     } else {
-        GB(attention_per_token(g, kv, il, n, h, err));
+        GB(attention_per_token(g, kv, il, n, pushed, h, err));
         g->stats.attn_serial_tokens += n;
     }
     /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */

@@ -343,15 +343,18 @@ static void test_fusion_on_off_fault(void **state) {
     const uint64_t calls = 2ull * g_layers * evals;   /* hc_pre_norm: attention and FFN halves */
     const uint64_t attn = (uint64_t)g_layers * evals; /* q_norm_rope, kv_norm_rope_fp8: attention */
     const uint64_t ffn = (uint64_t)g_layers * evals; /* parallel_ffn: FFN halves (all with a shared expert) */
+    const uint64_t dec = (uint64_t)g_layers * 4; /* parallel_attn: attention halves of the 4 decode steps */
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
-                        KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN;
+                        KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
+                        PA = DSV4_FUSED_PARALLEL_ATTN;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
     eng_opts o_off = {TIERS3, false, false, NULL, NULL};
     /* disabled by name: q_norm_rope stays on (the names act one by one) */
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
-    eng_opts o_flt = {TIERS3, true, false, NULL, "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn"};
+    eng_opts o_flt = {TIERS3, true, false, NULL,
+                      "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -388,6 +391,11 @@ static void test_fusion_on_off_fault(void **state) {
     expect_counts(&dis, PF, 0, 0, 0, ffn);
     expect_counts(&flt, PF, 0, ffn, ffn, 0);
     expect_counts(&flt1, PF, ffn, 0, 0, 0);
+    expect_counts(&on, PA, dec, 0, 0, 0);
+    expect_counts(&off, PA, 0, 0, 0, dec);
+    expect_counts(&dis, PA, dec, 0, 0, 0);
+    expect_counts(&flt, PA, 0, dec, dec, 0);
+    expect_counts(&flt1, PA, dec, 0, 0, 0);
     /* a fallback leaves the other counters as they were */
     assert_memory_equal(on.tier_switches, flt.tier_switches, sizeof on.tier_switches);
     assert_memory_equal(on.tier_bytes, off.tier_bytes, sizeof on.tier_bytes);

@@ -117,12 +117,13 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
         return q->n_tokens > 0 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
     case DSV4_FUSED_PARALLEL_FFN: return q->n_tokens > 0;
+    case DSV4_FUSED_PARALLEL_ATTN: return q->n_tokens == 1;
     default: return false;
     }
 }
 
 /* One lane: running the side lane's ops first and the main lane's after them is a valid schedule
- * of the lanes, so parallel_ffn runs through the graph's protocol on the CPU too. */
+ * of the lanes, so parallel_ffn and parallel_attn run through the graph's protocol on the CPU too. */
 static dsv4_status cpu_lanes(void *ctx, int what, dsv4_error *err) {
     (void)ctx;
     if (what != DSV4_LANE_SIDE && what != DSV4_LANE_MAIN && what != DSV4_LANE_JOIN)

@@ -225,6 +225,7 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_Q_NORM_ROPE: return cu_q_norm_rope_ok(c, q->n_tokens, q->width);
     case DSV4_FUSED_KV_NORM_ROPE_FP8: return cu_kv_norm_rope_fp8_ok(c, q->n_tokens, q->width, q->aux_type);
     case DSV4_FUSED_PARALLEL_FFN: return c->side_stream && c->lane == 0 && q->n_tokens > 0;
+    case DSV4_FUSED_PARALLEL_ATTN: return c->side_stream && c->lane == 0 && q->n_tokens == 1;
     default: return false;
     }
 }
