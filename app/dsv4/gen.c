@@ -86,8 +86,9 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.steps_launched + di.steps_failed)
         fprintf(stderr,
                 "step graphs: launched %llu (updated %llu, instantiated %llu), update refused %llu, "
-                "failed %llu, stale %llu\n",
+                "failed %llu, stale %llu, programmatic edges %llu\n",
                 (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
                 (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
-                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale);
+                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale,
+                (unsigned long long)di.steps_pdl_edges);
 }

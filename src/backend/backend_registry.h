@@ -52,6 +52,7 @@ typedef struct dsv4_device_info {
      * because the recording was stale (recorded again) */
     uint64_t steps_launched, steps_updated, steps_instantiated, steps_update_failed, steps_failed,
         steps_stale;
+    uint64_t steps_pdl_edges; /* programmatic kernel -> kernel edges set in recorded steps (cuda_pdl.h) */
 } dsv4_device_info;
 
 dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);

@@ -7,11 +7,14 @@
 #include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_matvec.h"
 #include "backend/cuda/cuda_mv_common.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 #define ACT_WARPS 8
 
 /* One warp per block of 32: lane = element. Output: f32 d, then 32 int8 (36 B, dsv4_q8_0_act). */
 __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_0_kernel(const float *x, uint8_t *out, int64_t nb) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * ACT_WARPS + (threadIdx.x >> 5);
     if (b >= nb) return;
@@ -29,6 +32,7 @@ __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_0_kernel(const float *x
 
 /* One warp per block of 256 (cuda_act_quant.cuh). */
 __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_k_kernel(const float *x, uint8_t *out, int64_t nb) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t b = (int64_t)blockIdx.x * ACT_WARPS + (threadIdx.x >> 5);
     if (b >= nb) return;
@@ -91,4 +95,11 @@ extern "C" dsv4_status dsv4_cuda_quant_act_rows(uint32_t weight_type, const floa
     default: break;
     }
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_quant_act_rows: weight type %u", weight_type);
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_act(const void **out) {
+    out[0] = (const void *)act_q8_0_kernel;
+    out[1] = (const void *)act_q8_k_kernel;
+    return 2;
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 namespace {
 
@@ -81,6 +83,7 @@ __device__ void compressor_col(const float *kv, const float *score, const uint16
 __global__ void compressor_kernel(const float *kv, const float *score, const uint16_t *ape, uint32_t phase,
                                   uint32_t ratio, uint32_t d_c, bool emit, float *skv, float *ssc,
                                   float *pooled) {
+    cu_pdl_enter();
     const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d_c) return;
     compressor_col(kv, score, ape, phase, ratio, d_c, emit, skv, ssc, pooled, j);
@@ -249,4 +252,10 @@ extern "C" int dsv4_cuda_compressor_chunk(dsv4_cuda_stream s, const float *kv, u
     compressor_state_kernel<<<dim3((width + threads - 1) / threads, ratio), threads, 0, (cudaStream_t)s>>>(
         a, state_kv, state_score);
     return attn_launch_status();
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_compressor(const void **out) {
+    out[0] = (const void *)compressor_kernel;
+    return 1;
 }

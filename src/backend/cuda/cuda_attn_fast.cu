@@ -10,6 +10,8 @@
  * position (only grid sizes and arguments change). */
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_fast.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 namespace {
 
@@ -52,6 +54,7 @@ template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t
 }
 
 __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
+    cu_pdl_enter();
     extern __shared__ __align__(16) unsigned char fa_dyn[];
     fa_smem &s = *reinterpret_cast<fa_smem *>(fa_dyn);
     const uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -211,6 +214,7 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
 /* grid (n_head, FA_D / FA_CT, n): one thread per output element folds its token's segments. */
 constexpr uint32_t FA_CT = 128;
 __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a) {
+    cu_pdl_enter();
     const uint32_t h = blockIdx.x, t = blockIdx.z, d = blockIdx.y * FA_CT + threadIdx.x;
     const fa_tok k = fa_token(a, t);
     const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
@@ -302,4 +306,11 @@ extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q
     const uint32_t p = pos0 + n - 1, n_comp = ratio ? (p + 1) / ratio : 0;
     const uint32_t max_rows = (p + 1 < raw_cap ? p + 1 : raw_cap) + (sel && n_comp > n_sel ? n_sel : n_comp);
     return fa_launch(a, n, max_rows, scratch, false, (cudaStream_t)s);
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_fast(const void **out) {
+    out[0] = (const void *)fa_kernel;
+    out[1] = (const void *)fa_combine_kernel;
+    return 2;
 }

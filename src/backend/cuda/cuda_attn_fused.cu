@@ -9,6 +9,8 @@
  * intrinsic and cos/sin/log2 are the same libdevice calls as there, so the flag changes nothing. */
 #include "backend/cuda/cuda_attn_kvnum.cuh"
 #include "backend/cuda/cuda_attn_rope.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
 namespace {
@@ -20,6 +22,7 @@ namespace {
  * norm); each head row is then normed and rotated exactly as with G = 1. */
 __global__ void __launch_bounds__(RMS_THREADS)
     q_norm_rope_kernel(float *x, uint32_t head_dim, float eps, bool vec, rope_args a, uint32_t G) {
+    cu_pdl_enter();
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
     const uint32_t groups = a.n_head / G;
@@ -45,6 +48,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
 __global__ void __launch_bounds__(RMS_THREADS)
     kv_norm_rope_fp8_kernel(float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
                             rope_args a) {
+    cu_pdl_enter();
     extern __shared__ float row[]; /* width floats */
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
@@ -102,4 +106,11 @@ extern "C" int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const fl
     kv_norm_rope_fp8_kernel<<<n_rows, RMS_THREADS, (size_t)width * sizeof(float), (cudaStream_t)s>>>(
         x, w_dev, width, eps, vec, n_nope, a);
     return attn_launch_status();
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_fused(const void **out) {
+    out[0] = (const void *)q_norm_rope_kernel;
+    out[1] = (const void *)kv_norm_rope_fp8_kernel;
+    return 2;
 }

@@ -11,6 +11,8 @@
  * Rows are F32, F16 or packed FP4 (rows_type, backend.h); each element is decoded exactly into
  * the shared row tile, so the scores are those of the decoded f32 rows. */
 #include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 namespace {
 
@@ -34,6 +36,7 @@ template <bool q_glob>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
                               uint32_t head_dim, const void *rows, uint32_t rows_type, uint32_t n_rows,
                               uint32_t tile, float *scores, itok c) {
+    cu_pdl_enter();
     extern __shared__ float sh[];
     const uint32_t tok = blockIdx.y;
     n_rows = itok_rows(c, n_rows, tok);
@@ -110,6 +113,7 @@ __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_s
 
 __global__ void __launch_bounds__(SELECT_THREADS)
     select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
+    cu_pdl_enter();
     const uint32_t tok = blockIdx.x;
     n = itok_rows(c, n, tok);
     if (c.ratio && n <= k) return;
@@ -281,4 +285,12 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         if (e) return e;
     }
     return 0;
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
+    out[0] = (const void *)iscore_kernel<false>;
+    out[1] = (const void *)iscore_kernel<true>;
+    out[2] = (const void *)select_kernel;
+    return 3;
 }

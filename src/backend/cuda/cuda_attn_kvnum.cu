@@ -8,11 +8,14 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_attn_kvnum.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 namespace {
 
 /* One warp per block of 64 values (two per lane). */
 __global__ void fp8_kernel(float *x, uint64_t n_blocks, uint32_t blocks_per_row, uint32_t width) {
+    cu_pdl_enter();
     const uint64_t b = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= n_blocks) return;
     const uint32_t lane = threadIdx.x % 32;
@@ -22,6 +25,7 @@ __global__ void fp8_kernel(float *x, uint64_t n_blocks, uint32_t blocks_per_row,
 
 /* One block per row: the butterflies in shared memory, then one warp per FP4 block of 32. */
 __global__ void hadamard_fp4_kernel(float *x, uint32_t width, float norm) {
+    cu_pdl_enter();
     extern __shared__ float sh[];
     float *row = x + (uint64_t)blockIdx.x * width;
     for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) sh[i] = row[i];
@@ -52,6 +56,7 @@ __global__ void f16_kernel(float *dst, const float *src, uint64_t n) {
 }
 
 __global__ void f16_store_kernel(__half *dst, const float *src, uint64_t n) {
+    cu_pdl_enter();
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x)
         dst[i] = __float2half_rn(src[i]);
@@ -70,6 +75,7 @@ __device__ __forceinline__ float e2m1_nearest(float ax) {
 
 /* One thread per block of 32 (backend.h DSV4_KV_FP4; CPU: dsv4_fp4_pack_row). */
 __global__ void fp4_store_kernel(unsigned char *dst, const float *src, uint64_t n_blocks) {
+    cu_pdl_enter();
     for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < n_blocks;
          b += (uint64_t)gridDim.x * blockDim.x) {
         const float *x = src + b * 32;
@@ -139,4 +145,13 @@ extern "C" int dsv4_cuda_store_f16(dsv4_cuda_stream s, void *dst, uint32_t dst_t
     else
         f16_kernel<<<(unsigned)grid, 256, 0, (cudaStream_t)s>>>((float *)dst, src, n);
     return attn_launch_status();
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_kvnum(const void **out) {
+    out[0] = (const void *)fp8_kernel;
+    out[1] = (const void *)hadamard_fp4_kernel;
+    out[2] = (const void *)f16_store_kernel;
+    out[3] = (const void *)fp4_store_kernel;
+    return 4;
 }

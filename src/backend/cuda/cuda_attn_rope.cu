@@ -8,11 +8,14 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_attn_rope.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 namespace {
 
 /* One block per row: the pair angles first (one thread each), then every (head, pair). */
 __global__ void rope_kernel(float *x, rope_args a) {
+    cu_pdl_enter();
     __shared__ float cs[256], sn[256];
     const uint32_t r = blockIdx.x;
     const uint32_t pos = a.pos0 + r * a.pos_step;
@@ -38,4 +41,10 @@ extern "C" int dsv4_cuda_rope_tail(dsv4_cuda_stream s, float *x, uint32_t n_rows
     const rope_args a = rope_args_make(rope, inverse, n_head, head_dim, pos0, pos_step);
     rope_kernel<<<n_rows, 256, 0, (cudaStream_t)s>>>(x, a);
     return attn_launch_status();
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_attn_rope(const void **out) {
+    out[0] = (const void *)rope_kernel;
+    return 1;
 }

@@ -450,5 +450,6 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->steps_update_failed = c->step_stats.update_failed;
     out->steps_failed = c->step_stats.failed;
     out->steps_stale = c->step_stats.stale;
+    out->steps_pdl_edges = c->step_stats.pdl_edges;
     return DSV4_OK;
 }

@@ -70,7 +70,7 @@ typedef struct cu_step_exec {
     uint64_t mem_gen; /* cuda_ctx.mem_gen when recorded: a later free makes it stale */
 } cu_step_exec;
 typedef struct cu_step_stats {
-    uint64_t launched, updated, instantiated, update_failed, failed, stale;
+    uint64_t launched, updated, instantiated, update_failed, failed, stale, pdl_edges;
 } cu_step_stats;
 
 typedef struct cuda_ctx {
@@ -132,6 +132,9 @@ typedef struct cuda_ctx {
     struct cu_prof *prof; /* DSV4_CUDA_PROFILE=1: the per-op profiler, else NULL */
     /* step recording (cuda_step.cu) */
     bool step_enabled, step_capturing;
+    bool pdl;      /* DSV4_CUDA_PDL (default on where cc >= 9.0): programmatic edges */
+    int n_pdl_fns; /* kernels listed by cu_pdl_kernels_* (cuda_pdl.h) */
+    const void *pdl_fns[128];
     uint64_t step_key, step_clock;
     cu_step_exec step_exec[CU_STEP_EXECS];
     cu_step_stats step_stats;

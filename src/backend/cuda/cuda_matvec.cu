@@ -29,6 +29,8 @@ extern "C" {
 #include "backend/cuda/cuda_mv_common.cuh"
 
 #include "backend/cuda/cuda_mv_units.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 /* ---- device-only helpers ---- */
 static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
@@ -109,16 +111,26 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
     const long long total = (long long)p.k * p.out;
     const int begin = (int)(total * blockIdx.x / gridDim.x);
     const int end = (int)(total * (blockIdx.x + 1) / gridDim.x);
-    if (begin >= end) return;
+    cu_pdl_trigger();
+    /* the IQ2_XXS grid (a constant table) in its own, oldest commit group, while the previous
+     * kernel may still run; the first wait below covers it */
+    if (F == MV_IQ2_XXS) {
+        mv_grid_async(p.grid, lut, tid);
+        cp_async_commit();
+    }
+    cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
+    if (begin >= end) {
+        cp_async_wait(0);
+        return;
+    }
 
-    /* prologue: weights of stage 0 first, then (same group) the activations and the IQ2_XXS
-     * grid, then stages 1..S-2; nothing waits before all of them are in flight. */
+    /* prologue: weights of stage 0 first, then (same group) the activations, then stages
+     * 1..S-2; nothing waits before all of them are in flight. */
     const uint8_t *base0;
     const int slot0 = mv_src(p, begin / p.out, &base0); /* activation index of the first row */
     int f = begin, fs = 0;                              /* next row to fetch, its stage buffer */
     if (f < end) f += mv_issue(p, stage0, f, end, tid);
     mv_act_async<F>(p, act, p.x + (long long)slot0 * p.x_stride, tid);
-    if (F == MV_IQ2_XXS) mv_grid_async(p.grid, lut, tid);
     cp_async_commit();
     fs = 1;
     for (int s = 1; s < p.S - 1; s++, fs++) {
@@ -416,4 +428,14 @@ extern "C" dsv4_status dsv4_cuda_matvec(const dsv4_cuda_mv_ctx *ctx, uint32_t ty
                                         int64_t out, const void *x, float *y, struct CUstream_st *stream,
                                         dsv4_error *err) {
     return dsv4_cuda_matvec_experts(ctx, type, w, in, out, 1, NULL, 1, x, 0, y, stream, err);
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_mv(const void **out) {
+    out[0] = (const void *)mv_kernel<MV_Q8_0>;
+    out[1] = (const void *)mv_kernel<MV_IQ2_XXS>;
+    out[2] = (const void *)mv_kernel<MV_Q2_K>;
+    out[3] = (const void *)mv_kernel<MV_Q4_K>;
+    out[4] = (const void *)mv_kernel<MV_F16>;
+    return 5;
 }

@@ -19,6 +19,8 @@
 
 #include "backend/cuda/cuda_mvw.h"
 #include "backend/cuda/cuda_mvw_units.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 
 static __device__ __forceinline__ float mvw_warp_sum(float v) {
 #pragma unroll
@@ -60,6 +62,7 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
                          lane);
             mvw_advance(ic, P, sg.row_bytes);
         }
+    cu_pdl_wait(); /* the weights above never change; the activations come from the previous kernel */
     mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
     mvw_stage_wait();
     __syncthreads();
@@ -109,6 +112,7 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
                          lane);
             mvw_advance(ic, P, sg.row_bytes);
         }
+    cu_pdl_wait(); /* as in mvw_q8_rows: x only after the previous kernel */
     /* warm L1 with x while the weights are in flight (every warp of the CTA reads all of it) */
     if (total > 0)
         for (int o = (int)threadIdx.x * 128; o < sg.in * 4; o += MVW_THREADS * 128)
@@ -143,6 +147,7 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
 
 __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mvw_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
+    cu_pdl_trigger(); /* every path below reaches cu_pdl_wait() before it reads x or writes y */
     int local;
     const mvw_seg_dev sg = mvw_find_seg(p, (int)blockIdx.x, &local);
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
@@ -212,4 +217,10 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
                          n_segs, grid, smem, cudaGetErrorString(e));
     return DSV4_OK;
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_mvw(const void **out) {
+    out[0] = (const void *)mvw_kernel;
+    return 1;
 }

@@ -2,6 +2,8 @@
  * the CPU's (backend/cpu/cpu_kernels.c, cpu_dense.c), evaluated in the same order without FMA. */
 #include "backend/cuda/cuda_backend.h"
 
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
 /* One block per row. The double sum is reduced in a fixed tree (cu_row_sumsq), so results do not
@@ -11,6 +13,7 @@
 template <bool VEC>
 __global__ void __launch_bounds__(RMS_THREADS)
     rms_kernel(const float *x, const float *w, uint32_t width, float eps, float *y) {
+    cu_pdl_enter();
     __shared__ double part[RMS_THREADS / 32];
     const float *xr = x + (uint64_t)blockIdx.x * width;
     float *yr = y + (uint64_t)blockIdx.x * width;
@@ -74,6 +77,7 @@ dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_
 }
 
 __global__ void add_kernel(const float *a, const float *b, size_t n, float *out) {
+    cu_pdl_enter();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = a[i] + b[i];
 }
@@ -86,6 +90,7 @@ dsv4_status cu_add(void *vctx, const float *a, const float *b, size_t n, float *
 }
 
 __global__ void swiglu_kernel(const float *g, const float *u, size_t n, float clamp, float *out) {
+    cu_pdl_enter();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float gv = g[i], uv = u[i];
@@ -116,4 +121,13 @@ dsv4_status cu_fill_f32(void *vctx, float *dst, float value, size_t n, dsv4_erro
     const size_t blocks = cu_blocks(n, 256);
     fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, c->stream>>>(dst, value, n);
     return cu_launched(err, "fill_f32");
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_dense(const void **out) {
+    out[0] = (const void *)rms_kernel<true>;
+    out[1] = (const void *)rms_kernel<false>;
+    out[2] = (const void *)add_kernel;
+    out[3] = (const void *)swiglu_kernel;
+    return 4;
 }

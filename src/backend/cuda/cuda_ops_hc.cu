@@ -6,6 +6,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_hc_tail_units.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
 #define HC_NEG_INF (-1e30f)
@@ -346,6 +348,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
                       uint32_t n_embd, float rms_eps, double *part, unsigned *ticket, bool stage,
                       const float *scale, const float *base, const float *norm_w, uint32_t iters, float eps,
                       float *split_out, float *y) {
+    cu_pdl_enter();
     extern __shared__ float4 hco_dyn[]; /* NORM: u (n_embd floats); first: the staged partials */
     __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
     __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
@@ -487,6 +490,7 @@ __global__ void __launch_bounds__(HCT_THREADS)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
                    uint32_t iters, float eps, float *split_out, float *y) {
+    cu_pdl_enter();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
     __shared__ float mix[HCT_NMIX], wts[HCT_NMIX], s_base[HCT_NMIX], s_scale[3];
@@ -815,6 +819,7 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 template <uint32_t NH> /* NH: n_hc at compile time (registers, unrolled), 0: from the argument */
 __global__ void hc_post_kernel(const float *f, const float *x, const float *split, uint32_t n,
                                uint32_t n_hc_arg, uint32_t n_embd, float *out) {
+    cu_pdl_enter();
     const uint32_t n_hc = NH ? NH : n_hc_arg;
     const uint32_t d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= n_embd) return;
@@ -869,4 +874,17 @@ dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
     hc_weights_sum_kernel<true><<<hc_sum_grid(n, n_embd), HCS_THREADS, 0, c->stream>>>(
         mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, 0, hc_eps, NULL, y);
     return cu_launched(err, "hc head weights and sum");
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_hc(const void **out) {
+    out[0] = (const void *)(hc_tail_kernel<true, 1>);
+    out[1] = (const void *)(hc_tail_kernel<true, 4>);
+    out[2] = (const void *)(hc_tail_kernel<false, 1>);
+    out[3] = (const void *)(hc_tail_kernel<false, 4>);
+    out[4] = (const void *)hc_pre_one_kernel<true>;
+    out[5] = (const void *)hc_pre_one_kernel<false>;
+    out[6] = (const void *)hc_post_kernel<4>;
+    out[7] = (const void *)hc_post_kernel<0>;
+    return 8;
 }

@@ -7,6 +7,8 @@
 #include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_moe_grouped.h"
+#include "backend/cuda/cuda_pdl.cuh"
+#include "backend/cuda/cuda_pdl.h"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
 #define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
@@ -21,6 +23,7 @@
 __global__ void __launch_bounds__(ROUTER_THREADS)
     router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
                   const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights) {
+    cu_pdl_enter();
     extern __shared__ float sh[];
     float *p = sh, *s = sh + n_expert;
     uint8_t *taken = (uint8_t *)(s + n_expert);
@@ -160,6 +163,7 @@ __global__ void moe_mid_kernel(const float *g, const float *u, const float *w, u
 __global__ void __launch_bounds__(MIDQ_WARPS * 32)
     moe_mid_q8k_kernel(const float *g, const float *u, const float *w, uint64_t nblocks, uint32_t ff,
                        float clamp, int clamp_on, uint8_t *midq) {
+    cu_pdl_enter();
     const uint64_t b = (uint64_t)blockIdx.x * MIDQ_WARPS + (threadIdx.x >> 5);
     if (b >= nblocks) return; /* whole warps leave together */
     const int lane = threadIdx.x & 31;
@@ -181,6 +185,7 @@ __global__ void __launch_bounds__(MIDQ_WARPS * 32)
 
 /* out[t][d] = sum over slots in order. */
 __global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t embd, float *out) {
+    cu_pdl_enter();
     const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (uint64_t)n * embd) return;
     const uint64_t t = i / embd, d = i % embd;
@@ -363,4 +368,12 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     if (st != DSV4_OK) return st;
     moe_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, n, k, (uint32_t)embd, out);
     return cu_launched(err, "moe sum");
+}
+
+/* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
+extern "C" int cu_pdl_kernels_moe(const void **out) {
+    out[0] = (const void *)router_kernel;
+    out[1] = (const void *)moe_mid_q8k_kernel;
+    out[2] = (const void *)moe_sum_kernel;
+    return 3;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_pdl.h"
 
 static void step_discard(cuda_ctx *c) {
     cudaGraph_t g = NULL;
@@ -59,6 +60,47 @@ static cu_step_exec *step_slot(cuda_ctx *c) {
     return best;
 }
 
+static bool pdl_listed(const cuda_ctx *c, const void *fn) {
+    for (int i = 0; i < c->n_pdl_fns; i++)
+        if (c->pdl_fns[i] == fn) return true;
+    return false;
+}
+
+/* Every kernel -> kernel edge whose downstream kernel is listed (cuda_pdl.h) becomes programmatic:
+ * the downstream blocks may launch once every upstream block has started (the upstream kernels
+ * trigger at their start) and wait in griddepcontrol.wait for the upstream's completion. Listed
+ * kernels wait before they touch memory, so the values are the same; only launch latency and the
+ * weight loads issued before the wait overlap the previous kernel. Returns false if the graph
+ * could not be rewritten (it is then used as captured). */
+static bool step_pdl_edges(cuda_ctx *c, cudaGraph_t g) {
+    size_t ne = 0;
+    if (cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) != cudaSuccess || ne == 0) return false;
+    cudaGraphNode_t *from = (cudaGraphNode_t *)malloc(ne * sizeof *from);
+    cudaGraphNode_t *to = (cudaGraphNode_t *)malloc(ne * sizeof *to);
+    cudaGraphEdgeData *ed = (cudaGraphEdgeData *)malloc(ne * sizeof *ed);
+    bool ok = from && to && ed && cudaGraphGetEdges(g, from, to, ed, &ne) == cudaSuccess;
+    for (size_t i = 0; ok && i < ne; i++) {
+        cudaGraphNodeType ta, tb;
+        if (ed[i].type != cudaGraphDependencyTypeDefault ||
+            cudaGraphNodeGetType(from[i], &ta) != cudaSuccess ||
+            cudaGraphNodeGetType(to[i], &tb) != cudaSuccess || ta != cudaGraphNodeTypeKernel ||
+            tb != cudaGraphNodeTypeKernel)
+            continue;
+        cudaKernelNodeParams kp;
+        if (cudaGraphKernelNodeGetParams(to[i], &kp) != cudaSuccess || !pdl_listed(c, kp.func)) continue;
+        cudaGraphEdgeData pe;
+        memset(&pe, 0, sizeof pe);
+        pe.from_port = cudaGraphKernelNodePortProgrammatic;
+        pe.type = cudaGraphDependencyTypeProgrammatic;
+        ok = cudaGraphRemoveDependencies(g, &from[i], &to[i], NULL, 1) == cudaSuccess &&
+             cudaGraphAddDependencies(g, &from[i], &to[i], &pe, 1) == cudaSuccess;
+        if (ok) c->step_stats.pdl_edges++;
+    }
+    free(from), free(to), free(ed);
+    cudaGetLastError();
+    return ok;
+}
+
 dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!c->step_capturing)
@@ -74,6 +116,11 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         cudaGetLastError();
         c->step_stats.failed++;
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording failed: %s", cudaGetErrorString(e));
+    }
+    if (c->pdl && !step_pdl_edges(c, g)) {
+        cudaGraphDestroy(g);
+        c->step_stats.failed++;
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording: programmatic edges could not be set");
     }
     cu_step_exec *x = step_find(c, c->step_key);
     if (x) {
@@ -130,6 +177,21 @@ dsv4_status cu_step_run(void *vctx, uint64_t key, int32_t token, dsv4_error *err
 dsv4_status cu_step_init(cuda_ctx *c, dsv4_error *err) {
     const char *v = getenv("DSV4_CUDA_GRAPH");
     c->step_enabled = !(v && strcmp(v, "0") == 0);
+    /* programmatic dependent launch inside recorded steps (sm_90: griddepcontrol) */
+    const char *pv = getenv("DSV4_CUDA_PDL");
+    c->pdl = c->caps.cc_major >= 9 && !(pv && strcmp(pv, "0") == 0);
+    int (*const lists[])(const void **) = {
+        cu_pdl_kernels_act,          cu_pdl_kernels_dense,      cu_pdl_kernels_hc,
+        cu_pdl_kernels_attn_fused,   cu_pdl_kernels_attn_fast,  cu_pdl_kernels_attn_rope,
+        cu_pdl_kernels_moe,          cu_pdl_kernels_attn_kvnum, cu_pdl_kernels_attn_compressor,
+        cu_pdl_kernels_attn_indexer, cu_pdl_kernels_mvw,        cu_pdl_kernels_mv};
+    c->n_pdl_fns = 0;
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        const void *f[CU_PDL_PER_FILE];
+        const int n = lists[i](f);
+        for (int j = 0; j < n && c->n_pdl_fns < (int)(sizeof c->pdl_fns / sizeof c->pdl_fns[0]); j++)
+            c->pdl_fns[c->n_pdl_fns++] = f[j];
+    }
     cudaError_t e = cudaHostAlloc((void **)&c->pin_step_tok, sizeof(int32_t), cudaHostAllocDefault);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_step_tok, sizeof(int32_t));
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "step token cell");
