@@ -21,6 +21,7 @@
 extern "C" {
 #include "common/types.h" /* C header without its own extern "C" */
 }
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_mvw.h"
 
 #ifdef __CUDA_ARCH__
@@ -45,6 +46,7 @@ extern "C" {
 #define MVW_F16_K 4 /* 128 words / 32 lanes */
 #define MVW_F16_D 4
 #define MVW_ACT_SLOT 48 /* Q8_0 activation block in shared memory: 32 qs, f32 d at +32 (conflict-free) */
+#define MVW_QA_U 4      /* fused staging (x_f32): float4 loads per thread in flight per round */
 
 enum { MVW_Q8_0 = 0, MVW_F16 = 1 };
 
@@ -54,6 +56,7 @@ struct mvw_seg_dev {
     float *y;
     long long row_bytes, rows;
     int in, fmt;
+    int xf32; /* Q8_0: x is f32, quantized while staging */
     int rpw;  /* rows per warp */
     int cta0; /* first CTA of this segment */
 };
@@ -126,6 +129,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
         d->rows = segs[s].rows;
         d->in = (int)segs[s].in;
         d->fmt = segs[s].type == DSV4_TYPE_Q8_0 ? MVW_Q8_0 : MVW_F16;
+        d->xf32 = d->fmt == MVW_Q8_0 && segs[s].x_f32 != 0;
         d->rpw = (int)(rpw < segs[s].rows ? rpw : segs[s].rows > 0 ? segs[s].rows : 1);
         d->cta0 = cta;
         cta += (int)((segs[s].rows + MVW_WARPS * d->rpw - 1) / (MVW_WARPS * d->rpw));
@@ -312,6 +316,75 @@ static __host__ __device__ __forceinline__ void mvw_stage_wait() {
 #ifdef __CUDA_ARCH__
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
+}
+
+/* ---- fused staging (x_f32): quant_act_q8_0 of f32 x, written straight into the slots ----
+ * float4 i of x (elements 4i..4i+3) is block i/8, words i%8 of its qs: 8 consecutive lanes hold one
+ * block, so its amax is a 3-step xor butterfly within the 8 lanes; then act_q8_0_* (the quantizer
+ * kernel's own arithmetic) gives d and the four q. */
+static __host__ __device__ __forceinline__ float mvw_qa_amax4(float4 v) {
+    return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+/* Float4 i of x (v) with its block's amax -> its 4 qs of slot i/8, and d from the block's first lane. */
+static __host__ __device__ __forceinline__ void mvw_qa_store(uint8_t *act, int i, float4 v, float amax) {
+    const float d = act_q8_0_d(amax), id = act_q8_0_id(d);
+    const uint32_t q = (uint32_t)(act_q8_0_q(v.x, id) & 0xff) | (uint32_t)(act_q8_0_q(v.y, id) & 0xff) << 8 |
+                       (uint32_t)(act_q8_0_q(v.z, id) & 0xff) << 16 |
+                       (uint32_t)(act_q8_0_q(v.w, id) & 0xff) << 24;
+    uint8_t *slot = act + (i >> 3) * MVW_ACT_SLOT;
+    *(uint32_t *)(slot + 4 * (i & 7)) = q;
+    if ((i & 7) == 0) *(float *)(slot + 32) = d;
+}
+#ifdef __CUDACC__
+/* Thread tid's share of the fused staging (all MVW_THREADS threads call it; complete after a CTA
+ * barrier). Lines past the first round are prefetched into L1 first, so only the first round waits
+ * on L2; each round has MVW_QA_U loads in flight. Float4 i = tid + k * MVW_THREADS: a warp's 32 are
+ * 4 whole blocks, and in % 256 == 0 makes `i < in / 4` warp-uniform (full-mask shuffles are safe). */
+static __device__ __forceinline__ void mvw_stage_act_f32(const float *x, uint8_t *act, int in, int tid) {
+    const int n4 = in / 4;
+    for (int l = MVW_QA_U * MVW_THREADS / 8 + tid; l < in / 32; l += MVW_THREADS) /* 128-byte lines */
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(x + 32 * l));
+    for (int i0 = tid; i0 < n4; i0 += MVW_QA_U * MVW_THREADS) {
+        float4 v[MVW_QA_U];
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++)
+            v[u] = i0 + u * MVW_THREADS < n4 ? mvw_ldx4(x + 4 * (i0 + u * MVW_THREADS))
+                                             : make_float4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) {
+            const int i = i0 + u * MVW_THREADS;
+            if (i < n4) {
+                float m = mvw_qa_amax4(v[u]);
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+                mvw_qa_store(act, i, v[u], m);
+            }
+        }
+    }
+}
+#endif
+/* Host model of one CTA's fused staging: every warp, round and lane in the kernel's order, the
+ * 8-lane butterfly spelled out. */
+static inline void mvw_emu_stage_act_f32(const float *x, uint8_t *act, int in) {
+    const int n4 = in / 4;
+    for (int warp = 0; warp < MVW_WARPS; warp++)
+        for (int i0 = 32 * warp; i0 < n4; i0 += MVW_QA_U * MVW_THREADS)
+            for (int u = 0; u < MVW_QA_U; u++) {
+                const int base = i0 + u * MVW_THREADS;
+                if (base >= n4) continue;
+                float4 v[32];
+                float m[32];
+                for (int l = 0; l < 32; l++) {
+                    v[l] = mvw_ldx4(x + 4 * (base + l));
+                    m[l] = mvw_qa_amax4(v[l]);
+                }
+                for (int o = 1; o < 8; o <<= 1) {
+                    float nm[32];
+                    for (int l = 0; l < 32; l++) nm[l] = fmaxf(m[l], m[l ^ o]);
+                    memcpy(m, nm, sizeof nm);
+                }
+                for (int l = 0; l < 32; l++) mvw_qa_store(act, base + l, v[l], m[l]);
+            }
 }
 
 /* ---- F16 ---- */
