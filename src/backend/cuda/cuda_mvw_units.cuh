@@ -319,72 +319,109 @@ static __host__ __device__ __forceinline__ void mvw_stage_wait() {
 }
 
 /* ---- fused staging (x_f32): quant_act_q8_0 of f32 x, written straight into the slots ----
- * float4 i of x (elements 4i..4i+3) is block i/8, words i%8 of its qs: 8 consecutive lanes hold one
- * block, so its amax is a 3-step xor butterfly within the 8 lanes; then act_q8_0_* (the quantizer
- * kernel's own arithmetic) gives d and the four q. */
+ * Float4 i of x (elements 4i..4i+3) is block i/8, word i%8 of its qs. Thread tid takes float4s
+ * i0 + u * MVW_THREADS, u < MVW_QA_U (i0 = tid + k * MVW_QA_U * MVW_THREADS): coalesced loads, and
+ * the 8 lanes of a group (p = lane & 7) share the same MVW_QA_U = 4 blocks, one per u. The group's
+ * 4 block maxima are reduce-scattered over its 8 lanes (xor 4: 2 values each, xor 2: 1, xor 1), so
+ * lanes 2u and 2u+1 end with block u's amax; lane p computes d and id of block p >> 1 once (the
+ * quantizer kernel's own act_q8_0_* arithmetic) and the group reads id back by shuffle. amax is a
+ * max, so its grouping cannot change its bits. */
 static __host__ __device__ __forceinline__ float mvw_qa_amax4(float4 v) {
     return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
-/* Float4 i of x (v) with its block's amax -> its 4 qs of slot i/8, and d from the block's first lane. */
-static __host__ __device__ __forceinline__ void mvw_qa_store(uint8_t *act, int i, float4 v, float amax) {
-    const float d = act_q8_0_d(amax), id = act_q8_0_id(d);
+/* the reduce-scatter's picks: step 1 (xor 4) pair k of lane p's 4 maxima, step 2 (xor 2) of its 2 */
+static __host__ __device__ __forceinline__ float mvw_qa_send4(const float (&m)[MVW_QA_U], int p, int k) {
+    return (p & 4) ? m[k] : m[k + 2];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_keep4(const float (&m)[MVW_QA_U], int p, int k) {
+    return (p & 4) ? m[k + 2] : m[k];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_send2(const float (&r)[2], int p) {
+    return (p & 2) ? r[0] : r[1];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_keep2(const float (&r)[2], int p) {
+    return (p & 2) ? r[1] : r[0];
+}
+/* float4 i of x (v) quantized with its block's id -> word i%8 of slot i/8 */
+static __host__ __device__ __forceinline__ void mvw_qa_store_q(uint8_t *act, int i, float4 v, float id) {
     const uint32_t q = (uint32_t)(act_q8_0_q(v.x, id) & 0xff) | (uint32_t)(act_q8_0_q(v.y, id) & 0xff) << 8 |
                        (uint32_t)(act_q8_0_q(v.z, id) & 0xff) << 16 |
                        (uint32_t)(act_q8_0_q(v.w, id) & 0xff) << 24;
-    uint8_t *slot = act + (i >> 3) * MVW_ACT_SLOT;
-    *(uint32_t *)(slot + 4 * (i & 7)) = q;
-    if ((i & 7) == 0) *(float *)(slot + 32) = d;
+    *(uint32_t *)(act + (i >> 3) * MVW_ACT_SLOT + 4 * (i & 7)) = q;
+}
+static __host__ __device__ __forceinline__ void mvw_qa_store_d(uint8_t *act, int i, float d) {
+    *(float *)(act + (i >> 3) * MVW_ACT_SLOT + 32) = d;
 }
 #ifdef __CUDACC__
 /* Thread tid's share of the fused staging (all MVW_THREADS threads call it; complete after a CTA
  * barrier). Lines past the first round are prefetched into L1 first, so only the first round waits
- * on L2; each round has MVW_QA_U loads in flight. Float4 i = tid + k * MVW_THREADS: a warp's 32 are
- * 4 whole blocks, and in % 256 == 0 makes `i < in / 4` warp-uniform (full-mask shuffles are safe). */
+ * on L2. A warp's 32 float4s of one u are 4 whole blocks and in % 256 == 0 makes `i < in / 4`
+ * warp-uniform, so every shuffle runs with the full mask (an idle u quantizes zeros, stores nothing). */
 static __device__ __forceinline__ void mvw_stage_act_f32(const float *x, uint8_t *act, int in, int tid) {
-    const int n4 = in / 4;
+    static_assert(MVW_QA_U == 4, "the reduce-scatter spreads 4 blocks over 8 lanes");
+    const int n4 = in / 4, p = tid & 7;
     for (int l = MVW_QA_U * MVW_THREADS / 8 + tid; l < in / 32; l += MVW_THREADS) /* 128-byte lines */
         asm volatile("prefetch.global.L1 [%0];" ::"l"(x + 32 * l));
     for (int i0 = tid; i0 < n4; i0 += MVW_QA_U * MVW_THREADS) {
         float4 v[MVW_QA_U];
-#pragma unroll
-        for (int u = 0; u < MVW_QA_U; u++)
-            v[u] = i0 + u * MVW_THREADS < n4 ? mvw_ldx4(x + 4 * (i0 + u * MVW_THREADS))
-                                             : make_float4(0, 0, 0, 0);
+        float m[MVW_QA_U], r[2];
 #pragma unroll
         for (int u = 0; u < MVW_QA_U; u++) {
             const int i = i0 + u * MVW_THREADS;
-            if (i < n4) {
-                float m = mvw_qa_amax4(v[u]);
-#pragma unroll
-                for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-                mvw_qa_store(act, i, v[u], m);
-            }
+            v[u] = i < n4 ? mvw_ldx4(x + 4 * i) : make_float4(0, 0, 0, 0);
         }
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) m[u] = mvw_qa_amax4(v[u]);
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            r[k] = fmaxf(mvw_qa_keep4(m, p, k), __shfl_xor_sync(0xffffffffu, mvw_qa_send4(m, p, k), 4));
+        float a = fmaxf(mvw_qa_keep2(r, p), __shfl_xor_sync(0xffffffffu, mvw_qa_send2(r, p), 2));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1)); /* block p >> 1's amax */
+        const float d = act_q8_0_d(a), id = act_q8_0_id(d);
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) {
+            const int i = i0 + u * MVW_THREADS;
+            const float idu = __shfl_sync(0xffffffffu, id, 2 * u, 8);
+            if (i < n4) mvw_qa_store_q(act, i, v[u], idu);
+        }
+        const int id_i = i0 + (p >> 1) * MVW_THREADS;
+        if ((p & 1) == 0 && id_i < n4) mvw_qa_store_d(act, id_i, d);
     }
 }
 #endif
 /* Host model of one CTA's fused staging: every warp, round and lane in the kernel's order, the
- * 8-lane butterfly spelled out. */
+ * shuffles spelled out (a lane reads what lane l ^ o sent, or lane 2u of its group). */
 static inline void mvw_emu_stage_act_f32(const float *x, uint8_t *act, int in) {
     const int n4 = in / 4;
     for (int warp = 0; warp < MVW_WARPS; warp++)
-        for (int i0 = 32 * warp; i0 < n4; i0 += MVW_QA_U * MVW_THREADS)
-            for (int u = 0; u < MVW_QA_U; u++) {
-                const int base = i0 + u * MVW_THREADS;
-                if (base >= n4) continue;
-                float4 v[32];
-                float m[32];
-                for (int l = 0; l < 32; l++) {
-                    v[l] = mvw_ldx4(x + 4 * (base + l));
-                    m[l] = mvw_qa_amax4(v[l]);
+        for (int i0w = 32 * warp; i0w < n4; i0w += MVW_QA_U * MVW_THREADS) {
+            float4 v[32][MVW_QA_U];
+            float m[32][MVW_QA_U], r[32][2], a[32], a1[32], d[32], id[32];
+            for (int l = 0; l < 32; l++)
+                for (int u = 0; u < MVW_QA_U; u++) {
+                    const int i = i0w + l + u * MVW_THREADS;
+                    v[l][u] = i < n4 ? mvw_ldx4(x + 4 * i) : make_float4(0, 0, 0, 0);
+                    m[l][u] = mvw_qa_amax4(v[l][u]);
                 }
-                for (int o = 1; o < 8; o <<= 1) {
-                    float nm[32];
-                    for (int l = 0; l < 32; l++) nm[l] = fmaxf(m[l], m[l ^ o]);
-                    memcpy(m, nm, sizeof nm);
-                }
-                for (int l = 0; l < 32; l++) mvw_qa_store(act, base + l, v[l], m[l]);
+            for (int l = 0; l < 32; l++)
+                for (int k = 0; k < 2; k++)
+                    r[l][k] = fmaxf(mvw_qa_keep4(m[l], l & 7, k), mvw_qa_send4(m[l ^ 4], (l ^ 4) & 7, k));
+            for (int l = 0; l < 32; l++)
+                a[l] = fmaxf(mvw_qa_keep2(r[l], l & 7), mvw_qa_send2(r[l ^ 2], (l ^ 2) & 7));
+            for (int l = 0; l < 32; l++) a1[l] = fmaxf(a[l], a[l ^ 1]);
+            for (int l = 0; l < 32; l++) {
+                d[l] = act_q8_0_d(a1[l]);
+                id[l] = act_q8_0_id(d[l]);
             }
+            for (int l = 0; l < 32; l++) {
+                for (int u = 0; u < MVW_QA_U; u++) {
+                    const int i = i0w + l + u * MVW_THREADS;
+                    if (i < n4) mvw_qa_store_q(act, i, v[l][u], id[(l & ~7) | (2 * u)]);
+                }
+                const int id_i = i0w + l + ((l & 7) >> 1) * MVW_THREADS;
+                if ((l & 1) == 0 && id_i < n4) mvw_qa_store_d(act, id_i, d[l]);
+            }
+        }
 }
 
 /* ---- F16 ---- */
