@@ -21,7 +21,10 @@
  * case. Both by plain stream launches and by CUDA-graph replay of the same launches; median of 25
  * batches, per-launch microseconds. Bytes = weights + activations + outputs.
  * Output: per case `RESULT <case> <old_us> <new_us> <pct_copy>` (graph replay, as in production)
- * and `RESULT <case>:stream ...` (plain launches). */
+ * and `RESULT <case>:stream ...` (plain launches). For the attention set, q_b, wo_b and the grouped
+ * wo_a: the separate quantizer launch + kernel against the kernel quantizing its f32 input itself
+ * (x_f32, DSV4_CUDA_MVW_ACT=fused), bitwise equal, graph replay:
+ * `RESULT mvw_act <case> separate_us <a> fused_us <b>`. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <pthread.h>
@@ -355,6 +358,7 @@ static void make_seg(const struct case_rt *r, int i, int iter, int ybuf, dsv4_cu
     g->rows = s->sp->out;
     g->x = s->sp->type == Q8 ? (const void *)v->d_q : (const void *)v->d_x;
     g->y = ybuf == 0 ? s->d_y : ybuf == 1 ? s->d_y2 : s->d_y3;
+    g->x_f32 = 0;
 }
 /* the whole case in one launch */
 static dsv4_status launch_new(const struct case_rt *r, int iter, int ybuf, cudaStream_t st, dsv4_error *err) {
@@ -373,6 +377,30 @@ static dsv4_status launch_old(const struct case_rt *r, int iter, int ybuf, cudaS
     return DSV4_OK;
 }
 typedef dsv4_status (*launch_fn)(const struct case_rt *, int, int, cudaStream_t, dsv4_error *);
+/* today's decode path: each Q8_0 input quantized by its own launch, then the new kernel */
+static dsv4_status launch_sep(const struct case_rt *r, int iter, int ybuf, cudaStream_t st, dsv4_error *err) {
+    for (int k = 0; k < r->nv; k++) {
+        bool q8 = false;
+        for (int i = 0; i < r->c->nseg; i++) q8 |= r->c->s[i].xid == k && r->c->s[i].type == Q8;
+        if (!q8) continue;
+        const dsv4_status rc = dsv4_cuda_quant_act_q8_0(r->v[k].d_x, r->v[k].d_q, r->v[k].in, st, err);
+        if (rc != DSV4_OK) return rc;
+    }
+    return launch_new(r, iter, ybuf, st, err);
+}
+/* the new kernel quantizing its Q8_0 inputs itself (x_f32) */
+static dsv4_status launch_fused(const struct case_rt *r, int iter, int ybuf, cudaStream_t st,
+                                dsv4_error *err) {
+    dsv4_cuda_mvw_seg g[MAX_SEG];
+    for (int i = 0; i < r->c->nseg; i++) {
+        make_seg(r, i, iter, ybuf, &g[i]);
+        if (g[i].type == Q8) {
+            g[i].x = r->v[r->s[i].sp->xid].d_x;
+            g[i].x_f32 = 1;
+        }
+    }
+    return dsv4_cuda_mvw(g, r->c->nseg, st, err);
+}
 
 /* ---- checks ---- */
 static void poison(const struct case_rt *r, int ybuf, cudaStream_t st) {
@@ -506,6 +534,29 @@ static int check_case(struct case_rt *r, cudaStream_t st, double *maxe_new, doub
     return bad;
 }
 
+/* Fused vs separate activation quantization: bitwise equal (and the fused rows equal the host model,
+ * so the bound holds too); returns the failures. */
+static int check_act(const struct case_rt *r, cudaStream_t st, double *maxe) {
+    dsv4_error err;
+    poison(r, 1, st);
+    poison(r, 2, st);
+    if (launch_sep(r, 0, 1, st, &err) != DSV4_OK || launch_fused(r, 0, 2, st, &err) != DSV4_OK) {
+        printf("  FAIL mvw_act launch: %s\n", err.msg);
+        return 1;
+    }
+    CK(cudaStreamSynchronize(st));
+    int bad = 0, diff = 0;
+    for (int i = 0; i < r->c->nseg; i++) {
+        download(r, i, 1, r->s[i].h_y);
+        download(r, i, 2, r->s[i].h_y2);
+        for (int64_t row = 0; row < r->c->s[i].out; row++)
+            diff += memcmp(&r->s[i].h_y[row], &r->s[i].h_y2[row], 4) != 0;
+        bad += check_rows(r, i, r->s[i].h_y2, 1, "fused", maxe);
+    }
+    if (diff) printf("  FAIL mvw_act: %d rows differ between fused and separate quantization\n", diff);
+    return bad + (diff != 0);
+}
+
 /* ---- timing ---- */
 static double time_stream(const struct case_rt *r, launch_fn fn, int nl, cudaStream_t st) {
     cudaEvent_t e0, e1;
@@ -622,6 +673,10 @@ static void check_api(void) {
     g.in = 4096;
     g.x = (const void *)(uintptr_t)0x1002; /* misaligned activations */
     if (dsv4_cuda_mvw(&g, 1, 0, &err) != DSV4_ERR_UNSUPPORTED) bad++;
+    g.x = (const void *)(uintptr_t)0x1004; /* 4-byte aligned: fine for Q8_0 blocks, not for f32 */
+    g.x_f32 = 1;
+    if (dsv4_cuda_mvw(&g, 1, 0, &err) != DSV4_ERR_UNSUPPORTED) bad++;
+    g.x_f32 = 0;
     g.x = NULL;
     if (dsv4_cuda_mvw(&g, 1, 0, &err) != DSV4_ERR_INVALID) bad++;
     if (!dsv4_cuda_mvw_ok(Q8, (const void *)(uintptr_t)0x1000, 4352, 4096) ||
@@ -663,11 +718,17 @@ int main(int argc, char **argv) {
     check_api();
 
     const int ncases = (int)(sizeof k_cases / sizeof k_cases[0]);
-    char lines[2][64][200];
+    char lines[2][64][200], act_lines[64][200];
+    /* the cases of the fused-quantization comparison (RESULT mvw_act ...) */
+    static const char *const act_case[][2] = {{"set_attn_6seg", "attn_6seg"},
+                                              {"q8_1024x32768_attn_q_b", "q_b"},
+                                              {"q8_8192x4096_attn_out_b", "wo_b"},
+                                              {"set_attn_out_a_8x_own_x", "wo_a_grouped_8x"}};
     for (int ci = 0; ci < ncases; ci++) {
         const struct bcase *c = &k_cases[ci];
         if (only && !strstr(c->name, only)) {
             lines[0][ci][0] = lines[1][ci][0] = 0;
+            if (ci < 64) act_lines[ci][0] = 0;
             continue;
         }
         struct case_rt r;
@@ -697,6 +758,20 @@ int main(int argc, char **argv) {
             snprintf(lines[1][ci], sizeof lines[1][ci], "RESULT %s:stream %.2f %.2f %.1f", c->name, os, ns,
                      ps);
         }
+        if (ci < 64) act_lines[ci][0] = 0;
+        for (int a = 0; a < 4; a++) {
+            if (strcmp(c->name, act_case[a][0]) != 0) continue;
+            double ea = 0.0;
+            const int ab = check_act(&r, st, &ea);
+            if (ab) g_fail++;
+            const double sg = time_graph(&r, launch_sep, nl, st), fg = time_graph(&r, launch_fused, nl, st);
+            printf("  mvw_act (graph): separate quantization %8.2f us  fused %8.2f us  (%.2fx); bitwise %s\n",
+                   sg, fg, sg / fg, ab ? "FAIL" : "ok");
+            if (ci < 64)
+                snprintf(act_lines[ci], sizeof act_lines[ci],
+                         "RESULT mvw_act %s separate_us %.2f fused_us %.2f%s", act_case[a][1], sg, fg,
+                         ab ? " BITWISE_FAIL" : "");
+        }
         free_case(&r);
     }
     printf("\n# RESULT <case> <old_us> <new_us> <new %% of copy %.0f GB/s>  (graph replay; :stream = plain "
@@ -705,6 +780,10 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++)
         for (int ci = 0; ci < ncases && ci < 64; ci++)
             if (lines[k][ci][0]) printf("%s\n", lines[k][ci]);
+    printf("# RESULT mvw_act <case> separate_us <quantizer launch + kernel> fused_us <kernel quantizing "
+           "itself> (graph replay)\n");
+    for (int ci = 0; ci < ncases && ci < 64; ci++)
+        if (act_lines[ci][0]) printf("%s\n", act_lines[ci]);
     dsv4_cuda_mv_destroy(&ctx);
     CK(cudaStreamDestroy(st));
     printf("\nRESULT: %s (%d failed checks)\n", g_fail ? "FAIL" : "PASS", g_fail);

@@ -55,7 +55,6 @@ static int cmp_f(const void *a, const void *b) {
 
 enum { M_SPIN, M_COLD, M_BULK, M_LINE, M_ONLY };
 
-
 #define NSET 12
 static float run(int mode, cudaStream_t s, cudaStream_t side, uint8_t **w, int nmat, int64_t in, int64_t rows,
                  const void *x, float *y, long long spin_ns) {
@@ -83,7 +82,7 @@ static float run(int mode, cudaStream_t s, cudaStream_t side, uint8_t **w, int n
         if (mode == M_BULK || mode == M_LINE) CK(cudaStreamWaitEvent(s, join, 0));
         if (mode != M_SPIN) {
             for (int m = 0; m < nmat; m++) {
-                dsv4_cuda_mvw_seg sg = {DSV4_TYPE_Q8_0, w[i * nmat + m], rb, in, rows, x, y};
+                dsv4_cuda_mvw_seg sg = {DSV4_TYPE_Q8_0, w[i * nmat + m], rb, in, rows, x, y, 0};
                 dsv4_error err;
                 if (dsv4_cuda_mvw(&sg, 1, s, &err) != DSV4_OK) {
                     printf("mvw failed: %s\n", err.msg);

@@ -61,6 +61,10 @@ dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_inf
 /* Test hook: the CUDA backend's one-launch decode hc pre step on or off (DSV4_CUDA_HC_FAST=0 turns
  * it off at creation); *was (may be NULL) gets the previous setting. Stubbed in CPU builds. */
 dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *was, dsv4_error *err);
+/* Test hook: the CUDA warp-direct matvec quantizes its Q8_0 inputs itself (fused) or takes them from
+ * the separate quantizer launch, as DSV4_CUDA_MVW_ACT=fused|separate sets it at creation; *was (may
+ * be NULL) gets the previous setting. Stubbed in CPU builds. */
+dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, bool *was, dsv4_error *err);
 /* Test hook: DSV4_CUDA_HC_TAIL's mode (0 unset, 1 multi, 2 last) for the one-launch pre step;
  * *was gets the previous mode, *launches the tail kernel's launches so far (either may be NULL). */
 dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was, uint64_t *launches,

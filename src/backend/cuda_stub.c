@@ -25,3 +25,8 @@ dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *
     (void)b, (void)mode, (void)was, (void)launches;
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
 }
+
+dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, bool *was, dsv4_error *err) {
+    (void)b, (void)fused, (void)was;
+    return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
+}

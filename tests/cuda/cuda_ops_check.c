@@ -676,6 +676,91 @@ static void check_hc_one(chk *c, const dsv4_layer_weights *L) {
     for (int k = 0; k < 2; k++) dfree(c, dy[k]), dfree(c, ds[k]);
 }
 
+/* One-token products with the warp-direct matvec's fused Q8_0 activation quantization
+ * (DSV4_CUDA_MVW_ACT=fused, switched through the test hook) against the separate quantizer launch,
+ * bit for bit: single matmuls, the grouped output projection and the multi-product sets. Outputs
+ * poisoned (NaN) before every call; inputs of several magnitudes. Then the time per call of both. */
+typedef struct {
+    const char *label;
+    int kind; /* 0 matmul, 1 matmul_grouped (G groups), 2 matmul_multi (n_w items, one input) */
+    const dsv4_tensor *w[8];
+    uint32_t n_w, G;
+} mvw_act_op;
+static uint64_t mvw_act_rows(const mvw_act_op *op) {
+    uint64_t r = 0;
+    for (uint32_t i = 0; i < op->n_w; i++) r += op->w[i]->ne[1];
+    return r;
+}
+static dsv4_status mvw_act_call(chk *c, const mvw_act_op *op, const float *dx, float *dy) {
+    const dsv4_tensor *w = op->w[0];
+    if (op->kind == 0) return GPU->matmul(GC, w, 0, w->ne[1], dx, w->ne[0], 1, dy, w->ne[1], &c->err);
+    if (op->kind == 1)
+        return GPU->matmul_grouped(GC, w, op->G, dx, w->ne[0] * op->G, 1, dy, w->ne[1], &c->err);
+    dsv4_matmul_item it[8];
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < op->n_w; i++) {
+        it[i] = (dsv4_matmul_item){op->w[i], 0, op->w[i]->ne[1], dx, w->ne[0], dy + off, op->w[i]->ne[1]};
+        off += op->w[i]->ne[1];
+    }
+    return GPU->matmul_multi(GC, it, op->n_w, 1, &c->err);
+}
+static void check_mvw_act(chk *c, const mvw_act_op *ops, int n_ops) {
+    bool was = false;
+    if (dsv4_backend_cuda_set_mvw_act(&c->gpu, false, &was, &c->err) != DSV4_OK) {
+        printf("FAIL mvw_act: %s\n", c->err.msg);
+        c->fails++, c->checks++;
+        return;
+    }
+    for (int k = 0; k < n_ops; k++) {
+        const mvw_act_op *op = &ops[k];
+        bool present = op->n_w > 0 && (op->kind != 1 || (op->G > 1 && GPU->matmul_grouped)) &&
+                       (op->kind != 2 || GPU->matmul_multi);
+        for (uint32_t i = 0; i < op->n_w && present; i++)
+            present = dsv4_tensor_present(op->w[i]) && op->w[i]->ne[0] == op->w[0]->ne[0];
+        if (!present) continue;
+        const uint64_t in = op->w[0]->ne[0] * (op->kind == 1 ? op->G : 1), rows = mvw_act_rows(op);
+        float *ha = malloc(rows * 4), *hb = malloc(rows * 4), *x0 = calloc(in, 4);
+        if (!ha || !hb || !x0) abort();
+        float *dx = dcopy(c, x0, in * 4), *dy[2] = {dcopy(c, ha, rows * 4), dcopy(c, hb, rows * 4)};
+        const float mags[3] = {1e-3f, 1.0f, 40.0f};
+        size_t differ = 0, total = 0;
+        bool ok = true;
+        for (int mi = 0; mi < 3 && ok; mi++) {
+            float *x = hrand(c, in, mags[mi]);
+            for (uint64_t b = 0; b + 32 <= in; b += 32) /* some all-zero blocks */
+                if ((rnd(c) & 15) == 0) memset(x + b, 0, 32 * sizeof(float));
+            ok = GPU->write(GC, dx, x, in * 4, &c->err) == DSV4_OK;
+            free(x);
+            for (int f = 0; f < 2 && ok; f++)
+                ok = dsv4_backend_cuda_set_mvw_act(&c->gpu, f, NULL, &c->err) == DSV4_OK &&
+                     GPU->fill_f32(GC, dy[f], NAN, rows, &c->err) == DSV4_OK &&
+                     mvw_act_call(c, op, dx, dy[f]) == DSV4_OK;
+            ok = ok && GPU->read(GC, ha, dy[0], rows * 4, &c->err) == DSV4_OK &&
+                 GPU->read(GC, hb, dy[1], rows * 4, &c->err) == DSV4_OK;
+            for (uint64_t i = 0; ok && i < rows; i++) differ += memcmp(&ha[i], &hb[i], 4) != 0;
+            total += rows;
+        }
+        char label[96];
+        snprintf(label, sizeof label, "mvw_act fused vs separate %s", op->label);
+        if (!ok) printf("FAIL %s: %s\n", label, c->err.msg);
+        printf("%s %-34s %zu of %zu values differ (required: 0)\n", ok && !differ ? "ok  " : "FAIL", label,
+               differ, total);
+        c->fails += !ok || differ != 0, c->checks++;
+        double t[2] = {-1, -1};
+        for (int f = 0; f < 2 && ok; f++) {
+            ok = dsv4_backend_cuda_set_mvw_act(&c->gpu, f, NULL, &c->err) == DSV4_OK &&
+                 mvw_act_call(c, op, dx, dy[f]) == DSV4_OK && GPU->sync(GC, &c->err) == DSV4_OK;
+            const double t0 = now_s();
+            for (int r = 0; r < 300 && ok; r++) ok = mvw_act_call(c, op, dx, dy[f]) == DSV4_OK;
+            if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t[f] = (now_s() - t0) / 300;
+        }
+        printf("     mvw_act timing %-22s n=1: separate %.2f us, fused %.2f us (stream, no graph)\n",
+               op->label, t[0] * 1e6, t[1] * 1e6);
+        free(ha), free(hb), free(x0), dfree(c, dx), dfree(c, dy[0]), dfree(c, dy[1]);
+    }
+    dsv4_backend_cuda_set_mvw_act(&c->gpu, was, NULL, &c->err);
+}
+
 /* The register / grid tail of the one-launch pre step (DSV4_CUDA_HC_TAIL=last / multi, switched
  * through the test hook) against today's one-launch kernel (off), bit for bit: hc_pre (u, split)
  * and hc_pre_norm (normed row, split), both HC sublayers, inputs of several magnitudes, outputs
@@ -986,6 +1071,18 @@ int main(int argc, char **argv) {
         check_matmul_multi(c, "attention", att, 7, n);
         const dsv4_tensor *ffn[3] = {&L0->ffn_gate_inp, &L0->ffn_gate_shexp, &L0->ffn_up_shexp};
         check_matmul_multi(c, "ffn", ffn, 3, n);
+        if (n == 1 && numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
+            const mvw_act_op ops[] = {
+                {"attn_q_a", 0, {&L0->attn_q_a}, 1, 0},
+                {"attn_q_b", 0, {&L0->attn_q_b}, 1, 0},
+                {"attn_output_b", 0, {&L0->attn_output_b}, 1, 0},
+                {"ffn_down_shexp", 0, {&L0->ffn_down_shexp}, 1, 0},
+                {"attn_output_a grouped", 1, {&L0->attn_output_a}, 1, G},
+                {"multi attention x7", 2, {att[0], att[1], att[2], att[3], att[4], att[5], att[6]}, 7, 0},
+                {"multi ffn x3", 2, {ffn[0], ffn[1], ffn[2]}, 3, 0},
+            };
+            check_mvw_act(c, ops, (int)(sizeof ops / sizeof ops[0]));
+        }
     }
     /* ---- Q8_0 prefill products: bitwise the CPU (tensor cores for n >= 2), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4) {

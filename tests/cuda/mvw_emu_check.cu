@@ -3,7 +3,10 @@
  * sums, the activation re-layout and the fixed summation order (mvw_emu_row), compared with
  * quant_dot_q8_0 / quant_dot_f16 (CPU) and a float64 sum within the bench's bound, plus hand-derived
  * rows with exact results; the launch plan and segment lookup cover every row of every segment
- * exactly once for several device sizes; dsv4_cuda_mvw_ok's rules. Needs no GPU (exit 0 = pass).
+ * exactly once for several device sizes; dsv4_cuda_mvw_ok's rules. The fused staging of f32 inputs
+ * (x_f32): its host model (the kernel's units and lane order) writes exactly the slots of
+ * quant_act_q8_0 + the re-layout, over inputs with the quantizer's hard cases, and whole launches
+ * emulated CTA by CTA give every row the bits of the separate path. Needs no GPU (exit 0 = pass).
  * Build: make BUILD=build-x cuda-tests -> build-x/cuda/mvw_emu_check */
 #include <math.h>
 #include <stdio.h>
@@ -265,6 +268,232 @@ static void check_ok(void) {
     EXPECT(!mvw_ok(DSV4_TYPE_Q4_K, a16, 2304, 4096), "Q4_K");
 }
 
+/* ---- fused staging (x_f32) ---- */
+/* Blocks of the quantizer's hard cases, by kind: random with outliers; all zeros; huge and tiny
+ * magnitudes; exact ties at .5 after scaling (amax 127 -> id 1, amax 63.5 -> id 2) with a negative
+ * largest element; one nonzero element; +-amax twice; values just below amax; signed zeros. */
+enum { HK_RANDOM, HK_ZERO, HK_HUGE, HK_TINY, HK_TIE1, HK_TIE2, HK_ONE, HK_TWIN, HK_NEAR, HK_SZERO, HK_N };
+static int gen_block(float *v, int kind) {
+    switch (kind) {
+    case HK_RANDOM:
+        for (int i = 0; i < 32; i++) v[i] = uni() * ((nxt() & 15) == 0 ? 40.0f : 1.0f);
+        break;
+    case HK_ZERO: memset(v, 0, 32 * sizeof(float)); break;
+    case HK_HUGE:
+        for (int i = 0; i < 32; i++) v[i] = uni() * ((nxt() & 1) ? 3.0e38f : 1.0e30f);
+        break;
+    case HK_TINY: /* amax well above ~3.7e-37, where 1/d would overflow (see the report) */
+        for (int i = 0; i < 32; i++) v[i] = uni() * ((nxt() & 1) ? 1.0e-30f : 1.0e-20f);
+        break;
+    case HK_TIE1:
+    case HK_TIE2: {
+        const float s = kind == HK_TIE1 ? 1.0f : 0.5f; /* x * id = k + 0.5 exactly */
+        for (int i = 0; i < 32; i++) {
+            const int k = (int)(nxt() % 253) - 126;
+            v[i] = ((float)k + ((nxt() & 1) ? 0.5f : -0.5f)) * s;
+        }
+        v[nxt() & 31] = -127.0f * s; /* the largest |x| is negative */
+        break;
+    }
+    case HK_ONE:
+        memset(v, 0, 32 * sizeof(float));
+        v[nxt() & 31] = -uni() * 5.0f - 1e-3f;
+        break;
+    case HK_TWIN: {
+        const float a = fabsf(uni()) * 7.0f + 0.25f;
+        for (int i = 0; i < 32; i++) v[i] = uni() * a;
+        v[nxt() & 31] = -a;
+        v[nxt() & 31] = a;
+        break;
+    }
+    case HK_NEAR: {
+        const float a = fabsf(uni()) * 100.0f + 1.0f;
+        for (int i = 0; i < 32; i++) v[i] = nextafterf(a, 0.0f) * ((nxt() & 1) ? 1.0f : -1.0f);
+        v[nxt() & 31] = (nxt() & 1) ? a : -a;
+        break;
+    }
+    default: /* signed zeros and one small value */
+        for (int i = 0; i < 32; i++) v[i] = (nxt() & 1) ? -0.0f : 0.0f;
+        v[nxt() & 31] = 1e-3f;
+        break;
+    }
+    return kind;
+}
+/* 16-byte aligned f32 input of in elements: hard-case blocks (every kind at least once for in >=
+ * 320), the rest random; kinds counted in seen[]. */
+static float *gen_x_hard(int in, int *seen) {
+    float *x = (float *)xcalloc((size_t)in * 4); /* glibc calloc: 16-byte aligned */
+    for (int b = 0; b < in / 32; b++) {
+        const int kind = b < HK_N ? b : (int)(nxt() % HK_N);
+        seen[gen_block(x + 32 * b, kind)]++;
+    }
+    for (int b = in / 32 - 1; b > 0; b--) { /* shuffle the blocks */
+        const int j = (int)(nxt() % (uint64_t)(b + 1));
+        float t[32];
+        memcpy(t, x + 32 * b, sizeof t);
+        memcpy(x + 32 * b, x + 32 * j, sizeof t);
+        memcpy(x + 32 * j, t, sizeof t);
+    }
+    return x;
+}
+/* quant_act_q8_0 then the kernel's re-layout: the separate path's slots */
+static uint8_t *separate_slots(const float *x, int in) {
+    dsv4_q8_0_act *q = (dsv4_q8_0_act *)xcalloc((size_t)in / 32 * sizeof *q);
+    quant_act_q8_0(x, q, in);
+    uint8_t *act = (uint8_t *)xcalloc((size_t)in / 32 * MVW_ACT_SLOT);
+    relayout(q, in, act);
+    free(q);
+    return act;
+}
+/* blocks whose 36 meaningful slot bytes (qs, d) differ */
+static int slot_diff(const uint8_t *a, const uint8_t *b, int in) {
+    int bad = 0;
+    for (int k = 0; k < in / 32; k++) bad += memcmp(a + k * MVW_ACT_SLOT, b + k * MVW_ACT_SLOT, 36) != 0;
+    return bad;
+}
+
+/* The fused staging's slots vs the separate path's, and rows through both. */
+static void check_fused_stage(int in, int reps) {
+    int seen[HK_N] = {0}, bad_blocks = 0, bad_rows = 0, rows = 0;
+    const size_t rb = (size_t)in / 32 * 34;
+    for (int r = 0; r < reps; r++) {
+        float *x = gen_x_hard(in, seen);
+        uint8_t *ref = separate_slots(x, in);
+        uint8_t *f = (uint8_t *)xcalloc((size_t)in / 32 * MVW_ACT_SLOT);
+        memset(f, 0xcd, (size_t)in / 32 * MVW_ACT_SLOT); /* every slot must be written */
+        mvw_emu_stage_act_f32(x, f, in);
+        const int bb = slot_diff(ref, f, in);
+        EXPECT(bb == 0, "fused staging in=%d rep %d: %d of %d blocks differ from quant_act_q8_0", in, r, bb,
+               in / 32);
+        bad_blocks += bb;
+        uint8_t *w = (uint8_t *)xcalloc(rb * 3);
+        for (int k = 0; k < 3; k++) {
+            uint64_t sd = nxt();
+            if (!quant_fill_random_row(DSV4_TYPE_Q8_0, &sd, 1.0f / sqrtf((float)in), w + rb * k, in)) exit(1);
+            const float ys = mvw_emu_row(MVW_Q8_0, w + rb * k, in, ref, NULL),
+                        yf = mvw_emu_row(MVW_Q8_0, w + rb * k, in, f, NULL);
+            bad_rows += memcmp(&ys, &yf, 4) != 0;
+            rows++;
+        }
+        free(w), free(x), free(ref), free(f);
+    }
+    EXPECT(bad_rows == 0, "fused staging in=%d: %d of %d rows differ", in, bad_rows, rows);
+    printf("  fused staging in=%-6d x%d: %d blocks differ (kinds", in, reps, bad_blocks);
+    for (int k = 0; k < HK_N; k++) printf(" %d", seen[k]);
+    printf("), %d of %d rows differ\n", bad_rows, rows);
+}
+
+/* A whole launch emulated CTA by CTA: each CTA stages its segment's input (fused from f32 x, or the
+ * separate path's blocks) into a fresh poisoned buffer and its warps compute their rows; every row
+ * must have the bits of the separate path (quant_act_q8_0 + re-layout + the same row model). */
+static void check_fused_launch(const char *name, int n, const int64_t *ins, const int64_t *rows_of,
+                               const uint32_t *types, const uint32_t *xf32, int sms) {
+    dsv4_cuda_mvw_seg segs[DSV4_CUDA_MVW_MAX_SEGS];
+    memset(segs, 0, sizeof segs);
+    float *x[DSV4_CUDA_MVW_MAX_SEGS], *yref[DSV4_CUDA_MVW_MAX_SEGS], *ygot[DSV4_CUDA_MVW_MAX_SEGS];
+    uint8_t *w[DSV4_CUDA_MVW_MAX_SEGS], *sep[DSV4_CUDA_MVW_MAX_SEGS];
+    dsv4_q8_0_act *q[DSV4_CUDA_MVW_MAX_SEGS];
+    int seen[HK_N] = {0};
+    for (int s = 0; s < n; s++) {
+        const int in = (int)ins[s];
+        const bool q8 = types[s] == DSV4_TYPE_Q8_0;
+        const size_t rb = q8 ? (size_t)in / 32 * 34 : (size_t)in * 2;
+        w[s] = (uint8_t *)xcalloc(rb * (size_t)rows_of[s]);
+        for (int64_t r = 0; r < rows_of[s]; r++) {
+            uint64_t sd = nxt();
+            if (!quant_fill_random_row(types[s], &sd, 1.0f / sqrtf((float)in), w[s] + rb * r, in)) exit(1);
+        }
+        x[s] = gen_x_hard(in, seen);
+        q[s] = q8 ? (dsv4_q8_0_act *)xcalloc((size_t)in / 32 * sizeof(dsv4_q8_0_act)) : NULL;
+        if (q8) quant_act_q8_0(x[s], q[s], in);
+        sep[s] = q8 ? separate_slots(x[s], in) : NULL;
+        yref[s] = (float *)xcalloc((size_t)rows_of[s] * 4 + 4);
+        ygot[s] = (float *)xcalloc((size_t)rows_of[s] * 4 + 4);
+        for (int64_t r = 0; r < rows_of[s]; r++) {
+            yref[s][r] = mvw_emu_row(q8 ? MVW_Q8_0 : MVW_F16, w[s] + rb * r, in, sep[s], x[s]);
+            ygot[s][r] = NAN;
+        }
+        segs[s].type = types[s];
+        segs[s].w = w[s];
+        segs[s].row_bytes = rb;
+        segs[s].in = in;
+        segs[s].rows = rows_of[s];
+        segs[s].x = q8 && !xf32[s] ? (const void *)q[s] : (const void *)x[s];
+        segs[s].y = ygot[s];
+        segs[s].x_f32 = xf32[s];
+    }
+    mvw_params p;
+    int grid = 0, smem = 0;
+    mvw_plan(segs, n, sms, &p, &grid, &smem);
+    int bad_plan = 0;
+    for (int s = 0; s < n; s++) bad_plan += p.seg[s].xf32 != (types[s] == DSV4_TYPE_Q8_0 && xf32[s] != 0);
+    EXPECT(bad_plan == 0, "%s: the plan's x_f32 flags", name);
+    uint8_t *act = (uint8_t *)xcalloc((size_t)p.act_smem + 16);
+    int bad_slots = 0;
+    for (int b = 0; b < grid; b++) {
+        int local = -1;
+        const mvw_seg_dev sg = mvw_find_seg(p, b, &local);
+        int s = 0;
+        while (s < n && p.seg[s].y != sg.y) s++;
+        if (s == n) {
+            EXPECT(0, "%s: CTA %d has no segment", name, b);
+            continue;
+        }
+        memset(act, 0xcd, (size_t)p.act_smem + 16);
+        if (sg.fmt == MVW_Q8_0) {
+            if (sg.xf32)
+                mvw_emu_stage_act_f32((const float *)sg.x, act, sg.in);
+            else
+                for (int t = 0; t < MVW_THREADS; t++) mvw_stage_act(sg.x, act, sg.in, t, MVW_THREADS);
+            bad_slots += slot_diff(act, sep[s], sg.in) != 0;
+        }
+        for (int wp = 0; wp < MVW_WARPS; wp++) {
+            long long r0;
+            const int nr = mvw_warp_rows(sg, local, wp, &r0);
+            for (int i = 0; i < nr; i++)
+                sg.y[r0 + i] = mvw_emu_row(sg.fmt, sg.w + (size_t)(r0 + i) * sg.row_bytes, sg.in,
+                                           sg.fmt == MVW_Q8_0 ? act : NULL, (const float *)sg.x);
+        }
+    }
+    int64_t bad = 0, total = 0;
+    for (int s = 0; s < n; s++)
+        for (int64_t r = 0; r < rows_of[s]; r++, total++) bad += memcmp(&yref[s][r], &ygot[s][r], 4) != 0;
+    EXPECT(bad == 0 && bad_slots == 0, "%s sms=%d: %lld of %lld rows differ, %d CTAs staged other slots",
+           name, sms, (long long)bad, (long long)total, bad_slots);
+    printf("  fused launch %-26s sms=%-3d grid %-4d: %lld of %lld rows differ from the separate path, "
+           "%d CTAs staged other slots\n",
+           name, sms, grid, (long long)bad, (long long)total, bad_slots);
+    free(act);
+    for (int s = 0; s < n; s++)
+        free(x[s]), free(yref[s]), free(ygot[s]), free(w[s]), free(sep[s]), free(q[s]);
+}
+
+/* The host model's hard cases against quant_act_q8_0 one by one, with hand-derived bytes. */
+static void check_fused_hand(void) {
+    /* amax 127 (negative): d = 1, id = 1; ties round to even: 2.5 -> 2, -3.5 -> -4, 0.5 -> 0, -0.5 -> 0,
+     * 126.5 -> 126; 1e-3 -> 0 */
+    float x[256];
+    memset(x, 0, sizeof x);
+    const float v[7] = {-127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, 1e-3f};
+    const int8_t want[7] = {-127, 2, -4, 0, 0, 126, 0};
+    memcpy(x + 32, v, sizeof v); /* block 1; block 0 all zero: d = 0, qs = 0 */
+    uint8_t act[8 * MVW_ACT_SLOT];
+    memset(act, 0xcd, sizeof act);
+    mvw_emu_stage_act_f32(x, act, 256);
+    float d0, d1;
+    memcpy(&d0, act + 32, 4);
+    memcpy(&d1, act + MVW_ACT_SLOT + 32, 4);
+    int bad = d0 != 0.0f || d1 != 1.0f;
+    for (int i = 0; i < 32; i++) bad += act[i] != 0;
+    for (int i = 0; i < 7; i++) bad += (int8_t)act[MVW_ACT_SLOT + i] != want[i];
+    uint8_t *ref = separate_slots(x, 256);
+    bad += slot_diff(ref, act, 256);
+    EXPECT(bad == 0, "fused staging, hand-derived block: %d wrong values", bad);
+    printf("  fused staging hand-derived block (d 0 and 1, ties to even, negative amax): %s\n",
+           bad ? "FAIL" : "ok");
+    free(ref);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("mvw_emu_check: warp-per-row matvec units vs quant_dot_* (no GPU)\n");
@@ -305,6 +534,33 @@ int main(void) {
         const uint32_t t[] = {F};
         const int64_t in[] = {4096};
         check_plan("one row", rows, t, in, 1);
+    }
+
+    check_fused_hand();
+    const int fin[] = {256, 512, 768, 1024, 1280, 2048, 4096, 8192, 16384};
+    for (int i = 0; i < 9; i++) check_fused_stage(fin[i], fin[i] >= 8192 ? 2 : 4);
+    {
+        const int64_t rows[] = {64, 64, 64, 64, 64, 64, 64, 64};
+        const uint32_t t[] = {Q, Q, Q, Q, Q, Q, Q, Q};
+        const int64_t in[] = {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096};
+        const uint32_t xf[] = {1, 1, 1, 1, 1, 1, 1, 1};
+        check_fused_launch("grouped wo_a 8x own x", 8, in, rows, t, xf, 132);
+        check_fused_launch("grouped wo_a 8x own x", 8, in, rows, t, xf, 3);
+    }
+    {
+        const int64_t rows[] = {96, 40, 32, 32, 8, 8};
+        const uint32_t t[] = {Q, Q, F, F, F, F};
+        const int64_t in[] = {4096, 4096, 4096, 4096, 4096, 4096};
+        const uint32_t xf[] = {1, 1, 1, 1, 1, 1}; /* F16 ignores it */
+        check_fused_launch("attention set", 6, in, rows, t, xf, 132);
+    }
+    {
+        const int64_t rows[] = {300, 7, 64, 33};
+        const uint32_t t[] = {Q, Q, Q, F};
+        const int64_t in[] = {1024, 16384, 8192, 1000};
+        const uint32_t xf[] = {1, 0, 1, 0}; /* fused and separate segments in one launch */
+        check_fused_launch("mixed q_b/16384/wo_b", 4, in, rows, t, xf, 132);
+        check_fused_launch("mixed q_b/16384/wo_b", 4, in, rows, t, xf, 1);
     }
     printf("mvw_emu_check: %s (%d failures)\n", g_fail ? "FAIL" : "PASS", g_fail);
     return g_fail ? 1 : 0;

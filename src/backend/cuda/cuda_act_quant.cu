@@ -22,9 +22,8 @@ __global__ void __launch_bounds__(ACT_WARPS * 32) act_q8_0_kernel(const float *x
     float amax = fabsf(v);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = __fdiv_rn(amax, 127.0f);
-    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-    const int q = clamp_i8(__float2int_rn(__fmul_rn(v, id)));
+    const float d = act_q8_0_d(amax);
+    const int q = act_q8_0_q(v, act_q8_0_id(d));
     uint8_t *o = out + b * 36;
     if (lane == 0) *(float *)o = d;
     o[4 + lane] = (uint8_t)(int8_t)q;

@@ -1,14 +1,50 @@
-/* Device unit of the Q8_K activation quantizer (quant_act_q8_k bit for bit), shared by
- * cuda_act_quant.cu and the fused MoE mid kernel (cuda_ops_moe.cu), so both write the same bytes.
+/* Device units of the activation quantizers, bit for bit quant_act_q8_k (shared by cuda_act_quant.cu
+ * and the fused MoE mid kernel, cuda_ops_moe.cu) and quant_act_q8_0 (shared by cuda_act_quant.cu
+ * and the warp-direct matvec's fused staging, cuda_mvw_units.cuh), so each pair writes the same bytes.
  * The IEEE operations are spelled out (__fdiv_rn, __fmul_rn, __float2int_rn): no compiler flag can
  * turn them into approximations or FMAs. */
 #ifndef DSV4_CUDA_ACT_QUANT_CUH
 #define DSV4_CUDA_ACT_QUANT_CUH
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
-static __device__ __forceinline__ int clamp_i8(int v) { return v > 127 ? 127 : (v < -128 ? -128 : v); }
+static __host__ __device__ __forceinline__ int clamp_i8(int v) {
+    return v > 127 ? 127 : (v < -128 ? -128 : v);
+}
+
+/* ---- Q8_0 (quant_act_q8_0): the arithmetic of one block, shared by the quantizer kernel and the
+ * warp-direct matvec's fused staging (cuda_mvw_units.cuh), so both write the same bytes. The host
+ * spellings exist for the emulation checks: the same IEEE operations (a lone product or quotient
+ * is never contracted), and NaN -> 0, saturation, as cvt.rni.s32.f32 does on the device. ---- */
+/* d = amax / 127, kept in f32 */
+static __host__ __device__ __forceinline__ float act_q8_0_d(float amax) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(amax, 127.0f);
+#else
+    return amax / 127.0f;
+#endif
+}
+/* id = 1 / d, or 0 for an all-zero block */
+static __host__ __device__ __forceinline__ float act_q8_0_id(float d) {
+#ifdef __CUDA_ARCH__
+    return d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+#else
+    return d != 0.0f ? 1.0f / d : 0.0f;
+#endif
+}
+/* q = clamp(round-half-even(v * id)) */
+static __host__ __device__ __forceinline__ int act_q8_0_q(float v, float id) {
+#ifdef __CUDA_ARCH__
+    return clamp_i8(__float2int_rn(__fmul_rn(v, id)));
+#else
+    const float p = v * id;
+    if (p != p) return 0;
+    const float r = rintf(p);
+    return r >= 127.0f ? 127 : r <= -128.0f ? -128 : (int)r;
+#endif
+}
 
 /* One warp quantizes one block of 256 (dsv4_q8_k, 292 B at ob): lane owns elements 8*lane ..
  * 8*lane+7 (v). The largest |x| wins, the lowest index among equal magnitudes (the CPU's strict '>'

@@ -372,6 +372,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         cu_hc_tail_init(c);
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
+        const char *ma = getenv("DSV4_CUDA_MVW_ACT");
+        c->mvw_act_fused = ma && strcmp(ma, "fused") == 0;
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
         /* prefill chunks on the tensor-core kernel unless `fast` or `exact` is asked for (the generic
@@ -401,6 +403,18 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool
     cuda_ctx *c = (cuda_ctx *)b->ctx;
     if (was) *was = c->hc_fast;
     c->hc_fast = on;
+    return DSV4_OK;
+}
+
+/* Test hook (cuda_ops_check): the warp-direct matvec's fused Q8_0 activation quantization on or
+ * off, as DSV4_CUDA_MVW_ACT=fused|separate sets it at creation. *was (may be NULL) gets the previous. */
+extern "C" dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, bool *was,
+                                                     dsv4_error *err) {
+    if (!b || !b->ops || b->ops->destroy != cu_destroy)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "set mvw_act: not a CUDA backend");
+    cuda_ctx *c = (cuda_ctx *)b->ctx;
+    if (was) *was = c->mvw_act_fused;
+    c->mvw_act_fused = fused;
     return DSV4_OK;
 }
 

@@ -10,8 +10,10 @@
  * SM), so a small launch starts every warp at once and a large one streams like a persistent
  * kernel. Q8_0 pieces are decoded from a per-warp shared buffer (__syncwarp only); Q8_0
  * activations are re-laid once per CTA (the only __syncthreads, before the loop, after the first
- * weight loads are issued); F16 activations are read through L1. See cuda_mvw_units.cuh for the
- * row cut and the fixed summation order that makes the bits independent of the launch. */
+ * weight loads are issued; or, for f32 x (x_f32), quantized by every CTA into the same layout with
+ * the quantizer kernel's arithmetic, which saves that kernel's launch); F16 activations are read
+ * through L1. See cuda_mvw_units.cuh for the row cut and the fixed summation order that makes the
+ * bits independent of the launch. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -63,8 +65,12 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
             mvw_advance(ic, P, sg.row_bytes);
         }
     cu_pdl_wait(); /* the weights above never change; the activations come from the previous kernel */
-    mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
-    mvw_stage_wait();
+    if (sg.xf32) { /* segment-uniform: quantize f32 x while the weight loads fly */
+        mvw_stage_act_f32((const float *)sg.x, act, sg.in, (int)threadIdx.x);
+    } else {
+        mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS); /* overlaps the weight loads */
+        mvw_stage_wait();
+    }
     __syncthreads();
     float acc[2] = {0.0f, 0.0f};
     int cp = 0;
@@ -193,10 +199,11 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
             return dsv4_fail(err, DSV4_ERR_INVALID,
                              "dsv4_cuda_mvw: segment %d: x and y must be set, rows >= 0 (%lld)", s,
                              (long long)g->rows);
-        if (((uintptr_t)g->x & (g->type == DSV4_TYPE_F16 ? 15 : 3)) != 0)
+        const bool xf = g->type == DSV4_TYPE_F16 || g->x_f32;
+        if (((uintptr_t)g->x & (xf ? 15 : 3)) != 0)
             return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
-                             "dsv4_cuda_mvw: segment %d: x must be %d-byte aligned", s,
-                             g->type == DSV4_TYPE_F16 ? 16 : 4);
+                             "dsv4_cuda_mvw: segment %d: x (%s) must be %d-byte aligned", s,
+                             xf ? "f32" : "Q8_0 blocks", xf ? 16 : 4);
         if (g->rows > INT32_MAX)
             return dsv4_fail(err, DSV4_ERR_RANGE, "dsv4_cuda_mvw: segment %d: %lld rows", s,
                              (long long)g->rows);

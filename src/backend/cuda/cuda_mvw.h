@@ -1,7 +1,8 @@
 /* Batch-1 (decode) matrix-vector products for dense Q8_0 and F16 weights, several products in one
  * launch ("segments": each its own weights, type, width, input and output).
  *
- * Numerics: Q8_0 weights x Q8_0 activations (dsv4_q8_0_act, from dsv4_cuda_quant_act_q8_0), exact
+ * Numerics: Q8_0 weights x Q8_0 activations (dsv4_q8_0_act, from dsv4_cuda_quant_act_q8_0 or, with
+ * x_f32, quantized by the kernel to the same bytes), exact
  * integer block sums (dp4a), f32 block combination; F16 weights x f32 activations, f32 FMA.
  * Every output row is within |y - quant_dot_*| <= 1e-5 S + (n_blocks + 8) 2^-24 S of the CPU
  * (S = sum_i |w_i x_i|), and its bits depend only on (type, in, the row's bytes, x): never on the
@@ -10,7 +11,8 @@
  *
  * Weight layout: ggml row-major (rows of `in` elements, row_bytes apart). Requirements (see
  * dsv4_cuda_mvw_ok): w and row_bytes 16-byte aligned; Q8_0: in a multiple of 256, <= 16384;
- * F16: in a multiple of 8, <= 65536. x: 4-byte aligned (Q8_0) or 16-byte aligned (F16). */
+ * F16: in a multiple of 8, <= 65536. x: 4-byte aligned (Q8_0 blocks) or 16-byte aligned (F16, and
+ * Q8_0 with x_f32). */
 #ifndef DSV4_CUDA_MVW_H
 #define DSV4_CUDA_MVW_H
 
@@ -31,8 +33,12 @@ typedef struct dsv4_cuda_mvw_seg {
     uint64_t row_bytes; /* in/32*34 (Q8_0) or in*2 (F16) for a plain tensor */
     int64_t in;         /* elements per row */
     int64_t rows;
-    const void *x; /* device: Q8_0 -> dsv4_q8_0_act[in/32]; F16 -> float[in] */
+    const void *x; /* device: Q8_0 -> dsv4_q8_0_act[in/32] (or float[in], x_f32); F16 -> float[in] */
     float *y;      /* device: rows floats */
+    /* Q8_0 only: nonzero -> x is float[in], 16-byte aligned, and every CTA quantizes it itself while
+     * staging (quant_act_q8_0's bytes, so y has the bits of dsv4_cuda_quant_act_q8_0 then this call
+     * with x_f32 = 0; no separate quantization launch). Ignored for F16 (its x is always f32). */
+    uint32_t x_f32;
 } dsv4_cuda_mvw_seg;
 
 #define DSV4_CUDA_MVW_MAX_SEGS 8

@@ -21,6 +21,7 @@
 extern "C" {
 #include "common/types.h" /* C header without its own extern "C" */
 }
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_mvw.h"
 
 #ifdef __CUDA_ARCH__
@@ -45,6 +46,7 @@ extern "C" {
 #define MVW_F16_K 4 /* 128 words / 32 lanes */
 #define MVW_F16_D 4
 #define MVW_ACT_SLOT 48 /* Q8_0 activation block in shared memory: 32 qs, f32 d at +32 (conflict-free) */
+#define MVW_QA_U 4      /* fused staging (x_f32): float4 loads per thread in flight per round */
 
 enum { MVW_Q8_0 = 0, MVW_F16 = 1 };
 
@@ -54,6 +56,7 @@ struct mvw_seg_dev {
     float *y;
     long long row_bytes, rows;
     int in, fmt;
+    int xf32; /* Q8_0: x is f32, quantized while staging */
     int rpw;  /* rows per warp */
     int cta0; /* first CTA of this segment */
 };
@@ -126,6 +129,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
         d->rows = segs[s].rows;
         d->in = (int)segs[s].in;
         d->fmt = segs[s].type == DSV4_TYPE_Q8_0 ? MVW_Q8_0 : MVW_F16;
+        d->xf32 = d->fmt == MVW_Q8_0 && segs[s].x_f32 != 0;
         d->rpw = (int)(rpw < segs[s].rows ? rpw : segs[s].rows > 0 ? segs[s].rows : 1);
         d->cta0 = cta;
         cta += (int)((segs[s].rows + MVW_WARPS * d->rpw - 1) / (MVW_WARPS * d->rpw));
@@ -312,6 +316,112 @@ static __host__ __device__ __forceinline__ void mvw_stage_wait() {
 #ifdef __CUDA_ARCH__
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
+}
+
+/* ---- fused staging (x_f32): quant_act_q8_0 of f32 x, written straight into the slots ----
+ * Float4 i of x (elements 4i..4i+3) is block i/8, word i%8 of its qs. Thread tid takes float4s
+ * i0 + u * MVW_THREADS, u < MVW_QA_U (i0 = tid + k * MVW_QA_U * MVW_THREADS): coalesced loads, and
+ * the 8 lanes of a group (p = lane & 7) share the same MVW_QA_U = 4 blocks, one per u. The group's
+ * 4 block maxima are reduce-scattered over its 8 lanes (xor 4: 2 values each, xor 2: 1, xor 1), so
+ * lanes 2u and 2u+1 end with block u's amax; lane p computes d and id of block p >> 1 once (the
+ * quantizer kernel's own act_q8_0_* arithmetic) and the group reads id back by shuffle. amax is a
+ * max, so its grouping cannot change its bits. */
+static __host__ __device__ __forceinline__ float mvw_qa_amax4(float4 v) {
+    return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+/* the reduce-scatter's picks: step 1 (xor 4) pair k of lane p's 4 maxima, step 2 (xor 2) of its 2 */
+static __host__ __device__ __forceinline__ float mvw_qa_send4(const float (&m)[MVW_QA_U], int p, int k) {
+    return (p & 4) ? m[k] : m[k + 2];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_keep4(const float (&m)[MVW_QA_U], int p, int k) {
+    return (p & 4) ? m[k + 2] : m[k];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_send2(const float (&r)[2], int p) {
+    return (p & 2) ? r[0] : r[1];
+}
+static __host__ __device__ __forceinline__ float mvw_qa_keep2(const float (&r)[2], int p) {
+    return (p & 2) ? r[1] : r[0];
+}
+/* float4 i of x (v) quantized with its block's id -> word i%8 of slot i/8 */
+static __host__ __device__ __forceinline__ void mvw_qa_store_q(uint8_t *act, int i, float4 v, float id) {
+    const uint32_t q = (uint32_t)(act_q8_0_q(v.x, id) & 0xff) | (uint32_t)(act_q8_0_q(v.y, id) & 0xff) << 8 |
+                       (uint32_t)(act_q8_0_q(v.z, id) & 0xff) << 16 |
+                       (uint32_t)(act_q8_0_q(v.w, id) & 0xff) << 24;
+    *(uint32_t *)(act + (i >> 3) * MVW_ACT_SLOT + 4 * (i & 7)) = q;
+}
+static __host__ __device__ __forceinline__ void mvw_qa_store_d(uint8_t *act, int i, float d) {
+    *(float *)(act + (i >> 3) * MVW_ACT_SLOT + 32) = d;
+}
+#ifdef __CUDACC__
+/* Thread tid's share of the fused staging (all MVW_THREADS threads call it; complete after a CTA
+ * barrier). Lines past the first round are prefetched into L1 first, so only the first round waits
+ * on L2. A warp's 32 float4s of one u are 4 whole blocks and in % 256 == 0 makes `i < in / 4`
+ * warp-uniform, so every shuffle runs with the full mask (an idle u quantizes zeros, stores nothing). */
+static __device__ __forceinline__ void mvw_stage_act_f32(const float *x, uint8_t *act, int in, int tid) {
+    static_assert(MVW_QA_U == 4, "the reduce-scatter spreads 4 blocks over 8 lanes");
+    const int n4 = in / 4, p = tid & 7;
+    for (int l = MVW_QA_U * MVW_THREADS / 8 + tid; l < in / 32; l += MVW_THREADS) /* 128-byte lines */
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(x + 32 * l));
+    for (int i0 = tid; i0 < n4; i0 += MVW_QA_U * MVW_THREADS) {
+        float4 v[MVW_QA_U];
+        float m[MVW_QA_U], r[2];
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) {
+            const int i = i0 + u * MVW_THREADS;
+            v[u] = i < n4 ? mvw_ldx4(x + 4 * i) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) m[u] = mvw_qa_amax4(v[u]);
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            r[k] = fmaxf(mvw_qa_keep4(m, p, k), __shfl_xor_sync(0xffffffffu, mvw_qa_send4(m, p, k), 4));
+        float a = fmaxf(mvw_qa_keep2(r, p), __shfl_xor_sync(0xffffffffu, mvw_qa_send2(r, p), 2));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1)); /* block p >> 1's amax */
+        const float d = act_q8_0_d(a), id = act_q8_0_id(d);
+#pragma unroll
+        for (int u = 0; u < MVW_QA_U; u++) {
+            const int i = i0 + u * MVW_THREADS;
+            const float idu = __shfl_sync(0xffffffffu, id, 2 * u, 8);
+            if (i < n4) mvw_qa_store_q(act, i, v[u], idu);
+        }
+        const int id_i = i0 + (p >> 1) * MVW_THREADS;
+        if ((p & 1) == 0 && id_i < n4) mvw_qa_store_d(act, id_i, d);
+    }
+}
+#endif
+/* Host model of one CTA's fused staging: every warp, round and lane in the kernel's order, the
+ * shuffles spelled out (a lane reads what lane l ^ o sent, or lane 2u of its group). */
+static inline void mvw_emu_stage_act_f32(const float *x, uint8_t *act, int in) {
+    const int n4 = in / 4;
+    for (int warp = 0; warp < MVW_WARPS; warp++)
+        for (int i0w = 32 * warp; i0w < n4; i0w += MVW_QA_U * MVW_THREADS) {
+            float4 v[32][MVW_QA_U];
+            float m[32][MVW_QA_U], r[32][2], a[32], a1[32], d[32], id[32];
+            for (int l = 0; l < 32; l++)
+                for (int u = 0; u < MVW_QA_U; u++) {
+                    const int i = i0w + l + u * MVW_THREADS;
+                    v[l][u] = i < n4 ? mvw_ldx4(x + 4 * i) : make_float4(0, 0, 0, 0);
+                    m[l][u] = mvw_qa_amax4(v[l][u]);
+                }
+            for (int l = 0; l < 32; l++)
+                for (int k = 0; k < 2; k++)
+                    r[l][k] = fmaxf(mvw_qa_keep4(m[l], l & 7, k), mvw_qa_send4(m[l ^ 4], (l ^ 4) & 7, k));
+            for (int l = 0; l < 32; l++)
+                a[l] = fmaxf(mvw_qa_keep2(r[l], l & 7), mvw_qa_send2(r[l ^ 2], (l ^ 2) & 7));
+            for (int l = 0; l < 32; l++) a1[l] = fmaxf(a[l], a[l ^ 1]);
+            for (int l = 0; l < 32; l++) {
+                d[l] = act_q8_0_d(a1[l]);
+                id[l] = act_q8_0_id(d[l]);
+            }
+            for (int l = 0; l < 32; l++) {
+                for (int u = 0; u < MVW_QA_U; u++) {
+                    const int i = i0w + l + u * MVW_THREADS;
+                    if (i < n4) mvw_qa_store_q(act, i, v[l][u], id[(l & ~7) | (2 * u)]);
+                }
+                const int id_i = i0w + l + ((l & 7) >> 1) * MVW_THREADS;
+                if ((l & 1) == 0 && id_i < n4) mvw_qa_store_d(act, id_i, d[l]);
+            }
+        }
 }
 
 /* ---- F16 ---- */

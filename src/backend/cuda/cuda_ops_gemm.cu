@@ -1,7 +1,9 @@
 /* Products: the matmul op and the generic row-by-activation kernel behind it.
  *
  * Paths. n == 1 with a shape the tuned matvec accepts (16-byte rows): on-device activation
- * quantization in the CPU's format, then dsv4_cuda_matvec (a few ulps from the CPU). Otherwise
+ * quantization in the CPU's format, then dsv4_cuda_matvec (a few ulps from the CPU); with
+ * DSV4_CUDA_MVW_ACT=fused, Q8_0 products on the warp-direct matvec quantize inside that kernel
+ * (same bytes, one launch less). Otherwise
  * (prefill chunks, odd shapes such as the tiny test models, F32/BF16 weights, or
  * DSV4_CUDA_MATVEC=generic) the generic kernel: one warp per (output row, activation row); each
  * lane computes whole blocks (exact integer sums, then the block's float term exactly as
@@ -238,6 +240,15 @@ static bool cu_mvw_take(const cuda_ctx *c, uint32_t type, const void *wslice, ui
     return dsv4_cuda_mvw_ok(type, wslice, row_bytes, (int64_t)in);
 }
 
+/* DSV4_CUDA_MVW_ACT=fused: a one-token Q8_0 product the warp-direct matvec takes, with a 16-byte
+ * aligned f32 input, goes to it unquantized (x_f32: the kernel quantizes it to quant_act_q8_0's
+ * bytes, the same bits as the separate quantizer launch it saves). */
+static bool cu_mvw_fused_take(const cuda_ctx *c, uint32_t type, const void *wslice, uint64_t row_bytes,
+                              uint64_t in, const float *x) {
+    return c->mvw_act_fused && type == DSV4_TYPE_Q8_0 && ((uintptr_t)x & 15) == 0 &&
+           cu_mvw_take(c, type, wslice, row_bytes, in, x);
+}
+
 /* Can the tuned matvec take this weight slice? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in) {
     if (c->generic_only || !c->mv_ready) return false;
@@ -269,11 +280,18 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
     if (c->numerics == DSV4_NUMERICS_EXACT) /* f32 activations, dequantized rows, double sums */
         return cu_gemm_exact(c, w->type, wd, w->row_bytes, in, rows, 1, NULL, row0, n_out, x, x_stride, 1, n,
                              y, y_stride, err);
+    const uint8_t *wslice = wd + row0 * w->row_bytes;
+    dsv4_status st;
+    if (n == 1 && cu_mvw_fused_take(c, w->type, wslice, w->row_bytes, in, x)) {
+        const dsv4_cuda_mvw_seg seg = {w->type, wslice, w->row_bytes, (int64_t)in, (int64_t)n_out, x, y, 1};
+        st = dsv4_cuda_mvw(&seg, 1, c->stream, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err); /* declined: nothing was launched; quantize and go on */
+    }
     const void *act;
     uint64_t act_stride;
-    dsv4_status st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
+    st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
     if (st != DSV4_OK) return st;
-    const uint8_t *wslice = wd + row0 * w->row_bytes;
     /* F16 prefill on the tensor cores (DS4 numerics only; DSV4_CUDA_PREFILL_F16=0 or
      * DSV4_CUDA_MATVEC=generic: off) */
     if (n >= CU_F16_MMA_MIN_N && w->type == DSV4_TYPE_F16 && !c->generic_only &&
@@ -290,7 +308,7 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         dsv4_error_clear(err); /* declined (alignment): nothing was launched */
     }
     if (n == 1 && cu_mvw_take(c, w->type, wslice, w->row_bytes, in, act)) {
-        const dsv4_cuda_mvw_seg seg = {w->type, wslice, w->row_bytes, (int64_t)in, (int64_t)n_out, act, y};
+        const dsv4_cuda_mvw_seg seg = {w->type, wslice, w->row_bytes, (int64_t)in, (int64_t)n_out, act, y, 0};
         st = dsv4_cuda_mvw(&seg, 1, c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err); /* declined: nothing was launched */
@@ -340,6 +358,22 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
         in % gm_block_elems(kind) == 0) {
         const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
         if (!wd) return DSV4_ERR_INVALID;
+        if (n_groups <= DSV4_CUDA_MVW_MAX_SEGS && cu_mvw_fused_take(c, w->type, wd, w->row_bytes, in, x)) {
+            /* each group reads its own f32 slice (in a multiple of 256: all 16-byte aligned) */
+            dsv4_cuda_mvw_seg seg[DSV4_CUDA_MVW_MAX_SEGS];
+            for (uint32_t g = 0; g < n_groups; g++)
+                seg[g] = (dsv4_cuda_mvw_seg){w->type,
+                                             wd + (uint64_t)g * R * w->row_bytes,
+                                             w->row_bytes,
+                                             (int64_t)in,
+                                             (int64_t)R,
+                                             x + (uint64_t)g * in,
+                                             y + (uint64_t)g * R,
+                                             1};
+            const dsv4_status st = dsv4_cuda_mvw(seg, (int)n_groups, c->stream, err);
+            if (st != DSV4_ERR_UNSUPPORTED) return st;
+            dsv4_error_clear(err); /* declined: nothing was launched; quantize and go on */
+        }
         if (cu_mv_ok(c, w->type, wd, w->row_bytes, in)) {
             const void *act;
             uint64_t act_stride;
@@ -354,8 +388,8 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
                 dsv4_cuda_mvw_seg seg[DSV4_CUDA_MVW_MAX_SEGS];
                 for (uint32_t g = 0; g < n_groups; g++)
                     seg[g] = (dsv4_cuda_mvw_seg){
-                        w->type,    wd + (uint64_t)g * R * w->row_bytes, w->row_bytes,       (int64_t)in,
-                        (int64_t)R, (const uint8_t *)act + g * ab,       y + (uint64_t)g * R};
+                        w->type,    wd + (uint64_t)g * R * w->row_bytes, w->row_bytes,        (int64_t)in,
+                        (int64_t)R, (const uint8_t *)act + g * ab,       y + (uint64_t)g * R, 0};
                 st = dsv4_cuda_mvw(seg, (int)n_groups, c->stream, err);
                 if (st != DSV4_ERR_UNSUPPORTED) return st;
                 dsv4_error_clear(err); /* declined: nothing was launched */
@@ -376,7 +410,8 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
 }
 
 /* One token: every item a Q8_0/F16 product the warp-direct kernel takes -> each distinct input
- * quantized once, then one launch. Anything else: one matmul per item. */
+ * quantized once (DSV4_CUDA_MVW_ACT=fused: by the kernel itself, no quantizer launch), then one
+ * launch. Anything else: one matmul per item. */
 dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
                             dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
@@ -396,7 +431,7 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
         one =
             cu_mvw_take(c, w->type, wd[i], w->row_bytes, in, items[i].x) && ((uintptr_t)items[i].x & 15) == 0;
         xi[i] = -1;
-        if (one && w->type == DSV4_TYPE_Q8_0) {
+        if (one && w->type == DSV4_TYPE_Q8_0 && !c->mvw_act_fused) {
             for (uint32_t j = 0; j < i && xi[i] < 0; j++)
                 if (items[j].w->type == DSV4_TYPE_Q8_0 && items[j].x == items[i].x && items[j].w->ne[0] == in)
                     xi[i] = xi[j];
@@ -414,7 +449,10 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
         for (uint32_t i = 0; i < n_items && st == DSV4_OK; i++) {
             const dsv4_tensor *w = items[i].w;
             const void *x = items[i].x;
-            if (w->type == DSV4_TYPE_Q8_0) {
+            uint32_t xf = 0;
+            if (w->type == DSV4_TYPE_Q8_0 && c->mvw_act_fused) {
+                xf = 1; /* the kernel quantizes it (16-byte aligned, checked above) */
+            } else if (w->type == DSV4_TYPE_Q8_0) {
                 x = q + xi[i];
                 bool first = true; /* quantize each distinct input once */
                 for (uint32_t j = 0; j < i; j++)
@@ -423,12 +461,13 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
                     st = dsv4_cuda_quant_act_q8_0(items[i].x, q + xi[i], (int64_t)w->ne[0], c->stream, err);
             }
             seg[i] = (dsv4_cuda_mvw_seg){
-                w->type, wd[i], w->row_bytes, (int64_t)w->ne[0], (int64_t)items[i].n_out, x, items[i].y};
+                w->type, wd[i], w->row_bytes, (int64_t)w->ne[0], (int64_t)items[i].n_out, x, items[i].y, xf};
         }
         if (st != DSV4_OK) return st;
         st = dsv4_cuda_mvw(seg, (int)n_items, c->stream, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
-        dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else */
+        dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else; each item's
+                                  matmul below quantizes again if it must */
     }
     for (uint32_t i = 0; i < n_items; i++) {
         const dsv4_status st = cu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x,
