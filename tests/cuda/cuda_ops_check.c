@@ -428,8 +428,10 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
             const size_t ys = (size_t)n * E;
             /* The block dots are exact and summed in the CPU's order, but SiLU's expf on the device is
              * correctly rounded while glibc's is 1 ulp off in rare cases (docs/VALIDATION.md "CUDA"); such
-             * a mid value can then round to another Q8_K code. So report the bitwise count, and fail only
-             * beyond that ulp-level effect: max |diff| > 1e-5 of the largest reference value. */
+             * a mid value can then round to another Q8_K code, which moves every output of that slot by
+             * one code step times the down weights: up to ~2e-4 of the largest output (H200, session 4:
+             * 8.9e-5 of 0.45 at n = 1 with the inputs of that run). So report the bitwise count, and fail
+             * beyond that: max |diff| > 1e-3 of the largest reference value (the ops check's tolerance). */
             size_t differ = 0, first = ys;
             double maxd = 0, maxr = 0;
             bool read_ok = GPU->read(GC, got, dout, ys * 4, &c->err) == DSV4_OK;
@@ -443,7 +445,7 @@ static void check_moe_bitwise(chk *c, const dsv4_layer_weights *L, float clamp, 
                     differ++;
                 }
             }
-            const bool bad = !read_ok || !(maxd <= 1e-5 * (maxr > 0 ? maxr : 1));
+            const bool bad = !read_ok || !(maxd <= 1e-3 * (maxr > 0 ? maxr : 1));
             printf("%s %-34s n=%-8zu %zu of %zu bitwise equal, max|d| %.3g (max|ref| %.3g)",
                    bad ? "FAIL" : "ok  ", lb, ys, ys - differ, ys, maxd, maxr);
             if (first < ys) printf(" (first at %zu: %.9g vs %.9g)", first, got[first], o[first]);
