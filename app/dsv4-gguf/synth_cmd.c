@@ -33,6 +33,8 @@ static void synth_usage(FILE *o) {
         "  --seed N                random seed (default 1)\n"
         "  --threads N             writer threads (default: online CPUs)\n"
         "  --sparse                write header (+ tid2eid) only; the data is a hole of the full size\n"
+        "  --sparse-experts        routed expert weights are a hole (zeros); every other tensor is written\n"
+        "                          (routing and attention real: speed and placement runs of huge shapes)\n"
         "  --tokenizer bpe|synthetic  vocabulary strings (default: bpe for tiny, synthetic for flash)\n"
         "  --corpus FILE           text for the BPE vocabulary (default data/tiny-corpus.txt)\n"
         "  --name NAME             general.name\n");
@@ -158,7 +160,7 @@ int cmd_synth(int argc, char **argv) {
     const char *ratios_arg = NULL;
     uint64_t seed = 1;
     uint32_t threads = 0, layers = 0;
-    bool sparse = false, hash_given = false;
+    bool sparse = false, sparse_experts = false, hash_given = false;
     /* Field overrides, applied after the preset. */
     struct ov {
         const char *flag;
@@ -193,6 +195,10 @@ int cmd_synth(int argc, char **argv) {
         }
         if (!strcmp(a, "--sparse")) {
             sparse = true;
+            continue;
+        }
+        if (!strcmp(a, "--sparse-experts")) {
+            sparse_experts = true;
             continue;
         }
         if (a[0] != '-' || a[1] == 0) {
@@ -299,7 +305,12 @@ int cmd_synth(int argc, char **argv) {
         goto done;
     }
 
-    dsv4_synth_opts o = {.cfg = &cfg, .seed = seed, .n_threads = threads, .sparse = sparse, .name = name};
+    dsv4_synth_opts o = {.cfg = &cfg,
+                         .seed = seed,
+                         .n_threads = threads,
+                         .sparse = sparse,
+                         .sparse_experts = sparse_experts,
+                         .name = name};
     if (!dsv4_type_recipe_named(quant, &o.types)) {
         fprintf(stderr, "dsv4-gguf synth: unknown --quant '%s' (expected q2, q4, q8, f16 or f32)\n", quant);
         rc = 2;
@@ -355,8 +366,13 @@ int cmd_synth(int argc, char **argv) {
     dsv4_synth_stats st;
     if (dsv4_synth_write(&o, out, &st, &err) != DSV4_OK) goto fail;
     printf("wrote %s: %" PRIu64 " tensors, %" PRIu64 " tensor bytes, %" PRIu64 " file bytes%s in %.2f s", out,
-           st.n_tensors, st.tensor_bytes, st.file_size, sparse ? " (sparse)" : "", st.seconds);
-    if (!sparse && st.seconds > 0) printf(" (%.0f MB/s)", st.tensor_bytes / st.seconds / 1e6);
+           st.n_tensors, st.tensor_bytes, st.file_size,
+           sparse           ? " (sparse)"
+           : sparse_experts ? " (experts sparse)"
+                            : "",
+           st.seconds);
+    if (!sparse && !sparse_experts && st.seconds > 0)
+        printf(" (%.0f MB/s)", st.tensor_bytes / st.seconds / 1e6);
     printf("\ntensors: %" PRIu64 "\ntensor_bytes: %" PRIu64 "\n", st.n_tensors, st.tensor_bytes);
     rc = 0;
     goto done;

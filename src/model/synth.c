@@ -303,6 +303,13 @@ static dsv4_status declare_tensors(gguf_writer *w, const dsv4_synth_opts *o, con
     return DSV4_OK;
 }
 
+/* Whether the tensor's bytes are written (the others stay a hole of zeros). */
+static bool writes_values(const dsv4_synth_opts *o, const dsv4_layout_tensor *t) {
+    if (o->sparse) return t->e->init == DSV4_INIT_TID2EID;
+    if (o->sparse_experts) return t->e->group != DSV4_TG_ROUTED;
+    return true;
+}
+
 dsv4_status dsv4_synth_write(const dsv4_synth_opts *o, const char *path, dsv4_synth_stats *stats,
                              dsv4_error *err) {
     double t0 = now_s();
@@ -340,12 +347,13 @@ dsv4_status dsv4_synth_write(const dsv4_synth_opts *o, const char *path, dsv4_sy
     st = declare_tensors(w, o, ts, n, jobs, err);
     if (st != DSV4_OK) goto done;
 
-    uint64_t total = 0, n_chunks = 0;
+    uint64_t total = 0, written = 0, n_chunks = 0;
     size_t buf_bytes = 0, scratch_floats = 1;
     for (size_t i = 0; i < n; i++) {
         jobs[i].offset = gguf_writer_tensor_offset(w, i);
         total += gguf_writer_tensor_nbytes(w, i);
-        if (o->sparse && ts[i].e->init != DSV4_INIT_TID2EID) continue; /* only tid2eid has to hold values */
+        if (!writes_values(o, &ts[i])) continue;
+        written += gguf_writer_tensor_nbytes(w, i);
         jobs[i].first_chunk = n_chunks;
         n_chunks += (jobs[i].rows + jobs[i].rows_per_chunk - 1) / jobs[i].rows_per_chunk;
         uint64_t b = jobs[i].rows_per_chunk * jobs[i].row_bytes;
@@ -374,7 +382,7 @@ dsv4_status dsv4_synth_write(const dsv4_synth_opts *o, const char *path, dsv4_sy
     /* Jobs that write nothing (sparse) are dropped so chunk numbers map onto the remaining ones. */
     size_t nj = 0;
     for (size_t i = 0; i < n; i++)
-        if (!o->sparse || ts[i].e->init == DSV4_INIT_TID2EID) jobs[nj++] = jobs[i];
+        if (writes_values(o, &ts[i])) jobs[nj++] = jobs[i];
     shared_state s = {.cfg = cfg,
                       .tmp = tmp,
                       .fd = fd,
@@ -391,7 +399,7 @@ dsv4_status dsv4_synth_write(const dsv4_synth_opts *o, const char *path, dsv4_sy
     atomic_init(&s.n_finished, 0);
     pthread_mutex_init(&s.err_mu, NULL);
     if (n_chunks)
-        st = run_workers(&s, o->n_threads ? o->n_threads : online_cpus(), o, o->sparse ? 0 : total, err);
+        st = run_workers(&s, o->n_threads ? o->n_threads : online_cpus(), o, o->sparse ? 0 : written, err);
     pthread_mutex_destroy(&s.err_mu);
     if (st != DSV4_OK) goto done;
 

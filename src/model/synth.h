@@ -35,8 +35,12 @@ typedef struct dsv4_synth_opts {
     const dsv4_config *cfg;
     dsv4_type_recipe types;
     uint64_t seed;
-    unsigned n_threads;            /* 0 = online CPUs */
-    bool sparse;                   /* header + tid2eid only; the rest is a hole of the full size */
+    unsigned n_threads; /* 0 = online CPUs */
+    bool sparse;        /* header + tid2eid only; the rest is a hole of the full size */
+    /* Routed expert weights are a hole (they read as zeros); every other tensor holds its values, so
+     * routing and attention are those of the random model. For placement and speed runs of files
+     * larger than the disk (flash q4). */
+    bool sparse_experts;
     const char *name;              /* general.name (NULL: "dsv4-synth") */
     const dsv4_synth_vocab *vocab; /* NULL: dsv4_synth_vocab_make(cfg->n_vocab) */
     /* Called on the calling thread about twice a second while data is written (may be NULL). */

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
+#include "model/layout.h"
 #include "model/model.h"
 #include "model/synth.h"
 
@@ -60,6 +61,57 @@ static void test_flash_q4_sparse(void **state) {
     check_flash("q4", 164628167004ull, "Q4_K", "Q4_K");
 }
 
+static bool all_zero(const unsigned char *p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+/* --sparse-experts: the routed expert tensors read as zeros, every other tensor is byte-identical
+ * to the fully written file of the same seed (the generator seeds by tensor and row). */
+static void test_sparse_experts_tiny(void **state) {
+    (void)state;
+    dsv4_config cfg;
+    dsv4_error err;
+    assert_int_equal(dsv4_config_preset("tiny", &cfg, &err), DSV4_OK);
+    char full[512], part[512];
+    mt_path(full, sizeof full, "tiny-full.gguf");
+    mt_path(part, sizeof part, "tiny-sparse-experts.gguf");
+    dsv4_synth_opts o = {.cfg = &cfg, .seed = 7, .n_threads = 2, .name = "tiny"};
+    assert_true(dsv4_type_recipe_named("q2", &o.types));
+    if (dsv4_synth_write(&o, full, NULL, &err) != DSV4_OK) fail_msg("full: %s", err.msg);
+    o.sparse_experts = true;
+    if (dsv4_synth_write(&o, part, NULL, &err) != DSV4_OK) fail_msg("sparse experts: %s", err.msg);
+    gguf_file *a = NULL, *b = NULL;
+    assert_int_equal(gguf_open(full, &a, &err), DSV4_OK);
+    assert_int_equal(gguf_open(part, &b, &err), DSV4_OK);
+    assert_int_equal(gguf_tensor_count(a), gguf_tensor_count(b));
+    unsigned n_routed = 0, n_other = 0;
+    for (uint64_t i = 0; i < gguf_tensor_count(a); i++) {
+        const gguf_tensor *ta = gguf_tensor_at(a, i), *tb = gguf_tensor_at(b, i);
+        assert_string_equal(ta->name, tb->name);
+        assert_true(ta->nbytes == tb->nbytes && ta->offset == tb->offset);
+        int32_t layer;
+        const dsv4_layout_entry *e = dsv4_layout_lookup(ta->name, &layer);
+        assert_non_null(e);
+        if (e->group == DSV4_TG_ROUTED) {
+            assert_false(all_zero(ta->data, ta->nbytes));
+            assert_true(all_zero(tb->data, tb->nbytes));
+            n_routed++;
+        } else {
+            assert_memory_equal(ta->data, tb->data, ta->nbytes);
+            n_other++;
+        }
+    }
+    assert_int_equal(n_routed, 3 * cfg.n_layer);
+    assert_true(n_other > n_routed);
+    gguf_close(a);
+    gguf_close(b);
+    unlink(full);
+    unlink(part);
+    dsv4_config_free(&cfg);
+}
+
 static void test_synthetic_vocab(void **state) {
     (void)state;
     dsv4_synth_vocab v;
@@ -96,6 +148,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synthetic_vocab),
+        cmocka_unit_test(test_sparse_experts_tiny),
         cmocka_unit_test(test_flash_q2_sparse),
         cmocka_unit_test(test_flash_q4_sparse),
     };

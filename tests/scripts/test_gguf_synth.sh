@@ -35,6 +35,14 @@ cmp -s "$dir/tiny.gguf" "$dir/tiny2.gguf" || fail "tiny: not deterministic acros
 "$tool" synth --preset tiny --seed 6 "$dir/tiny2.gguf" >/dev/null
 ! cmp -s "$dir/tiny.gguf" "$dir/tiny2.gguf" || fail "tiny: seed has no effect"
 
+# --sparse-experts: same tensors, the routed experts left as a hole; the binder accepts it
+"$tool" synth --preset tiny --seed 5 --sparse-experts "$dir/tiny-se.gguf" >"$dir/synth-se.out"
+grep -q '(experts sparse)' "$dir/synth-se.out" || fail "sparse-experts: no mark in the summary"
+"$tool" info "$dir/tiny-se.gguf" >"$dir/info-se.out"
+grep -q '^binder: ok' "$dir/info-se.out" || fail "sparse-experts: binder did not accept the file"
+[ "$(field tensor_bytes "$dir/info-se.out")" = "$(field tensor_bytes "$dir/synth.out")" ] || fail "sparse-experts: tensor_bytes differ"
+! cmp -s "$dir/tiny.gguf" "$dir/tiny-se.gguf" || fail "sparse-experts: file equals the full one"
+
 # --- info on a damaged file: binder error and non-zero exit ---
 head -c 4096 "$dir/tiny.gguf" >"$dir/trunc.gguf"
 if "$tool" info "$dir/trunc.gguf" >"$dir/trunc.out" 2>&1; then fail "info accepted a truncated file"; fi
