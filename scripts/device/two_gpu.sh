@@ -12,7 +12,7 @@
 #     attention are real, so the experts each token reads are too; the file fits on the disk that
 #     could not hold 153 GiB; speed and placement are real, the text is not), placed from
 #     per-device budgets (--tier-mem 0:138G,1:138G) and benchmarked at 2K and 32K.
-# STEPS (default "parity bench q4") picks the parts. Results in $OUT (default ./two-gpu-out):
+# STEPS (default "parity bench q4") picks the parts, PARITY_CHUNKS (default "64 1") the chunks. Results in $OUT (default ./two-gpu-out):
 # two_gpu.txt and <date>-flash-{q2,q4}-h200x2-*.{csv,json}.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,7 +37,7 @@ dump() { # tag chunk env-and-args...
   env "$@" --backend cuda --chunk "$chunk" --ctx 1024 --tokens "$(cat "$W/toks")" --stats \
     --dump-logits "$W/$tag.bin" >/dev/null 2>"$OUT/$tag.err" || { say "FAIL $tag: $(tail -1 "$OUT/$tag.err")"; fails=$((fails+1)); }
 }
-step parity && for chunk in 64 1; do
+step parity && for chunk in ${PARITY_CHUNKS:-64 1}; do
   dump "one.c$chunk" $chunk X=1 "$C/dsv4" -m "$Q2"
   dump "split.c$chunk" $chunk X=1 "$C/dsv4" -m "$Q2" --tiers "$SPLIT"
   dump "bounce.c$chunk" $chunk DSV4_TIER_BOUNCE=1 "$C/dsv4" -m "$Q2" --tiers "$SPLIT"
@@ -46,8 +46,8 @@ step parity && for chunk in 64 1; do
       --label "q2 chunk $chunk: two GPUs ($t) vs one" | tee -a "$S" | grep -q '^PASS' || fails=$((fails+1))
     cmp -s "$W/one.c$chunk.bin" "$W/$t.c$chunk.bin" && say "     (byte-identical)"
   done
-  say "split chunk $chunk counters: $(grep -E '^tier ' "$OUT/split.c$chunk.err" | tr '\n' ' ')"
-  say "bounce chunk $chunk counters: $(grep -E '^tier ' "$OUT/bounce.c$chunk.err" | tr '\n' ' ')"
+  say "split chunk $chunk counters: $(grep -E '^(tier |decode steps)' "$OUT/split.c$chunk.err" | tr '\n' ' ')"
+  say "bounce chunk $chunk counters: $(grep -E '^(tier |decode steps)' "$OUT/bounce.c$chunk.err" | tr '\n' ' ')"
 done
 bench() { # file-tag model args...
   local tag=$1 m=$2; shift 2

@@ -238,6 +238,15 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*step_begin)(void *ctx, uint64_t key, dsv4_error *err);
     dsv4_status (*step_end)(void *ctx, bool abort, dsv4_error *err);
     dsv4_status (*step_run)(void *ctx, uint64_t key, int32_t token, dsv4_error *err);
+    /* A step across tiers (optional; NULL: steps are recorded on one tier only). The graph begins
+     * the step on the lead tier (the embedding's); when it switches to another tier (the tier copy
+     * has ordered that tier after the lead's work), step_join(tier, lead) makes the tier's ops
+     * part of the lead's recording and gives them the step's token; before step_end, step_leave
+     * orders the lead after each joined tier's ops. step_run on the lead then runs every tier's
+     * ops, after the work already queued on each joined tier and before any queued later. Both
+     * contexts are of this backend. */
+    dsv4_status (*step_join)(void *ctx, void *lead_ctx, dsv4_error *err);
+    dsv4_status (*step_leave)(void *ctx, void *lead_ctx, dsv4_error *err);
     /* ---- batched attention of a prefill chunk (optional; NULL when not offered) ----
      * graph/ uses them only when all three are offered and the chunk has n > 1 tokens; each
      * result is bitwise what the per-token ops above give (the per-token loop is the fallback). */

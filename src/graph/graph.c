@@ -194,6 +194,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->record_steps = !p->no_step_record;
     g->prepare_ahead = !p->no_step_ahead;
     g->prefill_serial = p->prefill_serial;
+    g->rec_lead = -1;
     g->kv_type = dsv4_kv_row_type(p->numerics, p->kv_f32);
     g->head_rows = 16;
     const dsv4_config *c = g->cfg;
@@ -425,10 +426,12 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
     return DSV4_OK;
 }
 
-/* The one row of a recorded decode step, read back and handed to the hook. */
+/* The one row of a recorded decode step, read back from the head's tier and handed to the hook. */
 static dsv4_status output_head_read(dsv4_graph *g, const dsv4_graph_hooks *h, dsv4_error *err) {
     const uint32_t nv = g->cfg->n_vocab;
-    GB(OPS->read(BCTX, g->host_logits, g->w.logits, (size_t)nv * sizeof(float), err));
+    const graph_tier *ht = &g->tier[g->place.entry[g->cfg->n_layer + 1]];
+    if (ht->b->ops->activate) GB(ht->b->ops->activate(ht->b->ctx, err));
+    GB(ht->b->ops->read(ht->b->ctx, g->host_logits, ht->w.logits, (size_t)nv * sizeof(float), err));
     if (h && h->on_logits) h->on_logits(h->user, 0, g->host_logits, nv);
     return DSV4_OK;
 }
@@ -449,16 +452,34 @@ static dsv4_status record_step(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *
                                const dsv4_graph_hooks *h, uint64_t key, dsv4_exec_stats *after,
                                dsv4_exec_stats *before, dsv4_error *err) {
     *before = g->stats;
-    dsv4_status st = OPS->step_begin(BCTX, key, err);
+    /* the lead tier (the embedding's) records; other tiers join as the step reaches them */
+    const uint32_t lead = g->place.entry[0];
+    dsv4_backend *lb = g->tier[lead].b;
+    dsv4_status st = lb->ops->activate ? lb->ops->activate(lb->ctx, err) : DSV4_OK;
+    if (st == DSV4_OK) st = lb->ops->step_begin(lb->ctx, key, err);
     if (st != DSV4_OK) return st;
+    g->rec_lead = g->n_tiers > 1 ? (int32_t)lead : -1;
+    g->rec_joined = 0;
     bool damaged = false;
     st = eval_ops(g, kv, token, 1, h, true, &damaged, err);
+    for (uint32_t t = 0; t < g->n_tiers; t++) {
+        if (!(g->rec_joined & (1u << t))) continue;
+        dsv4_error lerr = {0};
+        const dsv4_status sl = g->tier[t].b->ops->step_leave(g->tier[t].b->ctx, lb->ctx, &lerr);
+        if (st == DSV4_OK && sl != DSV4_OK) {
+            st = sl;
+            *err = lerr;
+        }
+    }
+    g->rec_lead = -1;
+    g->rec_joined = 0;
     if (st == DSV4_OK)
-        st = OPS->step_end(BCTX, false, err);
+        st = lb->ops->step_end(lb->ctx, false, err);
     else
-        OPS->step_end(BCTX, true, NULL);
+        lb->ops->step_end(lb->ctx, true, NULL);
     *after = g->stats;
     g->stats = *before;
+    if (g->n_tiers > 1) g->rec_multi_failures = st == DSV4_OK ? 0 : g->rec_multi_failures + 1;
     return st;
 }
 
@@ -501,7 +522,8 @@ static dsv4_status eval_recorded(dsv4_graph *g, dsv4_kv_state *kv, const int32_t
             st = record_step(g, kv, tokens, h, key, &after, &before, err);
             if (st != DSV4_OK) return st == DSV4_ERR_CANCELLED ? st : DSV4_ERR_UNSUPPORTED;
         }
-        st = OPS->step_run(BCTX, key, tokens[0], err);
+        dsv4_backend *lb = g->tier[g->place.entry[0]].b;
+        st = lb->ops->step_run(lb->ctx, key, tokens[0], err);
         if (st == DSV4_OK) break;
         if (st != DSV4_ERR_UNSUPPORTED || !have) return DSV4_ERR_UNSUPPORTED; /* nothing ran */
         dsv4_error_clear(err);
@@ -517,6 +539,21 @@ static dsv4_status eval_recorded(dsv4_graph *g, dsv4_kv_state *kv, const int32_t
     return DSV4_OK;
 }
 
+/* Whether decode steps can be recorded: every tier offers the step ops; across tiers, all of one
+ * backend kind with join/leave, copies that queue on the device (not the host bounce), and the
+ * last recordings did not keep failing. */
+static bool can_record(const dsv4_graph *g) {
+    const dsv4_backend_ops *o0 = g->tier[0].b->ops;
+    if (g->n_tiers > 1 && (g->force_bounce || g->rec_multi_failures >= 3)) return false;
+    for (uint32_t t = 0; t < g->n_tiers; t++) {
+        const dsv4_backend_ops *o = g->tier[t].b->ops;
+        if (!o->step_begin || !o->step_end || !o->step_run) return false;
+        if (g->n_tiers > 1 && (!o->step_join || !o->step_leave || strcmp(o->name, o0->name) != 0))
+            return false;
+    }
+    return true;
+}
+
 dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
                             const dsv4_graph_hooks *h, bool *damaged, dsv4_error *err) {
     *damaged = false;
@@ -528,10 +565,9 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
         g->prep_valid = false;
         GB(alloc_ws(g, n, err));
     }
-    /* Record a decode step when the backend can (one tier, no host read inside the step). Nothing
-     * of a recorded step runs before step_run, so a failed recording is evaluated again, unrecorded. */
-    if (n == 1 && g->n_tiers == 1 && OPS->step_begin && OPS->step_end && OPS->step_run && g->record_steps &&
-        !(h && h->on_indexer)) {
+    /* Record a decode step when the backends can (no host read inside the step). Nothing of a
+     * recorded step runs before step_run, so a failed recording is evaluated again, unrecorded. */
+    if (n == 1 && g->record_steps && can_record(g) && !(h && h->on_indexer)) {
         const dsv4_status st = eval_recorded(g, kv, tokens, h, damaged, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err);

@@ -58,8 +58,12 @@ struct dsv4_graph {
     uint32_t prep_pos;
     uint64_t prep_key;
     dsv4_exec_stats prep_after, prep_before;
-    bool prefill_serial; /* prefill attention token by token even where batched ops are offered */
-    uint32_t kv_type;    /* KV row type of new sessions (kv.h) */
+    /* a step being recorded across tiers: the lead tier (-1: none) and the tiers joined so far */
+    int32_t rec_lead;
+    uint32_t rec_joined;
+    uint32_t rec_multi_failures; /* consecutive failed recordings across tiers (3: stop trying) */
+    bool prefill_serial;         /* prefill attention token by token even where batched ops are offered */
+    uint32_t kv_type;            /* KV row type of new sessions (kv.h) */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */
     uint32_t cap;       /* tokens the workspace holds */

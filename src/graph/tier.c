@@ -70,5 +70,10 @@ dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, ui
     g->active = t;
     g->b = to->b;
     g->w = to->w;
+    /* a step recorded across tiers: the tier's ops join the lead's recording */
+    if (g->rec_lead >= 0 && t != (uint32_t)g->rec_lead && !(g->rec_joined & (1u << t))) {
+        GB(to->b->ops->step_join(to->b->ctx, g->tier[g->rec_lead].b->ctx, err));
+        g->rec_joined |= 1u << t;
+    }
     return DSV4_OK;
 }

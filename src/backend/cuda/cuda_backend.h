@@ -63,11 +63,17 @@ typedef struct cu_buf {
 
 /* Recorded decode steps (cuda_step.cu): one executable graph per step key. */
 #define CU_STEP_EXECS 16
+#define CU_STEP_JOINED 8 /* other tiers' contexts one recorded step may span */
+struct cuda_ctx;
 typedef struct cu_step_exec {
     uint64_t key;
     cudaGraphExec_t exec;
     uint64_t last_use;
     uint64_t mem_gen; /* cuda_ctx.mem_gen when recorded: a later free makes it stale */
+    /* the other tiers whose ops the step holds (step_join), and their mem_gen when recorded */
+    int n_joined;
+    struct cuda_ctx *joined[CU_STEP_JOINED];
+    uint64_t joined_gen[CU_STEP_JOINED];
 } cu_step_exec;
 typedef struct cu_step_stats {
     uint64_t launched, updated, instantiated, update_failed, failed, stale, pdl_edges;
@@ -141,6 +147,11 @@ typedef struct cuda_ctx {
     cu_step_stats step_stats;
     int32_t *pin_step_tok, *d_step_tok; /* the recorded step's token: pinned cell -> device */
     uint64_t mem_gen;                   /* bumped whenever device memory an op used is freed */
+    /* a step recorded across tiers: on the lead, the contexts joined so far; on a joined one, the
+     * lead it joined */
+    int n_step_joined;
+    struct cuda_ctx *step_joined[CU_STEP_JOINED];
+    struct cuda_ctx *step_lead;
 } cuda_ctx;
 
 /* cudaError_t -> dsv4_status with the op name and the CUDA message. */
@@ -239,6 +250,8 @@ dsv4_status cu_kv_norm_rope_fp8(void *ctx, float *x, const dsv4_tensor *norm_w, 
 dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
 dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);
 dsv4_status cu_step_run(void *ctx, uint64_t key, int32_t token, dsv4_error *err);
+dsv4_status cu_step_join(void *ctx, void *lead_ctx, dsv4_error *err);
+dsv4_status cu_step_leave(void *ctx, void *lead_ctx, dsv4_error *err);
 dsv4_status cu_step_init(cuda_ctx *c, dsv4_error *err); /* reads DSV4_CUDA_GRAPH */
 void cu_step_free(cuda_ctx *c);
 /* ---- tier ops (cuda_tier.cu) ---- */

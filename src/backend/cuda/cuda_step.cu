@@ -14,7 +14,35 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_pdl.h"
 
+/* The event other streams wait on to follow c's stream (created on c's device; leaves c's device
+ * current). */
+static cudaError_t step_xev(cuda_ctx *c) {
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess && !c->xev) e = cudaEventCreateWithFlags(&c->xev, cudaEventDisableTiming);
+    return e;
+}
+
+/* `to`'s stream waits for the work queued on `from`'s so far (leaves to's device current). */
+static cudaError_t step_follow(cuda_ctx *to, cuda_ctx *from) {
+    cudaError_t e = step_xev(from);
+    if (e == cudaSuccess) e = cudaEventRecord(from->xev, from->stream);
+    if (e == cudaSuccess) e = cudaSetDevice(to->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(to->stream, from->xev, 0);
+    return e;
+}
+
+/* A joined tier's ops end in the lead's recording: the lead's stream follows them. */
+static cudaError_t step_join_back(cuda_ctx *j, cuda_ctx *lead) {
+    const cudaError_t e = j->step_capturing ? step_follow(lead, j) : cudaSuccess;
+    j->step_capturing = false;
+    j->step_lead = NULL;
+    return e;
+}
+
 static void step_discard(cuda_ctx *c) {
+    for (int i = 0; i < c->n_step_joined; i++) step_join_back(c->step_joined[i], c);
+    c->n_step_joined = 0;
+    cudaSetDevice(c->device);
     cudaGraph_t g = NULL;
     if (cudaStreamEndCapture(c->stream, &g) == cudaSuccess && g) cudaGraphDestroy(g);
     cudaGetLastError(); /* an invalidated capture reports here: nothing ran */
@@ -25,7 +53,9 @@ dsv4_status cu_step_begin(void *vctx, uint64_t key, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!c->step_enabled) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording is off");
     if (c->step_capturing) step_discard(c);
-    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed);
+    c->n_step_joined = 0;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed);
     if (e == cudaSuccess) {
         c->step_capturing = true;
         /* first node: the token cell, read when the graph runs */
@@ -109,9 +139,21 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         step_discard(c);
         return DSV4_OK;
     }
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < c->n_step_joined; i++) {
+        const cudaError_t ej = step_join_back(c->step_joined[i], c);
+        if (e == cudaSuccess) e = ej;
+    }
+    if (e != cudaSuccess) {
+        step_discard(c);
+        c->step_stats.failed++;
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording: joining the tiers back: %s",
+                         cudaGetErrorString(e));
+    }
+    cudaSetDevice(c->device);
     c->step_capturing = false;
     cudaGraph_t g = NULL;
-    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    e = cudaStreamEndCapture(c->stream, &g);
     if (e != cudaSuccess || !g) {
         cudaGetLastError();
         c->step_stats.failed++;
@@ -151,26 +193,83 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
     }
     cudaGraphDestroy(g);
     x->mem_gen = c->mem_gen;
+    x->n_joined = c->n_step_joined;
+    for (int i = 0; i < c->n_step_joined; i++) {
+        x->joined[i] = c->step_joined[i];
+        x->joined_gen[i] = c->step_joined[i]->mem_gen;
+    }
+    c->n_step_joined = 0;
     return DSV4_OK;
 }
 
 dsv4_status cu_step_run(void *vctx, uint64_t key, int32_t token, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     cu_step_exec *x = step_find(c, key);
-    if (!x || x->mem_gen != c->mem_gen) {
+    bool stale = !x || x->mem_gen != c->mem_gen;
+    for (int i = 0; !stale && i < x->n_joined; i++) stale = x->joined[i]->mem_gen != x->joined_gen[i];
+    if (stale) {
         c->step_stats.stale++;
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "no current recording of this step");
     }
     /* the previous step that read the cell has finished: the graph layer read its logits */
     *c->pin_step_tok = token;
     x->last_use = ++c->step_clock;
-    const cudaError_t e = cudaGraphLaunch(x->exec, c->stream);
+    /* the joined tiers' ops run after the work already queued on their streams */
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = step_follow(c, x->joined[i]);
+    if (e == cudaSuccess) e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaGraphLaunch(x->exec, c->stream);
     if (e != cudaSuccess) { /* not launched: nothing ran */
         cudaGetLastError();
         c->step_stats.failed++;
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step graph launch: %s", cudaGetErrorString(e));
     }
     c->step_stats.launched++;
+    /* and the work queued on them later (the logits read, the next prefill) after the step */
+    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = step_follow(x->joined[i], c);
+    if (e == cudaSuccess) e = cudaSetDevice(c->device);
+    return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "ordering the tiers after a recorded step");
+}
+
+dsv4_status cu_step_join(void *vctx, void *vlead, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx, *lead = (cuda_ctx *)vlead;
+    if (!lead || lead == c || !lead->step_capturing || c->step_capturing)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step join: the lead tier is not recording");
+    if (lead->n_step_joined >= CU_STEP_JOINED)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step join: more than %d tiers", CU_STEP_JOINED + 1);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaStreamIsCapturing(c->stream, &cs);
+    if (e != cudaSuccess || cs != cudaStreamCaptureStatusActive) {
+        cudaGetLastError();
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step join: the tier's stream is not in the recording");
+    }
+    c->step_capturing = true;
+    c->step_lead = lead;
+    lead->step_joined[lead->n_step_joined++] = c;
+    /* the tier's token cell (hash routing) from the lead's, when the step runs */
+    if (c->device == lead->device)
+        e = cudaMemcpyAsync(c->d_step_tok, lead->d_step_tok, sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                            c->stream);
+    else
+        e = cudaMemcpyPeerAsync(c->d_step_tok, c->device, lead->d_step_tok, lead->device, sizeof(int32_t),
+                                c->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step join: token copy: %s", cudaGetErrorString(e));
+    }
+    return DSV4_OK;
+}
+
+dsv4_status cu_step_leave(void *vctx, void *vlead, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx, *lead = (cuda_ctx *)vlead;
+    if (c->step_lead != lead)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "step leave: the tier did not join this lead");
+    const cudaError_t e = step_join_back(c, lead);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step leave: %s", cudaGetErrorString(e));
+    }
     return DSV4_OK;
 }
 
@@ -198,7 +297,7 @@ dsv4_status cu_step_init(cuda_ctx *c, dsv4_error *err) {
 }
 
 void cu_step_free(cuda_ctx *c) {
-    if (c->step_capturing) step_discard(c);
+    if (c->step_capturing && !c->step_lead) step_discard(c);
     for (int i = 0; i < CU_STEP_EXECS; i++)
         if (c->step_exec[i].exec) cudaGraphExecDestroy(c->step_exec[i].exec);
     memset(c->step_exec, 0, sizeof c->step_exec);
