@@ -218,7 +218,11 @@ $(BUILD)/cuda/f16_mma_emu_check: tests/cuda/f16_mma_emu_check.cu src/backend/cud
 bench-cuda: $(BUILD)/bench/cuda_matvec_bench $(BUILD)/bench/cuda_matvec_emu $(BUILD)/bench/cuda_prefill_q8_0_bench \
 	$(BUILD)/bench/cuda_prefill_f16_bench $(BUILD)/bench/pdl_cost_bench \
 	$(BUILD)/bench/cuda_moe_prefill_bench $(BUILD)/bench/cuda_moe_decode_bench \
-	$(BUILD)/bench/cuda_mvw_bench $(BUILD)/bench/l2_prefetch_bench
+	$(BUILD)/bench/cuda_mvw_bench $(BUILD)/bench/l2_prefetch_bench $(BUILD)/bench/peer_capture_probe
+# which cross-device copies stream capture records (two GPUs)
+$(BUILD)/bench/peer_capture_probe: bench/kernels/peer_capture_probe.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -gencode arch=compute_90,code=sm_90 -o $@ $<
 # L2 prefetch of dense decode weights (bulk prefetch needs sm_90)
 $(BUILD)/bench/l2_prefetch_bench: bench/kernels/l2_prefetch_bench.cu $(BUILD)/libcuda_backend.a $(call libs_for,quant)
 	@mkdir -p $(dir $@)

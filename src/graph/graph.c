@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
+
 #include "graph/graph_internal.h"
 #include "graph/rope.h"
 
@@ -570,6 +572,10 @@ dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
     if (n == 1 && g->record_steps && can_record(g) && !(h && h->on_indexer)) {
         const dsv4_status st = eval_recorded(g, kv, tokens, h, damaged, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
+        if (g->n_tiers > 1) /* across tiers a failure is not expected: say why */
+            dsv4_log(g->rec_multi_failures >= 3 ? DSV4_LOG_WARN : DSV4_LOG_INFO,
+                     "decode step across %u tiers not recorded (%s)%s", g->n_tiers, err->msg,
+                     g->rec_multi_failures >= 3 ? "; later steps run op by op" : "");
         dsv4_error_clear(err);
         g->stats.steps_unrecorded++;
     } else {

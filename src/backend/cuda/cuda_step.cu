@@ -252,8 +252,7 @@ dsv4_status cu_step_join(void *vctx, void *vlead, dsv4_error *err) {
         e = cudaMemcpyAsync(c->d_step_tok, lead->d_step_tok, sizeof(int32_t), cudaMemcpyDeviceToDevice,
                             c->stream);
     else
-        e = cudaMemcpyPeerAsync(c->d_step_tok, c->device, lead->d_step_tok, lead->device, sizeof(int32_t),
-                                c->stream);
+        e = cu_peer_copy(c, c->d_step_tok, lead->d_step_tok, lead->device, sizeof(int32_t));
     if (e != cudaSuccess) {
         cudaGetLastError();
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step join: token copy: %s", cudaGetErrorString(e));

@@ -3,6 +3,7 @@
  * the host bounce (backend/tier_copy.c). The destination stream waits on an event recorded on
  * the source tier's stream, so the copy sees all of the source's queued work without a host
  * synchronization. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -31,6 +32,38 @@ static bool peer_ok(cuda_ctx *c, int d) {
     return c->peer[d] > 0;
 }
 
+/* How a copy from another device is issued (DSV4_CUDA_TIER_COPY): 0 peer = cudaMemcpyPeerAsync,
+ * 1 default = cudaMemcpyAsync(cudaMemcpyDefault) over unified addresses, 2 kernel = a kernel on the
+ * destination device loading the source over the peer link. */
+static int tier_copy_form(void) {
+    static int form = -1;
+    if (form < 0) {
+        const char *v = getenv("DSV4_CUDA_TIER_COPY");
+        form = v && !strcmp(v, "peer")      ? 0
+               : v && !strcmp(v, "kernel")  ? 2
+               : v && !strcmp(v, "default") ? 1
+                                            : 0;
+    }
+    return form;
+}
+
+__global__ void tier_pull_words(uint32_t *dst, const uint32_t *src, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+cudaError_t cu_peer_copy(cuda_ctx *c, void *dst, const void *src, int src_device, size_t bytes) {
+    const int form = tier_copy_form();
+    if (form == 2 && bytes % 4 == 0 && peer_ok(c, src_device)) {
+        const size_t n = bytes / 4;
+        const unsigned blocks = (unsigned)(n / 256 < 512 ? (n + 255) / 256 : 512);
+        tier_pull_words<<<blocks, 256, 0, c->stream>>>((uint32_t *)dst, (const uint32_t *)src, n);
+        return cudaGetLastError();
+    }
+    if (form == 1) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream);
+    return cudaMemcpyPeerAsync(dst, c->device, src, src_device, bytes, c->stream);
+}
+
 dsv4_status cu_copy_from(void *vctx, void *dst, const dsv4_backend *src_b, const void *src, size_t bytes,
                          bool allow_peer, int *path, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
@@ -50,7 +83,7 @@ dsv4_status cu_copy_from(void *vctx, void *dst, const dsv4_backend *src_b, const
         e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
         *path = DSV4_XCOPY_DEVICE;
     } else {
-        e = cudaMemcpyPeerAsync(dst, c->device, src, s->device, bytes, c->stream);
+        e = cu_peer_copy(c, dst, src, s->device, bytes);
         *path = DSV4_XCOPY_PEER;
     }
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "tier copy");
