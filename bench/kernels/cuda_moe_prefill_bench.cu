@@ -2,8 +2,9 @@
  * src/backend/cuda/cuda_ops_moe_grouped.cu) on DeepSeek V4 Flash shapes.
  *
  * Build: make BUILD=build-x bench-cuda   ->  build-x/bench/cuda_moe_prefill_bench
- * Run:   cuda_moe_prefill_bench [--reps R] [--device N] [--model q2|q4|both]   (exit 0 only if every
- *        check passes; < 1 minute on an H200)
+ * Run:   cuda_moe_prefill_bench [--reps R] [--device N] [--model q2|q4|both] [--ns 256,2048]
+ *        (exit 0 only if every check passes; < 1 minute on an H200 with the default sizes).
+ *        DSV4_CUDA_MOE_MMA_MIN_N is set to 2 here so the tensor-core paths run at every n compared.
  *
  * Per model (q2: gate/up IQ2_XXS, down Q2_K; q4: Q4_K everywhere) one layer of 256 experts
  * (in 4096, ff 2048) of random valid quant blocks (quant_fill_random_row) is uploaded as a
@@ -135,6 +136,9 @@ static void make_routes(uint32_t n, bool skewed, int32_t *sel, float *wt, int *m
         if (cnt[e] > *max_pairs) *max_pairs = cnt[e];
 }
 
+static uint32_t g_ns[32] = {256, 2048};
+static int g_n_ns = 2;
+
 static int run_model(const char *mname, uint32_t gu_type, uint32_t d_type, int device, int reps) {
     dsv4_layer_weights *L = (dsv4_layer_weights *)calloc(1, sizeof *L);
     dsv4_model m;
@@ -175,10 +179,9 @@ static int run_model(const char *mname, uint32_t gu_type, uint32_t d_type, int d
     printf("[%s] weights %.2f GB per layer; wide kernels %s\n", mname, wbytes / 1e9,
            wide ? "selected" : "NOT selectable (FAIL)");
     fails += !wide;
-    const uint32_t ns[2] = {256, 2048};
-    for (int ni = 0; ni < 2; ni++)
+    for (int ni = 0; ni < g_n_ns; ni++)
         for (int sk = 0; sk < 2; sk++) {
-            const uint32_t n = ns[ni];
+            const uint32_t n = g_ns[ni];
             const size_t P = (size_t)n * TOP_K, ys = (size_t)n * IN;
             float *x = (float *)malloc(ys * 4), *wt = (float *)malloc(P * 4);
             int32_t *sel = (int32_t *)malloc(P * 4);
@@ -236,7 +239,23 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--device")) device = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--model")) which = argv[i + 1];
+        if (!strcmp(argv[i], "--ns")) {
+            g_n_ns = 0;
+            for (char *p = argv[i + 1]; *p && g_n_ns < 32;) {
+                const long v = strtol(p, &p, 10);
+                if (v >= 2 && v <= 65536) g_ns[g_n_ns++] = (uint32_t)v;
+                if (*p == ',')
+                    p++;
+                else if (*p)
+                    break;
+            }
+            if (g_n_ns == 0) {
+                fprintf(stderr, "--ns: expected sizes 2..65536, e.g. 64,256,2048\n");
+                return 2;
+            }
+        }
     }
+    setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
     if (reps < 5) reps = 5;
     int fails = 0;
     if (strcmp(which, "q4") != 0) fails += run_model("q2", DSV4_TYPE_IQ2_XXS, DSV4_TYPE_Q2_K, device, reps);

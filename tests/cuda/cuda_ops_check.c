@@ -867,6 +867,8 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
 }
 
 int main(int argc, char **argv) {
+    /* the routed-MoE tensor-core paths at every chunk size checked here, whatever the crossover */
+    if (!getenv("DSV4_CUDA_MOE_MMA_MIN_N")) setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
                         "[--numerics ds4|exact]\n");

@@ -29,7 +29,7 @@
 #define MG_IDX_THREADS 1024
 #define MG_MAX_EXPERTS 4096
 #define MG_SMEM_DEFAULT (48 * 1024)
-#define MG_MMA_MIN_N 4 /* tokens from which the tensor-core products are used */
+#define MG_MMA_MIN_N 4 /* tokens from which the tensor-core products are used (DSV4_CUDA_MOE_MMA_MIN_N) */
 
 static int mg_kind_of(uint32_t type) {
     switch (type) {
@@ -240,6 +240,14 @@ static bool mg_enabled(void) {
     return !(v && strcmp(v, "0") == 0);
 }
 
+/* The chunk size from which the tensor-core products run (every path gives the same bits, so only
+ * speed depends on it). */
+static uint32_t mg_mma_min_n(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_MMA_MIN_N");
+    const long n = v ? strtol(v, NULL, 10) : 0;
+    return n >= 2 && n <= (1l << 24) ? (uint32_t)n : MG_MMA_MIN_N;
+}
+
 dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
                            const dsv4_tensor *down, const uint8_t *gd, const uint8_t *ud, const uint8_t *dd,
                            const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
@@ -258,7 +266,7 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
     /* the wide tensor-core products (cuda_ops_moe_wide.cu) where they apply, else the older ones
      * (cuda_ops_moe_mma.cu), else the scalar ones */
-    const int mode = n >= MG_MMA_MIN_N ? cu_moe_mma_mode() : 0;
+    const int mode = n >= mg_mma_min_n() ? cu_moe_mma_mode() : 0;
     const uint64_t wide_tiles =
         (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
     const bool wide =
