@@ -7,7 +7,16 @@
 
 DSV4_NO_FP_CONTRACT
 
-static inline int8_t clamp_i8(long v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
+/* Round half to even and saturate to int8, NaN -> 0: what the GPU quantizers' cvt.rni does. A block
+ * whose largest |x| is below ~3.7e-37 has a reciprocal scale of +-inf, so x * id is +-inf (or NaN for
+ * 0 * inf) there; lrintf of those is unspecified (x86 gives LONG_MIN: -128 for every code), so the
+ * out-of-range values are saturated before rounding instead: 127, -128 and 0, as on the GPU. */
+static inline int8_t round_sat_i8(float p) {
+    if (p != p) return 0;
+    if (p >= 127.0f) return 127;
+    if (p <= -128.0f) return -128;
+    return (int8_t)lrintf(p);
+}
 
 void quant_act_q8_0(const float *x, dsv4_q8_0_act *out, int64_t n) {
     const int64_t nb = (n + DSV4_QK8_0 - 1) / DSV4_QK8_0;
@@ -22,7 +31,7 @@ void quant_act_q8_0(const float *x, dsv4_q8_0_act *out, int64_t n) {
         const float d = amax / 127.0f; /* kept in f32, unlike ggml */
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = d;
-        for (int i = 0; i < bn; i++) out[b].qs[i] = clamp_i8(lrintf(x[i0 + i] * id));
+        for (int i = 0; i < bn; i++) out[b].qs[i] = round_sat_i8(x[i0 + i] * id);
         for (int i = bn; i < DSV4_QK8_0; i++) out[b].qs[i] = 0;
     }
 }
@@ -44,7 +53,7 @@ void quant_act_q8_k(const float *x, dsv4_q8_k *out, int64_t n) {
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int j = 0; j < DSV4_QK_K; j++) y->qs[j] = clamp_i8(lrintf(iscale * x[j]));
+        for (int j = 0; j < DSV4_QK_K; j++) y->qs[j] = round_sat_i8(iscale * x[j]);
         for (int j = 0; j < DSV4_QK_K / 16; j++) {
             int sum = 0;
             for (int i = 0; i < 16; i++) sum += y->qs[16 * j + i];

@@ -272,7 +272,20 @@ static void check_ok(void) {
 /* Blocks of the quantizer's hard cases, by kind: random with outliers; all zeros; huge and tiny
  * magnitudes; exact ties at .5 after scaling (amax 127 -> id 1, amax 63.5 -> id 2) with a negative
  * largest element; one nonzero element; +-amax twice; values just below amax; signed zeros. */
-enum { HK_RANDOM, HK_ZERO, HK_HUGE, HK_TINY, HK_TIE1, HK_TIE2, HK_ONE, HK_TWIN, HK_NEAR, HK_SZERO, HK_N };
+enum {
+    HK_RANDOM,
+    HK_ZERO,
+    HK_HUGE,
+    HK_TINY,
+    HK_TIE1,
+    HK_TIE2,
+    HK_ONE,
+    HK_TWIN,
+    HK_NEAR,
+    HK_SZERO,
+    HK_SUBTINY,
+    HK_N
+};
 static int gen_block(float *v, int kind) {
     switch (kind) {
     case HK_RANDOM:
@@ -282,8 +295,12 @@ static int gen_block(float *v, int kind) {
     case HK_HUGE:
         for (int i = 0; i < 32; i++) v[i] = uni() * ((nxt() & 1) ? 3.0e38f : 1.0e30f);
         break;
-    case HK_TINY: /* amax well above ~3.7e-37, where 1/d would overflow (see the report) */
+    case HK_TINY: /* amax well above ~3.7e-37, where 1/d overflows */
         for (int i = 0; i < 32; i++) v[i] = uni() * ((nxt() & 1) ? 1.0e-30f : 1.0e-20f);
+        break;
+    case HK_SUBTINY: /* amax below ~3.7e-37: id = +inf, the codes saturate (127 / -128 / 0) */
+        for (int i = 0; i < 32; i++) v[i] = (nxt() & 3) ? uni() * 1.0e-38f : 0.0f;
+        v[nxt() & 31] = -2.0e-38f;
         break;
     case HK_TIE1:
     case HK_TIE2: {
@@ -312,7 +329,7 @@ static int gen_block(float *v, int kind) {
         v[nxt() & 31] = (nxt() & 1) ? a : -a;
         break;
     }
-    default: /* signed zeros and one small value */
+    case HK_SZERO: /* signed zeros and one small value */
         for (int i = 0; i < 32; i++) v[i] = (nxt() & 1) ? -0.0f : 0.0f;
         v[nxt() & 31] = 1e-3f;
         break;
@@ -320,7 +337,7 @@ static int gen_block(float *v, int kind) {
     return kind;
 }
 /* 16-byte aligned f32 input of in elements: hard-case blocks (every kind at least once for in >=
- * 320), the rest random; kinds counted in seen[]. */
+ * 32 * HK_N), the rest random; kinds counted in seen[]. */
 static float *gen_x_hard(int in, int *seen) {
     float *x = (float *)xcalloc((size_t)in * 4); /* glibc calloc: 16-byte aligned */
     for (int b = 0; b < in / 32; b++) {

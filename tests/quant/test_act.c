@@ -46,6 +46,37 @@ static void test_q8_0_act(void **state) {
     for (int i = 8; i < 32; i++) assert_int_equal(out[1].qs[i], 0);
 }
 
+/* A block whose largest |x| is below ~3.7e-37: d = amax / 127 is so small that id = 1 / d is +inf.
+ * The codes saturate as the GPU's cvt.rni does: x > 0 -> 127, x < 0 -> -128, 0 -> 0 (lrintf of
+ * +-inf and NaN was unspecified: x86 gave -128 everywhere). Q8_K alike: iscale = -127 / max = -inf. */
+static void test_act_reciprocal_overflow(void **state) {
+    (void)state;
+    float x[256] = {0};
+    x[0] = 1e-38f;
+    x[1] = -1e-38f;
+    x[2] = 0.0f;
+    x[3] = 3e-39f;
+    dsv4_q8_0_act a[8];
+    quant_act_q8_0(x, a, 256);
+    assert_true(a[0].d == 1e-38f / 127.0f);
+    assert_true(isinf(1.0f / a[0].d));
+    assert_int_equal(a[0].qs[0], 127);
+    assert_int_equal(a[0].qs[1], -128);
+    assert_int_equal(a[0].qs[2], 0);
+    assert_int_equal(a[0].qs[3], 127);
+    for (int i = 4; i < 32; i++) assert_int_equal(a[0].qs[i], 0);
+    for (int b = 1; b < 8; b++) assert_true(a[b].d == 0.0f);
+    /* Q8_K: the first largest |x| is x[0] = +1e-38: iscale = -127 / 1e-38 = -inf, d = 1 / iscale = -0 */
+    dsv4_q8_k k;
+    quant_act_q8_k(x, &k, 256);
+    assert_true(k.d == 0.0f && signbit(k.d));
+    assert_int_equal(k.qs[0], -128);
+    assert_int_equal(k.qs[1], 127);
+    assert_int_equal(k.qs[2], 0);
+    assert_int_equal(k.qs[3], -128);
+    assert_int_equal(k.bsums[0], -128 + 127 - 128);
+}
+
 static void test_q8_k_act(void **state) {
     (void)state;
     float x[768] = {0};
@@ -113,6 +144,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q8_0_act),
         cmocka_unit_test(test_q8_k_act),
+        cmocka_unit_test(test_act_reciprocal_overflow),
         cmocka_unit_test(test_act_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

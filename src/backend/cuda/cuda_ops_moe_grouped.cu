@@ -240,12 +240,18 @@ static bool mg_enabled(void) {
     return !(v && strcmp(v, "0") == 0);
 }
 
-/* The chunk size from which the tensor-core products run (every path gives the same bits, so only
- * speed depends on it). */
-static uint32_t mg_mma_min_n(void) {
+/* Whether a chunk of n tokens (P = n * k pairs over E experts) runs the tensor-core products; every
+ * path gives the same bits, so only speed depends on it. IQ2_XXS gate/up: from 7.5 pairs per expert
+ * (2P >= 15E; flash q2, E = 256, k = 6: n >= 320), below which the scalar grouped kernels are faster
+ * (bench/results/2026-11-29-s5-moe-crossover-h200.txt: n = 256, 2.76 vs 3.17 ms; n = 384, 3.81 vs
+ * 3.43); Q4_K wins at every size measured (n = 16: 1.05 vs 1.29 ms), the others are not measured:
+ * from MG_MMA_MIN_N tokens. DSV4_CUDA_MOE_MMA_MIN_N=N: from N tokens, whatever the type. */
+static bool mg_mma_chunk(uint32_t gate_type, uint64_t n, uint64_t P, uint64_t E) {
     const char *v = getenv("DSV4_CUDA_MOE_MMA_MIN_N");
-    const long n = v ? strtol(v, NULL, 10) : 0;
-    return n >= 2 && n <= (1l << 24) ? (uint32_t)n : MG_MMA_MIN_N;
+    const long min_n = v ? strtol(v, NULL, 10) : 0;
+    if (min_n >= 2 && min_n <= (1l << 24)) return n >= (uint64_t)min_n;
+    if (gate_type == DSV4_TYPE_IQ2_XXS) return 2 * P >= 15 * E;
+    return n >= MG_MMA_MIN_N;
 }
 
 dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
@@ -266,7 +272,7 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
     /* the wide tensor-core products (cuda_ops_moe_wide.cu) where they apply, else the older ones
      * (cuda_ops_moe_mma.cu), else the scalar ones */
-    const int mode = n >= mg_mma_min_n() ? cu_moe_mma_mode() : 0;
+    const int mode = mg_mma_chunk(gate->type, n, P, E) ? cu_moe_mma_mode() : 0;
     const uint64_t wide_tiles =
         (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
     const bool wide =
