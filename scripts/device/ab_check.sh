@@ -21,7 +21,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-ab; mkdir -p "$W"
 S="$OUT/ab_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0 DSV4_CUDA_HC_TAIL=multi DSV4_CUDA_HC_TAIL=off DSV4_CUDA_COMPRESSOR_CHUNK=serial DSV4_FUSION_DISABLE=parallel_ffn DSV4_FUSION_DISABLE=parallel_attn DSV4_CUDA_PDL=0}"
+SWITCHES="${AB_SWITCHES:-DSV4_CUDA_GRAPH=0 DSV4_STEP_AHEAD=0 DSV4_FUSION=off DSV4_KV_F32=1 DSV4_PREFILL_SERIAL=1 DSV4_CUDA_MOE_MMA=0 DSV4_CUDA_MOE_DECODE_FUSED=0 DSV4_CUDA_HC_FAST=0 DSV4_CUDA_HC_TAIL=multi DSV4_CUDA_HC_TAIL=off DSV4_CUDA_COMPRESSOR_CHUNK=serial DSV4_FUSION_DISABLE=parallel_ffn DSV4_FUSION_DISABLE=parallel_attn DSV4_CUDA_PDL=0 DSV4_CUDA_ROPE_EARLY=0 DSV4_CUDA_MOE_MMA_MIN_N=2}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 m="$W/flash4.gguf"
 [ -s "$m" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$m" >/dev/null || { say "FAIL synth"; exit 1; }

@@ -22,13 +22,16 @@ namespace {
  * norm); each head row is then normed and rotated exactly as with G = 1. */
 __global__ void __launch_bounds__(RMS_THREADS)
     q_norm_rope_kernel(float *x, uint32_t head_dim, float eps, bool vec, rope_args a, uint32_t G) {
-    cu_pdl_enter();
+    cu_pdl_trigger();
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
     const uint32_t groups = a.n_head / G;
     const uint64_t t = blockIdx.x / groups, r0 = t * a.n_head + (uint64_t)(blockIdx.x % groups) * G;
     const uint32_t pos = a.pos0 + (uint32_t)t * a.pos_step;
+    /* the angles depend on the arguments only: computed while the previous kernel still runs */
+    rope_wait_if(a, 0);
     for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
     const uint32_t nope = head_dim - 2 * a.half;
     for (uint32_t gi = 0; gi < G; gi++) {
         float *xr = x + (r0 + gi) * head_dim;
@@ -48,13 +51,16 @@ __global__ void __launch_bounds__(RMS_THREADS)
 __global__ void __launch_bounds__(RMS_THREADS)
     kv_norm_rope_fp8_kernel(float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
                             rope_args a) {
-    cu_pdl_enter();
+    cu_pdl_trigger();
     extern __shared__ float row[]; /* width floats */
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
     const uint32_t r = blockIdx.x;
     const uint32_t pos = a.pos0 + r * a.pos_step;
+    /* the angles depend on the arguments only: computed while the previous kernel still runs */
+    rope_wait_if(a, 0);
     for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
     float *xr = x + (uint64_t)r * width;
     const double tot = cu_row_sumsq(xr, width, vec, part); /* synchronizes: cs, sn are ready */
     const float s = cu_rms_inv(tot, width, eps);

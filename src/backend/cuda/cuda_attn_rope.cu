@@ -15,11 +15,14 @@ namespace {
 
 /* One block per row: the pair angles first (one thread each), then every (head, pair). */
 __global__ void rope_kernel(float *x, rope_args a) {
-    cu_pdl_enter();
+    cu_pdl_trigger();
     __shared__ float cs[256], sn[256];
     const uint32_t r = blockIdx.x;
     const uint32_t pos = a.pos0 + r * a.pos_step;
+    /* the angles depend on the arguments only: computed while the previous kernel still runs */
+    rope_wait_if(a, 0);
     for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
     __syncthreads();
     float *row = x + (uint64_t)r * a.n_head * a.head_dim + (a.head_dim - 2 * a.half);
     const uint32_t n = a.n_head * a.half;

@@ -7,13 +7,33 @@
 #define DSV4_CUDA_ATTN_ROPE_CUH
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_pdl.cuh"
 
 struct rope_args {
     float theta_scale, freq_scale, ext_factor, corr_lo, corr_hi, mscale, sign;
     uint32_t half, n_head, head_dim, pos0, pos_step;
+    /* 1: the kernels compute the angles before waiting for the previous kernel (programmatic
+     * dependent launch; they depend on the arguments only); DSV4_CUDA_ROPE_EARLY=0: after */
+    uint32_t early;
 };
+
+static inline uint32_t rope_early(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_ROPE_EARLY");
+        v = !(e && strcmp(e, "0") == 0);
+    }
+    return (uint32_t)v;
+}
+
+/* griddepcontrol.wait before the angles (early == 0) or after them (early == 1) */
+static __device__ __forceinline__ void rope_wait_if(const rope_args &a, uint32_t early) {
+    if (a.early == early) cu_pdl_wait();
+}
 
 /* The launch arguments; the running product's factor and the magnitude come from host libm, as
  * cpu_rope_thetas computes them. */
@@ -38,6 +58,7 @@ static inline rope_args rope_args_make(const dsv4_rope *rope, bool inverse, uint
     a.head_dim = head_dim;
     a.pos0 = pos0;
     a.pos_step = pos_step;
+    a.early = rope_early();
     return a;
 }
 
