@@ -271,6 +271,36 @@ static int run_case(uint32_t tg, uint32_t tdn, int in, int ff, int embd, int E, 
     return fails;
 }
 
+/* The chunk-size rule between the scalar and the tensor-core products (mg_mma_chunk), against the
+ * measured crossover it encodes: IQ2_XXS from 7.5 pairs per expert, other types from 4 tokens, and
+ * DSV4_CUDA_MOE_MMA_MIN_N over both. */
+static int check_mma_chunk_rule(void) {
+    int bad = 0;
+    unsetenv("DSV4_CUDA_MOE_MMA_MIN_N");
+    /* flash q2: E = 256, k = 6 -> n >= 320 */
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 319, 319 * 6, 256) != false;
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 320, 320 * 6, 256) != true;
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 2048, 2048 * 6, 256) != true;
+    /* a small model: E = 8, k = 2 -> 2P >= 120 -> n >= 30 */
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 29, 58, 8) != false;
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 30, 60, 8) != true;
+    /* Q4_K and the others: from 4 tokens */
+    bad += mg_mma_chunk(DSV4_TYPE_Q4_K, 3, 18, 256) != false;
+    bad += mg_mma_chunk(DSV4_TYPE_Q4_K, 4, 24, 256) != true;
+    bad += mg_mma_chunk(DSV4_TYPE_Q8_0, 16, 96, 256) != true;
+    /* the override, for every type; values outside 2..2^24 are ignored */
+    setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 2, 12, 256) != true;
+    setenv("DSV4_CUDA_MOE_MMA_MIN_N", "100", 1);
+    bad += mg_mma_chunk(DSV4_TYPE_Q4_K, 99, 594, 256) != false;
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 100, 600, 256) != true;
+    setenv("DSV4_CUDA_MOE_MMA_MIN_N", "1", 1);
+    bad += mg_mma_chunk(DSV4_TYPE_IQ2_XXS, 100, 600, 256) != false;
+    unsetenv("DSV4_CUDA_MOE_MMA_MIN_N");
+    printf("%s tensor-core chunk rule: %d wrong decisions\n", bad ? "FAIL" : "ok  ", bad);
+    return bad != 0;
+}
+
 int main(void) {
     dsv4_backend cpu;
     dsv4_error err;
@@ -279,7 +309,7 @@ int main(void) {
         fprintf(stderr, "cpu backend: %s\n", err.msg);
         return 2;
     }
-    int fails = 0;
+    int fails = check_mma_chunk_rule();
     /* the model's combination (odd block counts: rows only 2-byte aligned), then the others */
     fails += run_case(DSV4_TYPE_IQ2_XXS, DSV4_TYPE_Q2_K, 256, 256, 128, 5, 37, 3, 0, 10.0f, &cpu);
     fails += run_case(DSV4_TYPE_IQ2_XXS, DSV4_TYPE_Q2_K, 512, 256, 256, 12, 7, 6, 1, 0.0f, &cpu);

@@ -11,6 +11,8 @@
 #ifndef DSV4_CUDA_MOE_GROUPED_CUH
 #define DSV4_CUDA_MOE_GROUPED_CUH
 
+#include <stdlib.h>
+
 #include "backend/cuda/cuda_gemm_units.cuh"
 
 #define MG_TT 8 /* pairs per tile */
@@ -317,6 +319,22 @@ GM_HD void mg_row(const uint8_t *wr, const mg_xtile &x, int mt, const uint64_t *
             }
         }
     }
+}
+
+#define MG_MMA_MIN_N                                                                                         \
+    4 /* tokens from which the tensor-core products run (types without a measured crossover) */
+/* Whether a chunk of n tokens (P = n * k pairs over E experts) runs the tensor-core products; every
+ * path gives the same bits, so only speed depends on it. IQ2_XXS gate/up: from 7.5 pairs per expert
+ * (2P >= 15E; flash q2, E = 256, k = 6: n >= 320), below which the scalar grouped kernels are faster
+ * (bench/results/2026-11-29-s5-moe-crossover-h200.txt: n = 256, 2.76 vs 3.17 ms; n = 384, 3.81 vs
+ * 3.43); Q4_K wins at every size measured (n = 16: 1.05 vs 1.29 ms), the others are not measured:
+ * from MG_MMA_MIN_N tokens. DSV4_CUDA_MOE_MMA_MIN_N=N: from N tokens, whatever the type. */
+static inline bool mg_mma_chunk(uint32_t gate_type, uint64_t n, uint64_t P, uint64_t E) {
+    const char *v = getenv("DSV4_CUDA_MOE_MMA_MIN_N");
+    const long min_n = v ? strtol(v, NULL, 10) : 0;
+    if (min_n >= 2 && min_n <= (1l << 24)) return n >= (uint64_t)min_n;
+    if (gate_type == DSV4_TYPE_IQ2_XXS) return 2 * P >= 15 * E;
+    return n >= MG_MMA_MIN_N;
 }
 
 #endif

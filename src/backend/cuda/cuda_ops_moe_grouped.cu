@@ -29,7 +29,6 @@
 #define MG_IDX_THREADS 1024
 #define MG_MAX_EXPERTS 4096
 #define MG_SMEM_DEFAULT (48 * 1024)
-#define MG_MMA_MIN_N 4 /* tokens from which the tensor-core products are used (DSV4_CUDA_MOE_MMA_MIN_N) */
 
 static int mg_kind_of(uint32_t type) {
     switch (type) {
@@ -238,20 +237,6 @@ static mx_params mg_mma_params(const mg_params &p) {
 static bool mg_enabled(void) {
     const char *v = getenv("DSV4_CUDA_MOE_GROUPED");
     return !(v && strcmp(v, "0") == 0);
-}
-
-/* Whether a chunk of n tokens (P = n * k pairs over E experts) runs the tensor-core products; every
- * path gives the same bits, so only speed depends on it. IQ2_XXS gate/up: from 7.5 pairs per expert
- * (2P >= 15E; flash q2, E = 256, k = 6: n >= 320), below which the scalar grouped kernels are faster
- * (bench/results/2026-11-29-s5-moe-crossover-h200.txt: n = 256, 2.76 vs 3.17 ms; n = 384, 3.81 vs
- * 3.43); Q4_K wins at every size measured (n = 16: 1.05 vs 1.29 ms), the others are not measured:
- * from MG_MMA_MIN_N tokens. DSV4_CUDA_MOE_MMA_MIN_N=N: from N tokens, whatever the type. */
-static bool mg_mma_chunk(uint32_t gate_type, uint64_t n, uint64_t P, uint64_t E) {
-    const char *v = getenv("DSV4_CUDA_MOE_MMA_MIN_N");
-    const long min_n = v ? strtol(v, NULL, 10) : 0;
-    if (min_n >= 2 && min_n <= (1l << 24)) return n >= (uint64_t)min_n;
-    if (gate_type == DSV4_TYPE_IQ2_XXS) return 2 * P >= 15 * E;
-    return n >= MG_MMA_MIN_N;
 }
 
 dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
