@@ -432,7 +432,7 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
 static dsv4_status output_head_read(dsv4_graph *g, const dsv4_graph_hooks *h, dsv4_error *err) {
     const uint32_t nv = g->cfg->n_vocab;
     const graph_tier *ht = &g->tier[g->place.entry[g->cfg->n_layer + 1]];
-    if (ht->b->ops->activate) GB(ht->b->ops->activate(ht->b->ctx, err));
+    if (g->n_tiers > 1 && ht->b->ops->activate) GB(ht->b->ops->activate(ht->b->ctx, err));
     GB(ht->b->ops->read(ht->b->ctx, g->host_logits, ht->w.logits, (size_t)nv * sizeof(float), err));
     if (h && h->on_logits) h->on_logits(h->user, 0, g->host_logits, nv);
     return DSV4_OK;
@@ -457,7 +457,7 @@ static dsv4_status record_step(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *
     /* the lead tier (the embedding's) records; other tiers join as the step reaches them */
     const uint32_t lead = g->place.entry[0];
     dsv4_backend *lb = g->tier[lead].b;
-    dsv4_status st = lb->ops->activate ? lb->ops->activate(lb->ctx, err) : DSV4_OK;
+    dsv4_status st = g->n_tiers > 1 && lb->ops->activate ? lb->ops->activate(lb->ctx, err) : DSV4_OK;
     if (st == DSV4_OK) st = lb->ops->step_begin(lb->ctx, key, err);
     if (st != DSV4_OK) return st;
     g->rec_lead = g->n_tiers > 1 ? (int32_t)lead : -1;
