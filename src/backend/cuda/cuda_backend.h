@@ -251,6 +251,9 @@ dsv4_status cu_step_begin(void *ctx, uint64_t key, dsv4_error *err);
 dsv4_status cu_step_end(void *ctx, bool abort, dsv4_error *err);
 dsv4_status cu_step_run(void *ctx, uint64_t key, int32_t token, dsv4_error *err);
 dsv4_status cu_step_join(void *ctx, void *lead_ctx, dsv4_error *err);
+/* to's stream waits for the work queued on from's so far (an event of from's device, recorded on
+ * from's stream; works inside a stream capture too). Leaves to's device current (cuda_tier.cu). */
+cudaError_t cu_stream_follow(cuda_ctx *to, cuda_ctx *from);
 /* A copy from src_device's memory into c's on c's stream (c's device current), in the form
  * DSV4_CUDA_TIER_COPY picks (cuda_tier.cu). */
 cudaError_t cu_peer_copy(cuda_ctx *c, void *dst, const void *src, int src_device, size_t bytes);

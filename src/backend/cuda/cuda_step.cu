@@ -14,26 +14,9 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_pdl.h"
 
-/* The event other streams wait on to follow c's stream (created on c's device; leaves c's device
- * current). */
-static cudaError_t step_xev(cuda_ctx *c) {
-    cudaError_t e = cudaSetDevice(c->device);
-    if (e == cudaSuccess && !c->xev) e = cudaEventCreateWithFlags(&c->xev, cudaEventDisableTiming);
-    return e;
-}
-
-/* `to`'s stream waits for the work queued on `from`'s so far (leaves to's device current). */
-static cudaError_t step_follow(cuda_ctx *to, cuda_ctx *from) {
-    cudaError_t e = step_xev(from);
-    if (e == cudaSuccess) e = cudaEventRecord(from->xev, from->stream);
-    if (e == cudaSuccess) e = cudaSetDevice(to->device);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(to->stream, from->xev, 0);
-    return e;
-}
-
 /* A joined tier's ops end in the lead's recording: the lead's stream follows them. */
 static cudaError_t step_join_back(cuda_ctx *j, cuda_ctx *lead) {
-    const cudaError_t e = j->step_capturing ? step_follow(lead, j) : cudaSuccess;
+    const cudaError_t e = j->step_capturing ? cu_stream_follow(lead, j) : cudaSuccess;
     j->step_capturing = false;
     j->step_lead = NULL;
     return e;
@@ -216,7 +199,7 @@ dsv4_status cu_step_run(void *vctx, uint64_t key, int32_t token, dsv4_error *err
     x->last_use = ++c->step_clock;
     /* the joined tiers' ops run after the work already queued on their streams */
     cudaError_t e = cudaSuccess;
-    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = step_follow(c, x->joined[i]);
+    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = cu_stream_follow(c, x->joined[i]);
     if (e == cudaSuccess) e = cudaSetDevice(c->device);
     if (e == cudaSuccess) e = cudaGraphLaunch(x->exec, c->stream);
     if (e != cudaSuccess) { /* not launched: nothing ran */
@@ -226,7 +209,7 @@ dsv4_status cu_step_run(void *vctx, uint64_t key, int32_t token, dsv4_error *err
     }
     c->step_stats.launched++;
     /* and the work queued on them later (the logits read, the next prefill) after the step */
-    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = step_follow(x->joined[i], c);
+    for (int i = 0; e == cudaSuccess && i < x->n_joined; i++) e = cu_stream_follow(x->joined[i], c);
     if (e == cudaSuccess) e = cudaSetDevice(c->device);
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "ordering the tiers after a recorded step");
 }

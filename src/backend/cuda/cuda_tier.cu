@@ -32,6 +32,15 @@ static bool peer_ok(cuda_ctx *c, int d) {
     return c->peer[d] > 0;
 }
 
+cudaError_t cu_stream_follow(cuda_ctx *to, cuda_ctx *from) {
+    cudaError_t e = cudaSetDevice(from->device);
+    if (e == cudaSuccess && !from->xev) e = cudaEventCreateWithFlags(&from->xev, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(from->xev, from->stream);
+    if (e == cudaSuccess) e = cudaSetDevice(to->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(to->stream, from->xev, 0);
+    return e;
+}
+
 /* How a copy from another device is issued (DSV4_CUDA_TIER_COPY): 1 default (the default) =
  * cudaMemcpyAsync(cudaMemcpyDefault) over unified addresses, 2 kernel = a kernel on the destination
  * device loading the source over the peer link, 0 peer = cudaMemcpyPeerAsync. Stream capture
@@ -72,11 +81,7 @@ dsv4_status cu_copy_from(void *vctx, void *dst, const dsv4_backend *src_b, const
     if (s->device != c->device && !(allow_peer && peer_ok(c, s->device)))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda copy_from: no peer access from device %d to %d",
                          c->device, s->device);
-    cudaError_t e = cudaSetDevice(s->device);
-    if (e == cudaSuccess && !s->xev) e = cudaEventCreateWithFlags(&s->xev, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(s->xev, s->stream);
-    if (e == cudaSuccess) e = cudaSetDevice(c->device);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(c->stream, s->xev, 0);
+    cudaError_t e = cu_stream_follow(c, s);
     if (e != cudaSuccess) return cu_fail(err, e, "tier copy (ordering after the source tier)");
     if (s->device == c->device) {
         e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
