@@ -216,8 +216,11 @@ int bench_write_json(const bench_opts *o, const bench_row *rows, size_t n_rows, 
     fprintf(f, "  \"model_load_s\": %.6f,\n", load_s);
     write_engine_stats(f, e);
     fprintf(f, "  \"time_to_first_token_s\": %.6f,\n", n_rows ? rows[0].ttft_s : 0.0);
-    fprintf(f, "  \"decode_latency_ms\": {\"p50\": %.4f, \"p95\": %.4f, \"samples\": %zu},\n", p50, p95,
-            n_lat);
+    fprintf(f, "  \"decode_latency_ms\": {\"p50\": %.4f, \"p95\": %.4f, \"samples\": %zu, \"all\": [", p50,
+            p95, n_lat);
+    /* every step in order (raw data: the warm-up steps show here, not in the percentiles) */
+    for (size_t i = 0; i < n_lat; i++) fprintf(f, "%s%.4f", i ? ", " : "", all_lat_ms[i]);
+    fprintf(f, "]},\n");
     fprintf(f, "  \"decode_tps\": %.4f,\n  \"floor_tps\": %.4f,\n  \"decode_floor_fraction\": %.6f,\n", tps,
             o->floor_tps, tps / o->floor_tps);
     fprintf(f, "  \"kvcache_bytes\": %llu,\n  \"rows\": [",

@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"
@@ -44,7 +44,7 @@ for name in tiny flash4; do
   ch=64
   dump p64on X=1
   dump p64off DSV4_FUSION=off
-  dump p64fault DSV4_FAULT=q_norm_rope,kv_norm_rope_fp8,parallel_ffn
+  dump p64fault DSV4_FAULT=q_norm_rope,kv_norm_rope_fp8,parallel_ffn,hc_post_add
   ch=1
   for tag in p64off p64fault; do
     if cmp -s "$W/$name.p64on.bin" "$W/$name.$tag.bin"; then say "ok   $name: chunk 64 fusions on == $tag (byte-identical)"

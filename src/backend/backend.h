@@ -52,6 +52,8 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_PARALLEL_FFN = 3,     /* the shared expert on a side lane while the routed experts run */
     DSV4_FUSED_PARALLEL_ATTN = 4,    /* decode: the KV row's norm/RoPE/FP8, cache push and compressors on a
                                         side lane while the query projections run */
+    DSV4_FUSED_HC_POST_ADD = 5,      /* add(routed, shared) inside the FFN's hc_post */
+    DSV4_FUSED_ATTN_ROPE = 6,        /* decode: the heads' inverse rope_tail inside the attention */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -224,6 +226,17 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*kv_norm_rope_fp8)(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                     uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                     const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
+
+    /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
+    dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
+                               uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+    /* attention(...) of one query token at position pos, then rope_tail(out, 1, n_head, head_dim,
+     * pos, 1, rope, inverse); bitwise the pair. */
+    dsv4_status (*attention_rope)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                                  uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                  uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                  uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
+                                  const dsv4_rope *rope, float *out, dsv4_error *err);
 
     /* ---- step recording (optional; NULL: every op runs as it is issued) ---- */
     /* step_begin: the ops issued until step_end form one decode step (n = 1), which the backend

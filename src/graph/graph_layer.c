@@ -190,7 +190,7 @@ static dsv4_status kv_push(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32
  * (kv_push; already done when `pushed`, n = 1), the indexer and the attention of token t see exactly
  * the state the tokens before it left. */
 static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, bool pushed,
-                                       const dsv4_graph_hooks *h, dsv4_error *err) {
+                                       const dsv4_graph_hooks *h, bool *roped, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
     const dsv4_kv_layer *K = &kv->layout.layers[il];
@@ -222,6 +222,29 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
         }
         const uint32_t n_raw = p + 1 < cap ? p + 1 : cap;
         const uint32_t raw_start = (p + 1 - n_raw) % cap;
+        /* one decode token: its heads' inverse RoPE inside the attention (the same rotation of the
+         * same values); attention is a pure function of q and the cache, so the fallback redoes it */
+        if (n == 1) {
+            const dsv4_fused_query fq = {.n_tokens = 1,
+                                         .width = Dh,
+                                         .weight_type = kvt,
+                                         .mode = g->mode,
+                                         .n_hc = H,
+                                         .aux_type = kvt,
+                                         .tier = g->active,
+                                         .n_tiers = g->n_tiers};
+            if (fusion_wanted(g, DSV4_FUSED_ATTN_ROPE, OPS->attention_rope != NULL, &fq)) {
+                const dsv4_status st = OPS->attention_rope(
+                    BCTX, w->q, H, Dh, kvt, raw, cap, raw_start, n_raw, R ? KVP(K->comp) : NULL, n_comp, sel,
+                    n_sel, &L->attn_sinks, kq_scale, p, &g->rope[il], w->heads, err);
+                float *const outs[1] = {w->heads};
+                const size_t n_outs[1] = {(size_t)QD};
+                if (fusion_result(g, DSV4_FUSED_ATTN_ROPE, st, outs, n_outs, 1, err)) {
+                    *roped = true;
+                    continue;
+                }
+            }
+        }
         GB(OPS->attention(BCTX, w->q + (uint64_t)t * QD, H, Dh, kvt, raw, cap, raw_start, n_raw,
                           R ? KVP(K->comp) : NULL, n_comp, sel, n_sel, &L->attn_sinks, kq_scale,
                           w->heads + (uint64_t)t * QD, err));
@@ -337,15 +360,16 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     }
 
     /* ---- per chunk (batched ops) or per token: cache push, compressors, indexer, attention ---- */
+    bool roped = false; /* the heads came out of the attention with their inverse RoPE (attn_rope) */
     if (chunked) {
         GB(graph_attention_chunk(g, kv, il, n, t_idx, h, err));
         g->stats.attn_chunks++;
     } else {
-        GB(attention_per_token(g, kv, il, n, pushed, h, err));
+        GB(attention_per_token(g, kv, il, n, pushed, h, &roped, err));
         g->stats.attn_serial_tokens += n;
     }
     /* ---- batched: inverse RoPE, grouped output projection, HC post ---- */
-    GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
+    if (!roped) GB(OPS->rope_tail(BCTX, w->heads, n, H, Dh, p0, 1, rope, true, err));
     const uint32_t G = c->n_out_group, OL = c->o_lora_rank, gdim = QD / G;
     if (OPS->matmul_grouped && L->attn_output_a.ne[0] == gdim) {
         GB(OPS->matmul_grouped(BCTX, &L->attn_output_a, G, w->heads, QD, n, w->low, (uint64_t)G * OL, err));
@@ -420,6 +444,22 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
                     clamp, w->routed, err));
         GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
+    }
+    /* routed + shared inside the HC post (the add's float sums, then the post's expression) */
+    const dsv4_fused_query pq = {.n_tokens = n,
+                                 .width = E,
+                                 .weight_type = L->ffn_down_shexp.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = L->ffn_down_exps.type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    if (fusion_wanted(g, DSV4_FUSED_HC_POST_ADD, OPS->hc_post_add != NULL, &pq)) {
+        const dsv4_status st =
+            OPS->hc_post_add(BCTX, w->routed, w->shared, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+        float *const outs[1] = {w->hc_cur};
+        const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
+        if (fusion_result(g, DSV4_FUSED_HC_POST_ADD, st, outs, n_outs, 1, err)) return DSV4_OK;
     }
     GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
     return OPS->hc_post(BCTX, w->f, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);

@@ -538,6 +538,25 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
                   "attention_fast");
         runs[k] = dfa.get();
     }
+    /* attention_rope: the fast attention with the heads' inverse RoPE in its combine == the fast
+     * attention, then the rope op (bitwise; YaRN and plain angles, a position past the raw ring) */
+    for (int yarn = 0; yarn < 2; yarn++) {
+        const dsv4_rope rp = yarn ? rope_yarn(64) : rope_plain(64);
+        const uint32_t pos = 4096 + 37 * raw_start + n_raw;
+        dbuf<float> dref(q.size()), dfr(q.size());
+        dref.put(runs[0]);
+        launch_ok(dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, dref.p, 1, n_head, 512, pos, 1, &rp, true),
+                  "rope_tail");
+        CUDA_OK(cudaMemset(dfr.p, 0xff, dfr.n * 4));
+        launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
+                                                raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq,
+                                                dfr.p, scratch.p, pos, &rp),
+                  "attention_fast_rope");
+        const bool ok = bits_equal(dref.get(), dfr.get());
+        printf("%s attention_rope %uh raw %u comp %u sel %u %s %s: fused == fast + rope_tail (bitwise)\n",
+               ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32", yarn ? "yarn" : "plain");
+        (ok ? g_pass : g_fail)++;
+    }
     const std::vector<float> ex = dex.get();
     std::vector<const float *> rows;
     for (uint32_t i = 0; i < n_raw; i++) rows.push_back(&raw.v[(size_t)((raw_start + i) % raw_cap) * 512]);

@@ -36,6 +36,9 @@ for r in rows:  # two decimals, like ds4-bench's %.2f
 j = json.load(open(sys.argv[2]))
 assert j["decode_latency_ms"]["samples"] == 3 * 8
 assert 0 < j["decode_latency_ms"]["p50"] <= j["decode_latency_ms"]["p95"]
+lat = sorted(j["decode_latency_ms"]["all"])
+assert len(lat) == 3 * 8 and all(v > 0 for v in lat)
+assert lat[0] <= j["decode_latency_ms"]["p50"] <= lat[-1]
 assert j["peak_rss_bytes"] > 0 and j["kvcache_bytes"] == int(rows[0]["kvcache_bytes"])
 assert j["model_load_s"] > 0, j["model_load_s"]
 assert j["time_to_first_token_s"] >= j["rows"][0]["prefill_s"] > 0

@@ -118,6 +118,8 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
     case DSV4_FUSED_PARALLEL_FFN: return q->n_tokens > 0;
     case DSV4_FUSED_PARALLEL_ATTN: return q->n_tokens == 1;
+    case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0;
+    case DSV4_FUSED_ATTN_ROPE: return q->n_tokens == 1 && q->width > 0;
     default: return false;
     }
 }
@@ -166,6 +168,8 @@ static const dsv4_backend_ops cpu_ops = {
     .compressor_step = cpu_compressor_step,
     .indexer_topk = cpu_indexer_topk,
     .attention = cpu_attention,
+    .attention_rope = cpu_attention_rope,
+    .hc_post_add = cpu_hc_post_add,
     .router_select = cpu_router_select,
     .moe = cpu_moe,
     .hc_pre_norm = cpu_hc_pre_norm,

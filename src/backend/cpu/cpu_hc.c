@@ -183,6 +183,7 @@ typedef struct {
     const float *f, *x, *split;
     uint32_t n_hc, n_embd;
     float *out;
+    const float *f2; /* hc_post_add: f[d] + f2[d] (the add op's sum) in place of f[d]; else NULL */
 } post_job;
 
 static void post_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
@@ -199,8 +200,10 @@ static void post_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
         const float *post = j->split + t * n_mix + n_hc;
         const float *comb = post + n_hc;
         float *o = j->out + t * hd + (uint64_t)dst * j->n_embd;
+        const float *f2 = j->f2 ? j->f2 + t * j->n_embd : NULL;
         for (uint32_t d = 0; d < j->n_embd; d++) {
-            float acc = f[d] * post[dst];
+            const float fd = f2 ? f[d] + f2[d] : f[d];
+            float acc = fd * post[dst];
             for (uint32_t src = 0; src < n_hc; src++)
                 acc += comb[src * n_hc + dst] * x[(uint64_t)src * j->n_embd + d];
             o[d] = acc;
@@ -212,7 +215,16 @@ dsv4_status cpu_hc_post(void *vctx, const float *f, const float *x_hc, const flo
                         uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
     (void)err;
     cpu_ctx *c = vctx;
-    post_job j = {f, x_hc, split, n_hc, n_embd, out_hc};
+    post_job j = {f, x_hc, split, n_hc, n_embd, out_hc, NULL};
+    dsv4_tp_run(c->tp, (uint64_t)n * n_hc, 1, post_worker, &j);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_hc_post_add(void *vctx, const float *a, const float *b, const float *x_hc, const float *split,
+                            uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
+    (void)err;
+    cpu_ctx *c = vctx;
+    post_job j = {a, x_hc, split, n_hc, n_embd, out_hc, b};
     dsv4_tp_run(c->tp, (uint64_t)n * n_hc, 1, post_worker, &j);
     return DSV4_OK;
 }

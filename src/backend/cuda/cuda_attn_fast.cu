@@ -10,6 +10,7 @@
  * position (only grid sizes and arguments change). */
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_fast.cuh"
+#include "backend/cuda/cuda_attn_rope.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
 
@@ -213,14 +214,32 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
 
 /* grid (n_head, FA_D / FA_CT, n): one thread per output element folds its token's segments. */
 constexpr uint32_t FA_CT = 128;
-__global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a) {
-    cu_pdl_enter();
+/* ra.half > 0 (attention_rope): the heads' inverse RoPE on the way out. Element d of the RoPE tail
+ * is one of pair k's two values; its partner comes from the neighbouring lane, and each lane forms
+ * its own output with rope_rotate's expression: the rope op's bits. The angle depends on the
+ * arguments only, so it is computed before the wait. */
+__global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args ra) {
+    cu_pdl_trigger();
     const uint32_t h = blockIdx.x, t = blockIdx.z, d = blockIdx.y * FA_CT + threadIdx.x;
+    const uint32_t r0 = FA_D - 2 * ra.half; /* first RoPE element of a head */
+    const bool rot = ra.half > 0 && d >= r0;
+    float cs = 0.0f, sn = 0.0f;
+    if (rot) rope_pair_cs_sn(ra, ra.pos0 + t * ra.pos_step, (d - r0) >> 1, &cs, &sn);
+    cu_pdl_wait();
     const fa_tok k = fa_token(a, t);
     const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
     const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
     const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
-    a.out[th * FA_D + d] = fa_combine_one(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
+    float v = fa_combine_one(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
+    if (ra.half > 0) { /* uniform per launch: every lane takes part in the shuffle */
+        const float other = __shfl_xor_sync(0xffffffffu, v, 1);
+        if (rot) {
+            float x0 = (d - r0) & 1u ? other : v, x1 = (d - r0) & 1u ? v : other;
+            rope_rotate(&x0, &x1, cs, sn);
+            v = (d - r0) & 1u ? x1 : x0;
+        }
+    }
+    a.out[th * FA_D + d] = v;
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -230,7 +249,8 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
  * per (token, head group) folds the segments itself (fa_shape). slots: the fa_kernel CTAs the
  * device holds at once, so the segments (and the bits) are a function of the device and the
  * token's row count only. */
-int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st) {
+int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st,
+              const rope_args *ra = nullptr) {
     const size_t smem = sizeof(fa_smem);
     int dev = 0, sms = 0, occ = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -245,7 +265,9 @@ int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool dec
     a.part = g.segments ? (float *)scratch : nullptr;
     a.stride = g.grid_y;
     fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a);
-    if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a);
+    if (ra && !g.segments) return (int)cudaErrorInvalidConfiguration; /* the RoPE rides on the combine */
+    rope_args none = {};
+    if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a, ra ? *ra : none);
     return attn_launch_status();
 }
 
@@ -260,11 +282,10 @@ extern "C" bool dsv4_cuda_attention_fast_ok(uint32_t n_head, uint32_t head_dim, 
            aligned16(out) && aligned16(raw) && aligned16(comp) && aligned16(chunk_kv);
 }
 
-extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head,
-                                        uint32_t head_dim, uint32_t kv_type, const void *raw,
-                                        uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                                        const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                                        const float *sinks_dev, float kq_scale, float *out, void *scratch) {
+static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                          const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const void *comp,
+                          uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const float *sinks_dev,
+                          float kq_scale, float *out, void *scratch, const rope_args *rope_inv) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
     if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
@@ -286,7 +307,28 @@ extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint
     a.kq_scale = kq_scale;
     a.half = kv_type == DSV4_TYPE_F16;
     const uint32_t max_rows = n_raw + (sel ? n_sel : n_comp);
-    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s);
+    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s, rope_inv);
+}
+
+extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head,
+                                        uint32_t head_dim, uint32_t kv_type, const void *raw,
+                                        uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                                        const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                                        const float *sinks_dev, float kq_scale, float *out, void *scratch) {
+    return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
+                          n_sel, sinks_dev, kq_scale, out, scratch, nullptr);
+}
+
+extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head,
+                                             uint32_t head_dim, uint32_t kv_type, const void *raw,
+                                             uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                                             const void *comp, uint32_t n_comp, const int32_t *sel,
+                                             uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
+                                             void *scratch, uint32_t pos, const dsv4_rope *rope) {
+    if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
+    const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
+    return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
+                          n_sel, sinks_dev, kq_scale, out, scratch, &ra);
 }
 
 extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,

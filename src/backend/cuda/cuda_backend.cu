@@ -16,18 +16,31 @@ dsv4_status cu_launched(dsv4_error *err, const char *what) {
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, what);
 }
 
+/* The device is idle (after a stream sync): free the scratch retired during recordings. */
+void cu_scratch_release_retired(cuda_ctx *c) {
+    for (int i = 0; i < c->n_scratch_retired; i++) cudaFree(c->scratch_retired[i]);
+    c->n_sync[CU_SYNC_FREE] += (uint64_t)c->n_scratch_retired;
+    c->n_scratch_retired = 0;
+}
+
 void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err) {
     if (bytes == 0) bytes = 256;
     if (c->lane == 1) slot += CU_SLOTS;
     if (c->scratch_bytes[slot] >= bytes) return c->scratch[slot];
-    if (c->step_capturing) { /* freeing waits for the device: not inside a recording */
+    /* Freeing waits for the device, which a recording may not do: while recording, the old buffer
+     * is retired (freed at the next sync) and the new one allocated (the capture is relaxed), so
+     * the first decode step after a prefill is recorded like the others. */
+    if (c->step_capturing && c->scratch[slot] && c->n_scratch_retired >= 2 * CU_SLOTS) {
         dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda: scratch slot %d grows during a step recording", slot);
         return NULL;
     }
     size_t sz = (bytes + 255) & ~(size_t)255;
     sz += sz / 4; /* headroom so slowly growing chunks do not reallocate each time */
     sz = (sz + 255) & ~(size_t)255;
-    if (c->scratch[slot]) { /* waits for the device: pending work may read it */
+    if (c->scratch[slot] && c->step_capturing) {
+        c->scratch_retired[c->n_scratch_retired++] = c->scratch[slot];
+        c->mem_gen++;
+    } else if (c->scratch[slot]) { /* waits for the device: pending work may read it */
         cudaFree(c->scratch[slot]);
         c->mem_gen++;
         c->n_sync[CU_SYNC_FREE]++;
@@ -179,6 +192,7 @@ static dsv4_status cu_sync(void *vctx, dsv4_error *err) {
     cudaError_t e = cudaStreamSynchronize(c->stream);
     c->n_sync[CU_SYNC_STREAM]++;
     if (e == cudaSuccess) e = cudaGetLastError();
+    if (e == cudaSuccess && !c->step_capturing) cu_scratch_release_retired(c);
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "sync (a queued kernel failed)");
 }
 
@@ -226,6 +240,8 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_KV_NORM_ROPE_FP8: return cu_kv_norm_rope_fp8_ok(c, q->n_tokens, q->width, q->aux_type);
     case DSV4_FUSED_PARALLEL_FFN: return c->side_stream && c->lane == 0 && q->n_tokens > 0;
     case DSV4_FUSED_PARALLEL_ATTN: return c->side_stream && c->lane == 0 && q->n_tokens == 1;
+    case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0 && q->n_hc <= 16; /* HC_MAX */
+    case DSV4_FUSED_ATTN_ROPE: return cu_attention_rope_ok(c, q->n_tokens, q->width);
     default: return false;
     }
 }
@@ -240,6 +256,7 @@ static void cu_destroy(void *vctx) {
     cu_weights_free(c);
     for (int i = 0; i < 2 * CU_SLOTS; i++)
         if (c->scratch[i]) cudaFree(c->scratch[i]);
+    cu_scratch_release_retired(c);
     if (c->side_stream) cudaStreamSynchronize(c->side_stream), cudaStreamDestroy(c->side_stream);
     if (c->lane_fork) cudaEventDestroy(c->lane_fork);
     if (c->lane_join) cudaEventDestroy(c->lane_join);
@@ -295,6 +312,8 @@ static const dsv4_backend_ops cuda_ops = {
     .hc_pre_norm = cu_hc_pre_norm,
     .q_norm_rope = cu_q_norm_rope,
     .kv_norm_rope_fp8 = cu_kv_norm_rope_fp8,
+    .hc_post_add = cu_hc_post_add,
+    .attention_rope = cu_attention_rope,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .step_run = cu_step_run,

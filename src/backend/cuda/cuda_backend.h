@@ -112,6 +112,10 @@ typedef struct cuda_ctx {
     /* scratch */
     void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
     size_t scratch_bytes[2 * CU_SLOTS];
+    /* scratch replaced while a step was being recorded: freed at the next sync (the device may
+     * still run a step that reads them) */
+    void *scratch_retired[2 * CU_SLOTS];
+    int n_scratch_retired;
     /* lanes (cu_lanes): `stream` is the current lane's stream; main_stream the main lane's */
     cudaStream_t main_stream, side_stream;
     cudaEvent_t lane_fork, lane_join;
@@ -161,6 +165,7 @@ dsv4_status cu_launched(dsv4_error *err, const char *what);
 /* Grow-only device scratch of at least `bytes` (growing frees the old buffer, which waits for
  * the device: it happens only when a larger chunk than before arrives). NULL + err on failure. */
 void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err);
+void cu_scratch_release_retired(cuda_ctx *c);
 /* Device copy of a weight tensor (NULL when absent or not uploaded; err names the tensor). */
 const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *err);
 /* Host token ids -> device int32 array (slot CU_SLOT_TOK); reuses the last upload when the same
@@ -239,6 +244,14 @@ dsv4_status cu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *
 /* Query heads: per-head rmsnorm + RoPE; KV rows: rmsnorm(weight) + RoPE + FP8 (cuda_ops_attn.cu,
  * kernels in cuda_attn_fused.cu), and their gates. */
 bool cu_q_norm_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
+bool cu_attention_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
+dsv4_status cu_attention_rope(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                              const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                              const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                              const dsv4_tensor *sinks, float kq_scale, uint32_t pos, const dsv4_rope *rope,
+                              float *out, dsv4_error *err);
+dsv4_status cu_hc_post_add(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
+                           uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
 bool cu_kv_norm_rope_fp8_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type);
 dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
                            float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,

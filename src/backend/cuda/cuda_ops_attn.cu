@@ -188,6 +188,40 @@ dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t h
                    "attention", err);
 }
 
+/* Gate of attn_rope (backend.h fused_available): one decode token on the fast kernels (the RoPE
+ * rides on their combine launch), 512-wide heads. The row types and alignment are checked at run
+ * time (DSV4_ERR_UNSUPPORTED with nothing launched: the graph then runs the pair). */
+bool cu_attention_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim) {
+    return n_tokens == 1 && head_dim == 512 && attn_fast(c);
+}
+
+dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                              const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                              const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                              const dsv4_tensor *sinks, float kq_scale, uint32_t pos, const dsv4_rope *rope,
+                              float *out, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    GCU(kv_type_ok(kv_type, head_dim, false, "attention_rope", err));
+    if (!cu_attention_rope_ok(c, 1, head_dim) ||
+        !dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, NULL) || !rope ||
+        rope->n_rot > head_dim || rope->n_rot % 2)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention_rope: not on the fast kernels here");
+    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
+                         sinks->name ? sinks->name : "?", n_head);
+    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw,
+                         raw_start, raw_cap);
+    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    if (!sd) return DSV4_ERR_INVALID;
+    void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
+    if (!scr) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
+    return attn_rc(dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start,
+                                                 n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out, scr, pos,
+                                                 rope),
+                   "attention (fast) + inverse rope", err);
+}
+
 dsv4_status cu_compressor_chunk(void *vctx, const float *kv, uint64_t kv_stride, const float *score,
                                 uint64_t score_stride, const dsv4_tensor *ape, uint32_t pos0, uint32_t n,
                                 uint32_t ratio, uint32_t d_c, float *state_kv, float *state_score,

@@ -817,7 +817,7 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 /* Thread (d, t): token t's outputs dst = 0..n_hc-1 at dim d, so each input is read once (the
  * expression and its order per output are unchanged). */
 template <uint32_t NH> /* NH: n_hc at compile time (registers, unrolled), 0: from the argument */
-__global__ void hc_post_kernel(const float *f, const float *x, const float *split, uint32_t n,
+__global__ void hc_post_kernel(const float *f, const float *f2, const float *x, const float *split, uint32_t n,
                                uint32_t n_hc_arg, uint32_t n_embd, float *out) {
     cu_pdl_enter();
     const uint32_t n_hc = NH ? NH : n_hc_arg;
@@ -830,7 +830,8 @@ __global__ void hc_post_kernel(const float *f, const float *x, const float *spli
         const float *xt = x + (uint64_t)t * hd;
         float xs[HC_MAX];
         for (uint32_t src = 0; src < n_hc; src++) xs[src] = xt[(uint64_t)src * n_embd + d];
-        const float fd = f[(uint64_t)t * n_embd + d];
+        float fd = f[(uint64_t)t * n_embd + d];
+        if (f2) fd = fd + f2[(uint64_t)t * n_embd + d]; /* hc_post_add: the add op's sum */
         for (uint32_t dst = 0; dst < n_hc; dst++) {
             float acc = fd * post[dst];
             for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xs[src];
@@ -839,9 +840,9 @@ __global__ void hc_post_kernel(const float *f, const float *x, const float *spli
     }
 }
 
-dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n,
-                       uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
-    cuda_ctx *c = (cuda_ctx *)vctx;
+static dsv4_status hc_post_launch(cuda_ctx *c, const float *f, const float *f2, const float *x_hc,
+                                  const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                                  dsv4_error *err) {
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     if (!n || !hd) return DSV4_OK;
     if (hd > 0x7fffffffull)
@@ -849,10 +850,21 @@ dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const floa
     if (n_hc > HC_MAX) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc post: %u streams", n_hc);
     const dim3 grid(cu_blocks(n_embd, 128), n < CU_GRID_Y ? n : CU_GRID_Y);
     if (n_hc == 4)
-        hc_post_kernel<4><<<grid, 128, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
+        hc_post_kernel<4><<<grid, 128, 0, c->stream>>>(f, f2, x_hc, split, n, n_hc, n_embd, out_hc);
     else
-        hc_post_kernel<0><<<grid, 128, 0, c->stream>>>(f, x_hc, split, n, n_hc, n_embd, out_hc);
-    return cu_launched(err, "hc post");
+        hc_post_kernel<0><<<grid, 128, 0, c->stream>>>(f, f2, x_hc, split, n, n_hc, n_embd, out_hc);
+    return cu_launched(err, f2 ? "hc post add" : "hc post");
+}
+
+dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n,
+                       uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
+    return hc_post_launch((cuda_ctx *)vctx, f, NULL, x_hc, split, n, n_hc, n_embd, out_hc, err);
+}
+
+/* Fused hc_post_add (backend.h): the FFN's routed + shared sum inside the post, one launch less. */
+dsv4_status cu_hc_post_add(void *vctx, const float *a, const float *b, const float *x_hc, const float *split,
+                           uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
+    return hc_post_launch((cuda_ctx *)vctx, a, b, x_hc, split, n, n_hc, n_embd, out_hc, err);
 }
 
 /* ---- hc_head ---- */

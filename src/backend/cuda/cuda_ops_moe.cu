@@ -183,6 +183,37 @@ __global__ void __launch_bounds__(MIDQ_WARPS * 32)
     act_q8_k_block(v, lane, midq + b * 292);
 }
 
+/* moe_mid_q8k_kernel's bytes with a CTA per Q8_K block: each thread forms one mid value (the
+ * double-precision exp of SiLU is the long part: one per thread instead of eight in a row), then
+ * one warp quantizes the block from shared memory with the same unit. */
+__global__ void __launch_bounds__(256)
+    moe_mid_q8k_wide_kernel(const float *g, const float *u, const float *w, uint32_t ff, float clamp,
+                            int clamp_on, uint8_t *midq) {
+    __shared__ float mv[256];
+    cu_pdl_enter();
+    const uint64_t b = blockIdx.x, i = b * 256 + threadIdx.x;
+    float gv = g[i], uv = u[i];
+    if (clamp_on) {
+        if (gv > clamp) gv = clamp;
+        if (uv > clamp) uv = clamp;
+        if (uv < -clamp) uv = -clamp;
+    }
+    mv[threadIdx.x] = cu_silu(gv) * uv * w[i / ff];
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = mv[lane * 8 + j];
+    act_q8_k_block(v, lane, midq + b * 292);
+}
+
+/* DSV4_CUDA_MOE_MID=warp: the warp-per-block mid kernel (same bytes; read on every call). */
+static bool moe_mid_wide(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_MID");
+    return !(v && strcmp(v, "warp") == 0);
+}
+
 /* out[t][d] = sum over slots in order. */
 __global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t embd, float *out) {
     cu_pdl_enter();
@@ -285,9 +316,13 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
                                        (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
     if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
     const uint64_t nblocks = (uint64_t)k * ff / 256;
-    moe_mid_q8k_kernel<<<(unsigned)((nblocks + MIDQ_WARPS - 1) / MIDQ_WARPS), MIDQ_WARPS * 32, 0,
-                         c->stream>>>(gu, gu + (size_t)k * ff, weights, nblocks, (uint32_t)ff, clamp,
-                                      clamp > 1.0e-6f, mq);
+    if (moe_mid_wide())
+        moe_mid_q8k_wide_kernel<<<(unsigned)nblocks, 256, 0, c->stream>>>(
+            gu, gu + (size_t)k * ff, weights, (uint32_t)ff, clamp, clamp > 1.0e-6f, mq);
+    else
+        moe_mid_q8k_kernel<<<(unsigned)((nblocks + MIDQ_WARPS - 1) / MIDQ_WARPS), MIDQ_WARPS * 32, 0,
+                             c->stream>>>(gu, gu + (size_t)k * ff, weights, nblocks, (uint32_t)ff, clamp,
+                                          clamp > 1.0e-6f, mq);
     if ((st = cu_launched(err, "moe mid q8_k")) != DSV4_OK) return st;
     st = dsv4_cuda_matvec_experts(&c->mv, down->type, dd, (int64_t)ff, (int64_t)embd, (int64_t)n_expert, sel,
                                   (int)k, mq, (int64_t)mqb, y, c->stream, err);
@@ -375,5 +410,6 @@ extern "C" int cu_pdl_kernels_moe(const void **out) {
     out[0] = (const void *)router_kernel;
     out[1] = (const void *)moe_mid_q8k_kernel;
     out[2] = (const void *)moe_sum_kernel;
-    return 3;
+    out[3] = (const void *)moe_mid_q8k_wide_kernel;
+    return 4;
 }
