@@ -46,6 +46,8 @@ void dsv4_engine_params_default(dsv4_engine_params *p) {
     const char *sr = getenv("DSV4_STEP_RECORD"), *sa = getenv("DSV4_STEP_AHEAD");
     p->no_step_record = sr && strcmp(sr, "0") == 0;
     p->no_step_ahead = sa && strcmp(sa, "0") == 0;
+    const char *sw = getenv("DSV4_STEP_WARM");
+    p->no_step_warm = sw && strcmp(sw, "0") == 0;
     const char *kf = getenv("DSV4_KV_F32");
     p->kv_f32 = kf && strcmp(kf, "1") == 0;
 }
@@ -99,6 +101,7 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
     gp.prefill_serial = p->prefill_serial;
     gp.no_step_record = p->no_step_record;
     gp.no_step_ahead = p->no_step_ahead;
+    gp.no_step_warm = p->no_step_warm;
     gp.numerics = p->numerics;
     gp.kv_f32 = p->kv_f32;
     dsv4_status st = resolve_placement(m, p, &e->place, err);

@@ -58,6 +58,9 @@ typedef struct dsv4_engine_params {
     /* decode steps: never recorded (DSV4_STEP_RECORD=0), or recorded only when evaluated, not one
      * ahead while the previous one runs (DSV4_STEP_AHEAD=0) */
     bool no_step_record, no_step_ahead;
+    /* a prefill also records the decode steps after it while the device runs it (DSV4_STEP_WARM=0:
+     * not; the first steps of each recording key then wait for its graph) */
+    bool no_step_warm;
     /* KV rows stay F32 in DS4 numerics too (they are F16 there by default: lossless, half the
      * bytes; EXACT always uses F32). Results are bitwise the same; a test switch. */
     bool kv_f32;

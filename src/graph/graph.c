@@ -195,6 +195,7 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->force_bounce = p->force_bounce;
     g->record_steps = !p->no_step_record;
     g->prepare_ahead = !p->no_step_ahead;
+    g->warm = !p->no_step_warm;
     g->prefill_serial = p->prefill_serial;
     g->rec_lead = -1;
     g->kv_type = dsv4_kv_row_type(p->numerics, p->kv_f32);
@@ -396,6 +397,9 @@ static uint64_t step_key(const dsv4_graph *g, const dsv4_kv_state *kv) {
     return key;
 }
 
+static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n);
+static bool can_record(const dsv4_graph *g);
+
 /* Every op of the evaluation, embedding to LM head. issue_only (a recorded decode step): stop
  * before reading the logits, leaving kv->pos alone. */
 static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
@@ -421,6 +425,7 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
     GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));
     GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, issue_only, err));
     if (issue_only) return DSV4_OK;
+    if (n > 1) warm_steps(g, kv, n); /* while the device runs the chunk */
     /* every tier's queue has drained into the head tier's (each copy waited for its source) */
     GB(OPS->sync(BCTX, err));
     kv->pos += n;
@@ -500,6 +505,48 @@ static void prepare_next(dsv4_graph *g, dsv4_kv_state *kv) {
         g->prep_key = key;
     }
     kv->pos--;
+}
+
+/* After a prefill chunk is issued (the device is busy with it for a while): record the decode steps
+ * ahead. Each step key of the next 130 positions that has no graph yet gets one (a graph is
+ * instantiated once per key, ~20 ms for the full model, then updated in place per step; without
+ * this the first decode steps of each new key wait for it), and the first decode step after the
+ * chunk is recorded last, as prepare_next would, so it runs without waiting for a recording. A
+ * recording that fails only costs its time: the step records again when it comes. */
+static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
+    if (!g->warm || !g->record_steps || !g->prepare_ahead || !can_record(g)) return;
+    const uint32_t base = kv->pos, first = base + n;
+    if ((uint64_t)first >= kv->layout.n_ctx) return;
+    dsv4_exec_stats after, before;
+    dsv4_error err = {0};
+    const int32_t dummy = 0; /* the recording reads the token from the backend's cell */
+    for (uint32_t q = first + 1; q <= first + 130 && q < kv->layout.n_ctx; q++) {
+        kv->pos = q;
+        const uint64_t key = step_key(g, kv);
+        bool seen = false;
+        for (uint32_t i = 0; i < g->n_warm_keys && !seen; i++) seen = g->warm_keys[i] == key;
+        kv->pos = first;
+        seen = seen || key == step_key(g, kv); /* recorded below */
+        if (seen || g->n_warm_keys >= sizeof g->warm_keys / sizeof g->warm_keys[0]) continue;
+        kv->pos = q;
+        if (record_step(g, kv, &dummy, NULL, key, &after, &before, &err) == DSV4_OK)
+            g->warm_keys[g->n_warm_keys++] = key;
+        dsv4_error_clear(&err);
+    }
+    kv->pos = first;
+    const uint64_t key = step_key(g, kv);
+    g->prep_valid = false;
+    if (record_step(g, kv, &dummy, NULL, key, &g->prep_after, &g->prep_before, &err) == DSV4_OK) {
+        g->prep_valid = true;
+        g->prep_kv = kv;
+        g->prep_pos = first;
+        g->prep_key = key;
+        bool seen = false;
+        for (uint32_t i = 0; i < g->n_warm_keys && !seen; i++) seen = g->warm_keys[i] == key;
+        if (!seen && g->n_warm_keys < sizeof g->warm_keys / sizeof g->warm_keys[0])
+            g->warm_keys[g->n_warm_keys++] = key;
+    }
+    kv->pos = base;
 }
 
 /* A decode step through the backend's recorder: use the step recorded ahead when it matches, else

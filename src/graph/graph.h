@@ -42,6 +42,7 @@ typedef struct dsv4_graph_params {
     bool force_bounce;       /* cross-tier copies through host memory (DSV4_TIER_BOUNCE=1) */
     bool no_step_record;     /* never ask the backend to record decode steps (step_begin) */
     bool no_step_ahead;      /* record a decode step only when it is evaluated, not one ahead */
+    bool no_step_warm;       /* a prefill does not record the decode steps after it (warm_steps) */
     bool prefill_serial;     /* prefill attention token by token, never the batched ops (test switch) */
     dsv4_numerics numerics;  /* the backends' numerics: picks the KV row type (kv.h) */
     bool kv_f32;             /* F32 KV rows in DS4 numerics too (test switch: same results, 2x rows) */

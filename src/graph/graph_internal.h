@@ -51,6 +51,7 @@ struct dsv4_graph {
     uint32_t fusion_disable, fusion_fault;
     bool record_steps;  /* decode steps go through step_begin/step_end when the backend offers them */
     bool prepare_ahead; /* record decode step p+1 while step p runs */
+    bool warm;          /* warm_steps after a prefill chunk */
     /* the step recorded ahead: for this KV state at this position under this key, and the
      * statistics its ops counted (applied when it runs) */
     bool prep_valid;
@@ -58,6 +59,9 @@ struct dsv4_graph {
     uint32_t prep_pos;
     uint64_t prep_key;
     dsv4_exec_stats prep_after, prep_before;
+    /* step keys whose recordings were made during a prefill (warm_steps): their graphs exist */
+    uint64_t warm_keys[16];
+    uint32_t n_warm_keys;
     /* a step being recorded across tiers: the lead tier (-1: none) and the tiers joined so far */
     int32_t rec_lead;
     uint32_t rec_joined;
