@@ -29,3 +29,10 @@ prof() { # tag kernel-regex count program args...
 prof moe-decode 'mv_kernel|md_gate_up|md_down' 4 "$B/cuda_moe_decode_bench"
 prof moe-prefill 'mw_kernel' 2 "$B/cuda_moe_prefill_bench" --model q2 --ns 2048 --reps 1
 prof q8-gemm 'qm_kernel' 2 "$B/cuda_prefill_q8_0_bench"
+# STALLS=1: the warp stall reasons (per active warp, %) of the matvec kernels at the MoE shapes
+if [ -n "${STALLS:-}" ]; then
+  timeout 200 "$NCU" --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active\.pct,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum" \
+    -k "regex:mv_kernel<[12]>" -c 2 "$B/cuda_matvec_bench" --quick >"$OUT/ncu-stalls-mv.txt" 2>&1
+  echo "stalls rc $?"
+  grep -E "mv_kernel|stalled|issue_active|inst_executed|wavefronts|warps_active|duration" "$OUT/ncu-stalls-mv.txt" | awk '$NF+0 > 0.5 || /mv_kernel|inst|wave|duration/' | head -60
+fi

@@ -423,9 +423,12 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }
     GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));
+    if (!issue_only && n > 1) { /* while the device runs the chunk (the head reads the logits back) */
+        warm_steps(g, kv, n);
+        g->mode = mode;
+    }
     GB(output_head(g, h && h->all_logits ? 0 : n - 1, n, h, issue_only, err));
     if (issue_only) return DSV4_OK;
-    if (n > 1) warm_steps(g, kv, n); /* while the device runs the chunk */
     /* every tier's queue has drained into the head tier's (each copy waited for its source) */
     GB(OPS->sync(BCTX, err));
     kv->pos += n;
