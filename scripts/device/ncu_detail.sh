@@ -26,9 +26,11 @@ prof() { # tag kernel-regex count program args...
   grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Issue Slots Busy|Issued Ipc|Achieved Occupancy|Registers Per|No Eligible|Stall|Executed Instructions ' \
     "$OUT/ncu-detail-$tag.txt" | head -80
 }
-prof moe-decode 'mv_kernel|md_gate_up|md_down' 4 "$B/cuda_moe_decode_bench"
-prof moe-prefill 'mw_kernel' 2 "$B/cuda_moe_prefill_bench" --model q2 --ns 2048 --reps 1
-prof q8-gemm 'qm_kernel' 2 "$B/cuda_prefill_q8_0_bench"
+if [ -z "${STALLS_ONLY:-}" ]; then
+  prof moe-decode 'mv_kernel|md_gate_up|md_down' 4 "$B/cuda_moe_decode_bench"
+  prof moe-prefill 'mw_kernel' 2 "$B/cuda_moe_prefill_bench" --model q2 --ns 2048 --reps 1
+  prof q8-gemm 'qm_kernel' 2 "$B/cuda_prefill_q8_0_bench"
+fi
 # STALLS=1: the warp stall reasons (per active warp, %) of the matvec kernels at the MoE shapes
 if [ -n "${STALLS:-}" ]; then
   timeout 200 "$NCU" --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active\.pct,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum" \
