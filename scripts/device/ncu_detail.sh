@@ -31,10 +31,12 @@ if [ -z "${STALLS_ONLY:-}" ]; then
   prof moe-prefill 'mw_kernel' 2 "$B/cuda_moe_prefill_bench" --model q2 --ns 2048 --reps 1
   prof q8-gemm 'qm_kernel' 2 "$B/cuda_prefill_q8_0_bench"
 fi
-# STALLS=1: the warp stall reasons (per active warp, %) of the matvec kernels at the MoE shapes
+# STALLS=1: the warp stall reasons (average warps stalled per issued instruction) of the matvec
+# kernels at the MoE shapes (the first IQ2_XXS and Q2_K launches of cuda_matvec_bench --quick)
 if [ -n "${STALLS:-}" ]; then
-  timeout 200 "$NCU" --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active\.pct,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum" \
+  timeout 200 "$NCU" --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active" \
     -k "regex:mv_kernel<[12]>" -c 2 "$B/cuda_matvec_bench" --quick >"$OUT/ncu-stalls-mv.txt" 2>&1
   echo "stalls rc $?"
-  grep -E "mv_kernel|stalled|issue_active|inst_executed|wavefronts|warps_active|duration" "$OUT/ncu-stalls-mv.txt" | awk '$NF+0 > 0.5 || /mv_kernel|inst|wave|duration/' | head -60
+  grep -E "mv_kernel<|stalled|inst_executed|wavefronts|duration|issue_active|ERROR" "$OUT/ncu-stalls-mv.txt" |
+    awk '/mv_kernel<|inst_executed|wavefronts|duration|issue_active|ERROR/ || $NF+0 >= 0.05' | cut -c1-120 | head -70
 fi

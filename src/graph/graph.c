@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 
@@ -520,6 +521,9 @@ static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
     if (!g->warm || !g->record_steps || !g->prepare_ahead || !can_record(g)) return;
     const uint32_t base = kv->pos, first = base + n;
     if ((uint64_t)first >= kv->layout.n_ctx) return;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint32_t n_rec = 0;
     dsv4_exec_stats after, before;
     dsv4_error err = {0};
     const int32_t dummy = 0; /* the recording reads the token from the backend's cell */
@@ -534,6 +538,7 @@ static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
         kv->pos = q;
         if (record_step(g, kv, &dummy, NULL, key, &after, &before, &err) == DSV4_OK)
             g->warm_keys[g->n_warm_keys++] = key;
+        n_rec++;
         dsv4_error_clear(&err);
     }
     kv->pos = first;
@@ -550,6 +555,9 @@ static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
             g->warm_keys[g->n_warm_keys++] = key;
     }
     kv->pos = base;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dsv4_log(DSV4_LOG_DEBUG, "warm_steps at %u: %u recordings in %.2f ms of host time", first, n_rec + 1,
+             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
 }
 
 /* A decode step through the backend's recorder: use the step recorded ahead when it matches, else
