@@ -280,6 +280,7 @@ dsv4_status dsv4_session_create(dsv4_engine *e, uint32_t n_ctx, dsv4_session **o
         free(s);
         return st;
     }
+    dsv4_graph_warm(e->graph, &s->kv); /* the decode step graphs, while the device is idle */
     *out = s;
     return DSV4_OK;
 }

@@ -511,53 +511,85 @@ static void prepare_next(dsv4_graph *g, dsv4_kv_state *kv) {
     kv->pos--;
 }
 
-/* After a prefill chunk is issued (the device is busy with it for a while): record the decode steps
- * ahead. Each step key of the next 130 positions that has no graph yet gets one (a graph is
- * instantiated once per key, ~20 ms for the full model, then updated in place per step; without
- * this the first decode steps of each new key wait for it), and the first decode step after the
- * chunk is recorded last, as prepare_next would, so it runs without waiting for a recording. A
- * recording that fails only costs its time: the step records again when it comes. */
-static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
-    if (!g->warm || !g->record_steps || !g->prepare_ahead || !can_record(g)) return;
-    const uint32_t base = kv->pos, first = base + n;
-    if ((uint64_t)first >= kv->layout.n_ctx) return;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+static bool warm_key_seen(const dsv4_graph *g, uint64_t key) {
+    for (uint32_t i = 0; i < g->n_warm_keys; i++)
+        if (g->warm_keys[i] == key) return true;
+    return false;
+}
+
+/* Give each step key of positions [from, to) that has no graph yet a recording (the backend
+ * instantiates a graph once per key, ~65 ms of host time for the full model, then updates it in
+ * place per step: without this, the first decode step of each new key waits for it). Only the
+ * topology matters; the step that later runs under the key records its own arguments. A failed
+ * recording only costs its time (the step records again when it comes). Returns the recordings. */
+static uint32_t warm_keys(dsv4_graph *g, dsv4_kv_state *kv, uint32_t from, uint32_t to) {
+    const uint32_t pos = kv->pos;
     uint32_t n_rec = 0;
     dsv4_exec_stats after, before;
     dsv4_error err = {0};
     const int32_t dummy = 0; /* the recording reads the token from the backend's cell */
-    for (uint32_t q = first + 1; q <= first + 130 && q < kv->layout.n_ctx; q++) {
+    for (uint32_t q = from; q < to && q < kv->layout.n_ctx; q++) {
+        if (g->n_warm_keys >= sizeof g->warm_keys / sizeof g->warm_keys[0]) break;
         kv->pos = q;
         const uint64_t key = step_key(g, kv);
-        bool seen = false;
-        for (uint32_t i = 0; i < g->n_warm_keys && !seen; i++) seen = g->warm_keys[i] == key;
-        kv->pos = first;
-        seen = seen || key == step_key(g, kv); /* recorded below */
-        if (seen || g->n_warm_keys >= sizeof g->warm_keys / sizeof g->warm_keys[0]) continue;
-        kv->pos = q;
+        if (warm_key_seen(g, key)) continue;
         if (record_step(g, kv, &dummy, NULL, key, &after, &before, &err) == DSV4_OK)
             g->warm_keys[g->n_warm_keys++] = key;
-        n_rec++;
         dsv4_error_clear(&err);
+        n_rec++;
     }
+    kv->pos = pos;
+    return n_rec;
+}
+
+static bool warm_allowed(const dsv4_graph *g) {
+    return g->warm && g->record_steps && g->prepare_ahead && can_record(g);
+}
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6;
+}
+
+/* A new session (the device idle): a graph for every step key a decode can meet, the keys of the
+ * first positions and, when the context reaches it, those once the indexer is on. */
+void dsv4_graph_warm(dsv4_graph *g, dsv4_kv_state *kv) {
+    if (!warm_allowed(g) || kv->pos != 0) return;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const uint32_t idx_on = 4 * (g->cfg->idx_top_k + 1) - 1; /* first position with the indexer on */
+    uint32_t n = warm_keys(g, kv, 1, 131);
+    n += warm_keys(g, kv, idx_on, idx_on + 130);
+    if (n) dsv4_log(DSV4_LOG_DEBUG, "graph warm: %u step recordings in %.1f ms", n, ms_since(&t0));
+}
+
+/* After a prefill chunk is issued (the device is busy with it): the step keys ahead that have no
+ * graph yet (none after dsv4_graph_warm), then the first decode step after the chunk, recorded
+ * last as prepare_next would, so it runs without waiting for a recording. */
+static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
+    if (!warm_allowed(g)) return;
+    const uint32_t base = kv->pos, first = base + n;
+    if ((uint64_t)first >= kv->layout.n_ctx) return;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const uint32_t n_rec = warm_keys(g, kv, first + 1, first + 131);
     kv->pos = first;
     const uint64_t key = step_key(g, kv);
     g->prep_valid = false;
+    dsv4_error err = {0};
+    const int32_t dummy = 0;
     if (record_step(g, kv, &dummy, NULL, key, &g->prep_after, &g->prep_before, &err) == DSV4_OK) {
         g->prep_valid = true;
         g->prep_kv = kv;
         g->prep_pos = first;
         g->prep_key = key;
-        bool seen = false;
-        for (uint32_t i = 0; i < g->n_warm_keys && !seen; i++) seen = g->warm_keys[i] == key;
-        if (!seen && g->n_warm_keys < sizeof g->warm_keys / sizeof g->warm_keys[0])
+        if (!warm_key_seen(g, key) && g->n_warm_keys < sizeof g->warm_keys / sizeof g->warm_keys[0])
             g->warm_keys[g->n_warm_keys++] = key;
     }
     kv->pos = base;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     dsv4_log(DSV4_LOG_DEBUG, "warm_steps at %u: %u recordings in %.2f ms of host time", first, n_rec + 1,
-             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+             ms_since(&t0));
 }
 
 /* A decode step through the backend's recorder: use the step recorded ahead when it matches, else

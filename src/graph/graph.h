@@ -86,6 +86,10 @@ dsv4_status dsv4_kv_state_write(dsv4_graph *g, dsv4_kv_state *kv, uint64_t off, 
 /* Evaluate tokens[0..n) at positions kv->pos.. (kv->pos + n <= n_ctx is the caller's check).
  * On success kv->pos += n. On failure or cancellation after the first layer has run, *damaged
  * is set: the state no longer matches kv->pos and must be reset (or restored) before reuse. */
+/* Record a decode step under every step key a decode in kv can meet (kv at position 0, nothing
+ * runs), so that no decode step later waits for a graph instantiation. No-op where steps are not
+ * recorded or DSV4_STEP_WARM=0. */
+void dsv4_graph_warm(dsv4_graph *g, dsv4_kv_state *kv);
 dsv4_status dsv4_graph_eval(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tokens, uint32_t n,
                             const dsv4_graph_hooks *hooks, bool *damaged, dsv4_error *err);
 
