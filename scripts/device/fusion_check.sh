@@ -36,6 +36,9 @@ for name in tiny flash4; do
   dump nofusion DSV4_FUSION=off
   dump gateoff DSV4_CUDA_FUSED_GATE=off
   for f in $FUSIONS; do dump "fault-$f" DSV4_FAULT=$f; done
+  # every decode step recorded: none fell back to op-by-op (a scratch buffer growing during a
+  # recording used to make the first steps after a prefill run unrecorded)
+  grep -qE "unrecorded after a failed recording 0" "$OUT/$name.on.err" && say "ok   $name: every decode step recorded" || { say "FAIL $name: decode steps ran unrecorded: $(grep -E 'decode steps' "$OUT/$name.on.err")"; fails=$((fails+1)); }
   for tag in nofusion gateoff $(for f in $FUSIONS; do echo fault-$f; done); do
     if cmp -s "$W/$name.on.bin" "$W/$name.$tag.bin"; then say "ok   $name: fusions on == $tag (byte-identical)"
     else say "FAIL $name: fusions on != $tag"; fails=$((fails+1)); fi
