@@ -138,6 +138,8 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
     }
     fprintf(f, "},\n  \"steps_recorded\": %llu,\n  \"steps_unrecorded\": %llu,\n",
             (unsigned long long)s.steps_recorded, (unsigned long long)s.steps_unrecorded);
+    fprintf(f, "  \"step_host_ms\": {\"prepare_next\": %.3f, \"wait_logits\": %.3f},\n", s.step_prepare_us * 1e-3,
+            s.step_wait_us * 1e-3);
     /* each tier's device: memory in use now (weights, buffers incl. KV, scratch) and step graphs */
     fprintf(f, "  \"devices\": [");
     for (uint32_t t = 0; t < pl->n_tiers; t++) {
@@ -152,14 +154,17 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
                 ", \"total_mem\": %llu, \"free_mem\": %llu, \"weight_bytes\": %llu, \"buffer_bytes\": %llu, "
                 "\"scratch_bytes\": %llu, \"used_mem\": %llu, \"step_graphs\": {\"launched\": %llu, "
                 "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
-                "\"stale\": %llu}}",
+                "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
+                "\"instantiate\": %.3f}}}",
                 (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
                 (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
                 (unsigned long long)di.scratch_bytes,
                 (unsigned long long)(di.total_mem > di.free_mem ? di.total_mem - di.free_mem : 0),
                 (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
                 (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
-                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale);
+                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale,
+                di.steps_capture_us * 1e-3, di.steps_pdl_us * 1e-3, di.steps_update_us * 1e-3,
+                di.steps_instantiate_us * 1e-3);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -624,8 +624,13 @@ static dsv4_status eval_recorded(dsv4_graph *g, dsv4_kv_state *kv, const int32_t
     stats_add_delta(&g->stats, &after, &before);
     g->stats.steps_recorded++;
     *damaged = true;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (g->prepare_ahead) prepare_next(g, kv);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g->stats.step_prepare_us += (uint64_t)(ms_since(&t0) * 1e3);
     GB(output_head_read(g, h, err));
+    g->stats.step_wait_us += (uint64_t)(ms_since(&t1) * 1e3);
     kv->pos += 1;
     *damaged = false;
     return DSV4_OK;

@@ -35,6 +35,10 @@ typedef struct dsv4_exec_stats {
     /* decode steps the backend recorded and ran as a whole (step_begin/step_end), and recordings
      * that failed so the step was issued again unrecorded */
     uint64_t steps_recorded, steps_unrecorded;
+    /* host microseconds of recorded decode steps: recording the next step while one runs
+     * (prepare_next), and then waiting for the running step's logits. A wait near zero means the
+     * host, not the device, sets the pace. */
+    uint64_t step_prepare_us, step_wait_us;
     /* attention of prefill chunks: layer chunks run with the batched ops, and tokens x layers run
      * by the per-token loop (decode, n == 1, or no batched ops / DSV4_PREFILL_SERIAL=1) */
     uint64_t attn_chunks, attn_serial_tokens;

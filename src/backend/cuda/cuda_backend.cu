@@ -486,5 +486,9 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->steps_failed = c->step_stats.failed;
     out->steps_stale = c->step_stats.stale;
     out->steps_pdl_edges = c->step_stats.pdl_edges;
+    out->steps_capture_us = c->step_stats.capture_us;
+    out->steps_pdl_us = c->step_stats.pdl_us;
+    out->steps_update_us = c->step_stats.update_us;
+    out->steps_instantiate_us = c->step_stats.instantiate_us;
     return DSV4_OK;
 }

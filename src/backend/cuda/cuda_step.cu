@@ -10,6 +10,7 @@
  * DSV4_CUDA_GRAPH=0 turns recording off. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_pdl.h"
@@ -32,6 +33,13 @@ static void step_discard(cuda_ctx *c) {
     c->step_capturing = false;
 }
 
+/* host clock for the recording cost counters (cu_step_stats *_us) */
+static uint64_t step_now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
 dsv4_status cu_step_begin(void *vctx, uint64_t key, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!c->step_enabled) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording is off");
@@ -51,6 +59,7 @@ dsv4_status cu_step_begin(void *vctx, uint64_t key, dsv4_error *err) {
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording: %s", cudaGetErrorString(e));
     }
     c->step_key = key;
+    c->step_t0_us = step_now_us();
     return DSV4_OK;
 }
 
@@ -142,17 +151,22 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         c->step_stats.failed++;
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording failed: %s", cudaGetErrorString(e));
     }
+    const uint64_t t_cap = step_now_us();
+    c->step_stats.capture_us += t_cap - c->step_t0_us;
     if (c->pdl && !step_pdl_edges(c, g)) {
         cudaGraphDestroy(g);
         c->step_stats.failed++;
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "step recording: programmatic edges could not be set");
     }
+    const uint64_t t_pdl = step_now_us();
+    c->step_stats.pdl_us += t_pdl - t_cap;
     cu_step_exec *x = step_find(c, c->step_key);
     if (x) {
         cudaGraphExecUpdateResultInfo info;
         e = cudaGraphExecUpdate(x->exec, g, &info);
         if (e == cudaSuccess) {
             c->step_stats.updated++;
+            c->step_stats.update_us += step_now_us() - t_pdl;
         } else { /* another op sequence under this key: instantiate afresh */
             cudaGetLastError();
             cudaGraphExecDestroy(x->exec);
@@ -173,6 +187,7 @@ dsv4_status cu_step_end(void *vctx, bool abort, dsv4_error *err) {
         }
         x->key = c->step_key;
         c->step_stats.instantiated++;
+        c->step_stats.instantiate_us += step_now_us() - t_pdl;
     }
     cudaGraphDestroy(g);
     x->mem_gen = c->mem_gen;
