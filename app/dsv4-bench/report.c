@@ -138,8 +138,8 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
     }
     fprintf(f, "},\n  \"steps_recorded\": %llu,\n  \"steps_unrecorded\": %llu,\n",
             (unsigned long long)s.steps_recorded, (unsigned long long)s.steps_unrecorded);
-    fprintf(f, "  \"step_host_ms\": {\"prepare_next\": %.3f, \"wait_logits\": %.3f},\n", s.step_prepare_us * 1e-3,
-            s.step_wait_us * 1e-3);
+    fprintf(f, "  \"step_host_ms\": {\"prepare_next\": %.3f, \"wait_logits\": %.3f},\n",
+            s.step_prepare_us * 1e-3, s.step_wait_us * 1e-3);
     /* each tier's device: memory in use now (weights, buffers incl. KV, scratch) and step graphs */
     fprintf(f, "  \"devices\": [");
     for (uint32_t t = 0; t < pl->n_tiers; t++) {

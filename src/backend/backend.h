@@ -228,8 +228,9 @@ typedef struct dsv4_backend_ops {
                                     const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
 
     /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
-    dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
-                               uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+    dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,
+                               const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                               dsv4_error *err);
     /* attention(...) of one query token at position pos, then rope_tail(out, 1, n_head, head_dim,
      * pos, 1, rope, inverse); bitwise the pair. */
     dsv4_status (*attention_rope)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,

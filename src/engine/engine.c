@@ -208,8 +208,8 @@ size_t dsv4_engine_stats_format(const dsv4_engine_stats *s, char *buf, size_t n)
             (unsigned long long)s->fusion[f].skipped);
     OUT("decode steps: recorded %llu, unrecorded after a failed recording %llu\n",
         (unsigned long long)s->steps_recorded, (unsigned long long)s->steps_unrecorded);
-    OUT("decode step host time: recording ahead %.1f ms, waiting for logits %.1f ms\n", s->step_prepare_us * 1e-3,
-        s->step_wait_us * 1e-3);
+    OUT("decode step host time: recording ahead %.1f ms, waiting for logits %.1f ms\n",
+        s->step_prepare_us * 1e-3, s->step_wait_us * 1e-3);
     OUT("attention: batched layer chunks %llu, per-token layer steps %llu\n",
         (unsigned long long)s->attn_chunks, (unsigned long long)s->attn_serial_tokens);
 #undef OUT

@@ -549,12 +549,13 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
                   "rope_tail");
         CUDA_OK(cudaMemset(dfr.p, 0xff, dfr.n * 4));
         launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
-                                                raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq,
-                                                dfr.p, scratch.p, pos, &rp),
+                                                raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
+                                                dsinks.p, kq, dfr.p, scratch.p, pos, &rp),
                   "attention_fast_rope");
         const bool ok = bits_equal(dref.get(), dfr.get());
         printf("%s attention_rope %uh raw %u comp %u sel %u %s %s: fused == fast + rope_tail (bitwise)\n",
-               ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32", yarn ? "yarn" : "plain");
+               ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32",
+               yarn ? "yarn" : "plain");
         (ok ? g_pass : g_fail)++;
     }
     const std::vector<float> ex = dex.get();

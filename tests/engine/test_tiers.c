@@ -346,15 +346,17 @@ static void test_fusion_on_off_fault(void **state) {
     const uint64_t dec = (uint64_t)g_layers * 4; /* parallel_attn: attention halves of the 4 decode steps */
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
-                        PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD, AR = DSV4_FUSED_ATTN_ROPE;
+                        PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
+                        AR = DSV4_FUSED_ATTN_ROPE;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
     eng_opts o_off = {TIERS3, false, false, NULL, NULL};
     /* disabled by name: q_norm_rope stays on (the names act one by one) */
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
-    eng_opts o_flt = {TIERS3, true, false, NULL,
-                      "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_rope"};
+    eng_opts o_flt = {
+        TIERS3, true, false, NULL,
+        "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_rope"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);

@@ -296,13 +296,13 @@ dsv4_status cpu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t 
 
 /* attn_rope (backend.h): the attention of one token, then its heads' inverse RoPE; the two ops
  * themselves, so bitwise the pair (offered on the CPU so the graph's protocol runs in CI). */
-dsv4_status cpu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
-                               const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                               const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                               const dsv4_tensor *sinks, float kq_scale, uint32_t pos, const dsv4_rope *rope,
-                               float *out, dsv4_error *err) {
-    const dsv4_status st = cpu_attention(vctx, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp,
-                                         n_comp, sel, n_sel, sinks, kq_scale, out, err);
+dsv4_status cpu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                               uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                               uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                               uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
+                               const dsv4_rope *rope, float *out, dsv4_error *err) {
+    const dsv4_status st = cpu_attention(vctx, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw,
+                                         comp, n_comp, sel, n_sel, sinks, kq_scale, out, err);
     if (st != DSV4_OK) return st;
     return cpu_rope_tail(vctx, out, 1, n_head, head_dim, pos, 1, rope, true, err);
 }

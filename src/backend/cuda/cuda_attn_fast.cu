@@ -282,10 +282,11 @@ extern "C" bool dsv4_cuda_attention_fast_ok(uint32_t n_head, uint32_t head_dim, 
            aligned16(out) && aligned16(raw) && aligned16(comp) && aligned16(chunk_kv);
 }
 
-static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
-                          const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const void *comp,
-                          uint32_t n_comp, const int32_t *sel, uint32_t n_sel, const float *sinks_dev,
-                          float kq_scale, float *out, void *scratch, const rope_args *rope_inv) {
+static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
+                          uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                          uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                          uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out, void *scratch,
+                          const rope_args *rope_inv) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
     if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
@@ -323,8 +324,8 @@ extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q,
                                              uint32_t head_dim, uint32_t kv_type, const void *raw,
                                              uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                                              const void *comp, uint32_t n_comp, const int32_t *sel,
-                                             uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
-                                             void *scratch, uint32_t pos, const dsv4_rope *rope) {
+                                             uint32_t n_sel, const float *sinks_dev, float kq_scale,
+                                             float *out, void *scratch, uint32_t pos, const dsv4_rope *rope) {
     if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
     const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,

@@ -153,7 +153,7 @@ typedef struct cuda_ctx {
     uint64_t step_key, step_clock;
     cu_step_exec step_exec[CU_STEP_EXECS];
     cu_step_stats step_stats;
-    uint64_t step_t0_us; /* host clock at step_begin */
+    uint64_t step_t0_us;                /* host clock at step_begin */
     int32_t *pin_step_tok, *d_step_tok; /* the recorded step's token: pinned cell -> device */
     uint64_t mem_gen;                   /* bumped whenever device memory an op used is freed */
     /* a step recorded across tiers: on the lead, the contexts joined so far; on a joined one, the

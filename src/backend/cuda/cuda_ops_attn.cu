@@ -195,11 +195,11 @@ bool cu_attention_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_di
     return n_tokens == 1 && head_dim == 512 && attn_fast(c);
 }
 
-dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
-                              const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                              const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                              const dsv4_tensor *sinks, float kq_scale, uint32_t pos, const dsv4_rope *rope,
-                              float *out, dsv4_error *err) {
+dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                              uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                              uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                              uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
+                              const dsv4_rope *rope, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     GCU(kv_type_ok(kv_type, head_dim, false, "attention_rope", err));
     if (!cu_attention_rope_ok(c, 1, head_dim) ||
@@ -216,9 +216,9 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
     if (!sd) return DSV4_ERR_INVALID;
     void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
     if (!scr) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
-    return attn_rc(dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start,
-                                                 n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out, scr, pos,
-                                                 rope),
+    return attn_rc(dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap,
+                                                 raw_start, n_raw, comp, n_comp, sel, n_sel, sd, kq_scale,
+                                                 out, scr, pos, rope),
                    "attention (fast) + inverse rope", err);
 }
 
