@@ -31,12 +31,15 @@ if [ -z "${STALLS_ONLY:-}" ]; then
   prof moe-prefill 'mw_kernel' 2 "$B/cuda_moe_prefill_bench" --model q2 --ns 2048 --reps 1
   prof q8-gemm 'qm_kernel' 2 "$B/cuda_prefill_q8_0_bench"
 fi
-# STALLS=1: the warp stall reasons (average warps stalled per issued instruction) of the matvec
-# kernels at the MoE shapes (the first IQ2_XXS and Q2_K launches of cuda_matvec_bench --quick)
+# STALLS=1: the warp stall breakdown of the matvec kernels at the MoE shapes (the first IQ2_XXS and
+# Q2_K launches of cuda_matvec_bench --quick): the WarpStateStats section with every metric printed by
+# name (--print-details all), and the stall metric names this ncu knows (session 6's regex of
+# guessed names matched nothing; PC sampling is not available on this machine).
 if [ -n "${STALLS:-}" ]; then
-  timeout 200 "$NCU" --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active" \
-    -k "regex:mv_kernel<[12]>" -c 2 "$B/cuda_matvec_bench" --quick >"$OUT/ncu-stalls-mv.txt" 2>&1
-  echo "stalls rc $?"
-  grep -E "mv_kernel<|stalled|inst_executed|wavefronts|duration|issue_active|ERROR" "$OUT/ncu-stalls-mv.txt" |
-    awk '/mv_kernel<|inst_executed|wavefronts|duration|issue_active|ERROR/ || $NF+0 >= 0.05' | cut -c1-120 | head -70
+  "$NCU" --query-metrics 2>/dev/null | grep -i stall >"$OUT/ncu-stall-metric-names.txt"
+  timeout 200 "$NCU" --section WarpStateStats --section SchedulerStats --section InstructionStats \
+    --print-details all --print-metric-name name -k "regex:mv_kernel<[12]>" -c 2 \
+    "$B/cuda_matvec_bench" --quick >"$OUT/ncu-stalls-mv.txt" 2>&1
+  echo "stalls rc $?; $(wc -l <"$OUT/ncu-stall-metric-names.txt") stall metric names known"
+  grep -E "mv_kernel<|stall|inst_executed|issue_active|warps_active|ERROR" "$OUT/ncu-stalls-mv.txt" | cut -c1-120 | head -80
 fi
