@@ -161,19 +161,29 @@ dsv4_status cu_indexer_topk(void *vctx, const float *q, const float *w, float w_
                    "indexer_topk", err);
 }
 
+/* The decode attention's operand checks (sinks, raw ring window); the sinks on the device or NULL. */
+static const float *attn_sinks_dev(cuda_ctx *c, const dsv4_tensor *sinks, uint32_t n_head, uint32_t n_raw,
+                                   uint32_t raw_cap, uint32_t raw_start, dsv4_error *err) {
+    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32) {
+        dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
+                  sinks->name ? sinks->name : "?", n_head);
+        return NULL;
+    }
+    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) {
+        dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw, raw_start,
+                  raw_cap);
+        return NULL;
+    }
+    return (const float *)cu_weight_dev(c, sinks, err);
+}
+
 dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
                          const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                          const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
                          const dsv4_tensor *sinks, float kq_scale, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     GCU(kv_type_ok(kv_type, head_dim, false, "attention", err));
-    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
-                         sinks->name ? sinks->name : "?", n_head);
-    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw,
-                         raw_start, raw_cap);
-    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    const float *sd = attn_sinks_dev(c, sinks, n_head, n_raw, raw_cap, raw_start, err);
     if (!sd) return DSV4_ERR_INVALID;
     if (attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, NULL)) {
         void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
@@ -206,13 +216,7 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
         !dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, NULL) || !rope ||
         rope->n_rot > head_dim || rope->n_rot % 2)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention_rope: not on the fast kernels here");
-    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: sinks %s must be F32 with %u values",
-                         sinks->name ? sinks->name : "?", n_head);
-    if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap))
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention: %u raw rows from %u in a ring of %u", n_raw,
-                         raw_start, raw_cap);
-    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    const float *sd = attn_sinks_dev(c, sinks, n_head, n_raw, raw_cap, raw_start, err);
     if (!sd) return DSV4_ERR_INVALID;
     void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
     if (!scr) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
