@@ -533,10 +533,13 @@ static uint32_t warm_keys(dsv4_graph *g, dsv4_kv_state *kv, uint32_t from, uint3
         kv->pos = q;
         const uint64_t key = step_key(g, kv);
         if (warm_key_seen(g, key)) continue;
-        if (record_step(g, kv, &dummy, NULL, key, &after, &before, &err) == DSV4_OK)
-            g->warm_keys[g->n_warm_keys++] = key;
-        dsv4_error_clear(&err);
         n_rec++;
+        if (record_step(g, kv, &dummy, NULL, key, &after, &before, &err) != DSV4_OK) {
+            /* a recorder that fails here (DSV4_CUDA_GRAPH=0, ...) fails for the other keys too */
+            dsv4_log(DSV4_LOG_DEBUG, "warm step at %u not recorded (%s)", q, err.msg);
+            break;
+        }
+        g->warm_keys[g->n_warm_keys++] = key;
     }
     kv->pos = pos;
     return n_rec;
