@@ -494,22 +494,29 @@ static dsv4_status record_step(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *
     return st;
 }
 
-/* After running step p, record step p+1 while the device computes (its token comes at run time). */
-static void prepare_next(dsv4_graph *g, dsv4_kv_state *kv) {
+/* Record the decode step at position `at` ahead of its evaluation (its token comes at run time);
+ * eval_recorded runs it when the step at `at` comes under the same key. Returns the key, or 0 when
+ * nothing was recorded. */
+static uint64_t prepare_at(dsv4_graph *g, dsv4_kv_state *kv, uint32_t at) {
     g->prep_valid = false;
-    if (kv->pos + 1 >= kv->layout.n_ctx) return;
-    kv->pos++;
+    if (at >= kv->layout.n_ctx) return 0;
+    const uint32_t pos = kv->pos;
+    kv->pos = at;
     const uint64_t key = step_key(g, kv);
     const int32_t dummy = 0; /* the recording reads the token from the backend's cell */
     dsv4_error err = {0};
     if (record_step(g, kv, &dummy, NULL, key, &g->prep_after, &g->prep_before, &err) == DSV4_OK) {
         g->prep_valid = true;
         g->prep_kv = kv;
-        g->prep_pos = kv->pos;
+        g->prep_pos = at;
         g->prep_key = key;
     }
-    kv->pos--;
+    kv->pos = pos;
+    return g->prep_valid ? key : 0;
 }
+
+/* After running step p, record step p+1 while the device computes. */
+static void prepare_next(dsv4_graph *g, dsv4_kv_state *kv) { prepare_at(g, kv, kv->pos + 1); }
 
 static bool warm_key_seen(const dsv4_graph *g, uint64_t key) {
     for (uint32_t i = 0; i < g->n_warm_keys; i++)
@@ -572,25 +579,15 @@ void dsv4_graph_warm(dsv4_graph *g, dsv4_kv_state *kv) {
  * last as prepare_next would, so it runs without waiting for a recording. */
 static void warm_steps(dsv4_graph *g, dsv4_kv_state *kv, uint32_t n) {
     if (!warm_allowed(g)) return;
-    const uint32_t base = kv->pos, first = base + n;
+    const uint32_t first = kv->pos + n;
     if ((uint64_t)first >= kv->layout.n_ctx) return;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const uint32_t n_rec = warm_keys(g, kv, first + 1, first + 131);
-    kv->pos = first;
-    const uint64_t key = step_key(g, kv);
-    g->prep_valid = false;
-    dsv4_error err = {0};
-    const int32_t dummy = 0;
-    if (record_step(g, kv, &dummy, NULL, key, &g->prep_after, &g->prep_before, &err) == DSV4_OK) {
-        g->prep_valid = true;
-        g->prep_kv = kv;
-        g->prep_pos = first;
-        g->prep_key = key;
-        if (!warm_key_seen(g, key) && g->n_warm_keys < sizeof g->warm_keys / sizeof g->warm_keys[0])
-            g->warm_keys[g->n_warm_keys++] = key;
-    }
-    kv->pos = base;
+    const uint64_t key = prepare_at(g, kv, first);
+    if (g->prep_valid && !warm_key_seen(g, key) &&
+        g->n_warm_keys < sizeof g->warm_keys / sizeof g->warm_keys[0])
+        g->warm_keys[g->n_warm_keys++] = key;
     dsv4_log(DSV4_LOG_DEBUG, "warm_steps at %u: %u recordings in %.2f ms of host time", first, n_rec + 1,
              ms_since(&t0));
 }
@@ -631,9 +628,10 @@ static dsv4_status eval_recorded(dsv4_graph *g, dsv4_kv_state *kv, const int32_t
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (g->prepare_ahead) prepare_next(g, kv);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    g->stats.step_prepare_us += (uint64_t)(ms_since(&t0) * 1e3);
     GB(output_head_read(g, h, err));
     g->stats.step_wait_us += (uint64_t)(ms_since(&t1) * 1e3);
+    g->stats.step_prepare_us +=
+        (uint64_t)((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3);
     kv->pos += 1;
     *damaged = false;
     return DSV4_OK;
