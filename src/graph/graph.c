@@ -525,7 +525,7 @@ static bool warm_key_seen(const dsv4_graph *g, uint64_t key) {
 }
 
 /* Give each step key of positions [from, to) that has no graph yet a recording (the backend
- * instantiates a graph once per key, ~65 ms of host time for the full model, then updates it in
+ * instantiates a graph once per key, ~10-20 ms of host time for the full model, then updates it in
  * place per step: without this, the first decode step of each new key waits for it). Only the
  * topology matters; the step that later runs under the key records its own arguments. A failed
  * recording only costs its time (the step records again when it comes). Returns the recordings. */
