@@ -156,7 +156,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 # index arithmetic, decoders and reduction orders against the CPU reference; all must pass.
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
-	smallops_units_check hc_tail_emu_check attn_tc_emu_check
+	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -256,7 +256,8 @@ $(BUILD)/bench/cuda_prefill_q8_0_bench: bench/kernels/cuda_prefill_q8_0_bench.cu
 		$(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(BUILD)/libcuda_backend.a $(call libs_for,quant) -lpthread -lm
-$(BUILD)/bench/cuda_matvec_emu: bench/kernels/cuda_matvec_emu.cu $(wildcard src/backend/cuda/*.cuh) $(call libs_for,quant)
+$(BUILD)/bench/cuda_matvec_emu $(BUILD)/cuda/cuda_matvec_emu: bench/kernels/cuda_matvec_emu.cu \
+		$(wildcard src/backend/cuda/*.cuh) $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 $(BUILD)/bench/cuda_matvec_bench: bench/kernels/cuda_matvec_bench.cu $(BUILD)/libcuda_backend.a \

@@ -546,10 +546,23 @@ static int g_nres = 0;
 /* Config 0 (the built-in default, per format) must come first. 1 and 2 are the previous
  * defaults (Q8_0/F16/Q2_K/Q4_K: 12 KB x 4 x 3 CTAs; IQ2_XXS: 16 KB x 3 x 2), 3 and 4 the new
  * ones (IQ2_XXS; the others), the rest larger stages / other depths as candidates. */
+/* Configs 9-12: the IQ2_XXS PRMT-selector decoder (IQ2_XXS cases only). */
 static const dsv4_cuda_mv_tuning k_sweep[] = {
-    {0, 0, 0},     {12288, 4, 3},  {16384, 3, 2}, {32768, 3, 2}, {65536, 2, 2},
-    {65536, 3, 2}, {131072, 2, 1}, {32768, 2, 3}, {65536, 2, 1},
+    {0, 0, 0, 0},
+    {12288, 4, 3, 0},
+    {16384, 3, 2, 0},
+    {32768, 3, 2, 0},
+    {65536, 2, 2, 0},
+    {65536, 3, 2, 0},
+    {131072, 2, 1, 0},
+    {32768, 2, 3, 0},
+    {65536, 2, 1, 0},
+    {0, 0, 0, DSV4_MV_IQ2_SEL},
+    {16384, 3, 2, DSV4_MV_IQ2_SEL},
+    {65536, 2, 2, DSV4_MV_IQ2_SEL},
+    {0, 0, 0, DSV4_MV_IQ2_MASK},
 };
+static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 
 static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t st, FILE *csv) {
     struct dev_case dc;
@@ -621,6 +634,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
     double best = 1e30, def_us = 0.0;
     int best_i = -1;
     for (int i = 0; i < nsweep; i++) {
+        if (k_sweep[i].iq2_decoder && c->type != DSV4_TYPE_IQ2_XXS) continue;
         ctx->tune = k_sweep[i];
         char desc[160];
         dsv4_error err;
@@ -775,8 +789,10 @@ int main(int argc, char **argv) {
             g_quick = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            g_filter = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--device N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--device N] [--filter SUBSTR]\n", argv[0]);
             return 2;
         }
     }
@@ -833,7 +849,8 @@ int main(int argc, char **argv) {
         {"BIG Q4_K 4096->2048 x64", DSV4_TYPE_Q4_K, 4096, 2048, 256, 64, 0, 0},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    for (int i = 0; i < ncases; i++) run_case(&ctx, &cases[i], st, csv);
+    for (int i = 0; i < ncases; i++)
+        if (!g_filter || strstr(cases[i].name, g_filter)) run_case(&ctx, &cases[i], st, csv);
 
     printf("\n---- CSV ----\n");
     rewind(csv);

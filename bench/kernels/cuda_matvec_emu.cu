@@ -30,28 +30,37 @@ static float cpu_dot(uint32_t type, const uint8_t *w, const void *act, int64_t i
     }
 }
 
+/* v: the IQ2_XXS decoder (mv_kernel's V: 0 sign masks, 1 PRMT selectors) */
 template <int F>
 static void unit_any(const uint8_t *wr, int rb, int u, const uint8_t *act, const uint8_t *lut, int lane,
-                     float *acc) {
+                     int v, float *acc) {
     constexpr int RPL = mv_rpl(F);
     const uint2 *G = (const uint2 *)lut + (lane & 15);
     const uint2 *M = (const uint2 *)(lut + MV_IQ2_GRID_BYTES) + (lane & 15);
     if (F == MV_Q8_0) unit_q8_0<RPL>(wr, rb, u, act, acc);
-    if (F == MV_IQ2_XXS) unit_iq2_xxs<RPL>(wr, rb, u, act, G, M, acc);
+    if (F == MV_IQ2_XXS && v == 0) unit_iq2_xxs<RPL>(wr, rb, u, act, G, M, acc);
+    if (F == MV_IQ2_XXS && v == 1)
+        unit_iq2_xxs_sel<RPL, 7>(wr, rb, u, act, lut, lut + MV_IQ2_GRID_BYTES, 4u * (uint32_t)lane, acc);
     if (F == MV_Q2_K) unit_q2_k<RPL>(wr, rb, u, act, acc);
     if (F == MV_Q4_K) unit_q4_k<RPL>(wr, rb, u, act, acc);
     if (F == MV_F16) unit_f16<RPL>(wr, rb, u, act, acc);
 }
 
 /* Sequential model of mv_kernel: same ranges, stage cuts, items and segments; smem = buffers. */
-template <int F> static void emulate(const mv_params &p, int grid, const uint8_t *x_all, float *y) {
+template <int F> static void emulate(const mv_params &p, int grid, const uint8_t *x_all, int v, float *y) {
     constexpr int RPL = mv_rpl(F);
     uint8_t *lut = (uint8_t *)calloc(1, MV_IQ2_GRID_BYTES + MV_IQ2_MASK_BYTES);
     uint8_t *act = (uint8_t *)calloc(1, (size_t)p.act_bytes);
     uint8_t *stage = (uint8_t *)calloc(1, (size_t)p.stage_bytes);
     float *red = (float *)calloc((size_t)p.R * p.nseg, sizeof(float));
-    if (F == MV_IQ2_XXS)
+    if (F == MV_IQ2_XXS && v == 0)
         for (int t = 0; t < MV_THREADS; t++) mv_build_iq2_lut(dsv4_iq2xxs_grid, lut, t);
+    if (F == MV_IQ2_XXS && v == 1) { /* the table dsv4_cuda_mv_init uploads, replicated as the kernel does */
+        uint32_t tab[384];
+        for (int i = 0; i < 256; i++) tab[i] = md_iq2_grid_sel(dsv4_iq2xxs_grid[i]);
+        for (int i = 0; i < 128; i++) tab[256 + i] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[i]);
+        for (int t = 0; t < MV_THREADS; t++) mv_build_iq2_sel(tab, lut, t);
+    }
     const long long total = (long long)p.k * p.out;
     for (int b = 0; b < grid; b++) {
         const int begin = (int)(total * b / grid), end = (int)(total * (b + 1) / grid);
@@ -82,7 +91,7 @@ template <int F> static void emulate(const mv_params &p, int grid, const uint8_t
                 for (int lane = 0; lane < 32; lane++) {
                     float acc[RPL] = {0};
                     for (int u = u0 + lane; u < u1; u += 32)
-                        unit_any<F>(stage + r * p.row_bytes, p.row_bytes, u, act, lut, lane, acc);
+                        unit_any<F>(stage + r * p.row_bytes, p.row_bytes, u, act, lut, lane, v, acc);
                     for (int j = 0; j < RPL; j++) tot[j] += acc[j];
                 }
                 for (int j = 0; j < RPL; j++)
@@ -166,13 +175,25 @@ static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int 
     float *y = (float *)malloc(sizeof(float) * out * slots);
     for (int64_t i = 0; i < out * slots; i++) y[i] = 12345.0f;
     switch (f) {
-    case MV_Q8_0: emulate<MV_Q8_0>(p, grid, xa, y); break;
-    case MV_IQ2_XXS: emulate<MV_IQ2_XXS>(p, grid, xa, y); break;
-    case MV_Q2_K: emulate<MV_Q2_K>(p, grid, xa, y); break;
-    case MV_Q4_K: emulate<MV_Q4_K>(p, grid, xa, y); break;
-    default: emulate<MV_F16>(p, grid, xa, y); break;
+    case MV_Q8_0: emulate<MV_Q8_0>(p, grid, xa, 0, y); break;
+    case MV_IQ2_XXS: emulate<MV_IQ2_XXS>(p, grid, xa, 0, y); break;
+    case MV_Q2_K: emulate<MV_Q2_K>(p, grid, xa, 0, y); break;
+    case MV_Q4_K: emulate<MV_Q4_K>(p, grid, xa, 0, y); break;
+    default: emulate<MV_F16>(p, grid, xa, 0, y); break;
     }
     int bad = 0;
+    if (f == MV_IQ2_XXS) { /* the selector decoder: the same bits as the sign masks, row for row */
+        float *y2 = (float *)malloc(sizeof(float) * out * slots);
+        emulate<MV_IQ2_XXS>(p, grid, xa, 1, y2);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < out * slots; i++) diff += memcmp(&y[i], &y2[i], sizeof(float)) != 0;
+        if (diff) {
+            printf("  IQ2_XXS selector decoder: %lld of %lld outputs differ from the sign-mask decoder\n",
+                   (long long)diff, (long long)(out * slots));
+            bad++;
+        }
+        free(y2);
+    }
     double maxe = 0;
     for (int js = 0; js < slots; js++) {
         const int j = js % k; /* ids / activation index; slots >= k read w2 */

@@ -99,7 +99,9 @@ static __device__ __forceinline__ void mv_grid_async(const uint64_t *grid, uint8
     for (int i = tid; i < 256 * 16; i += MV_THREADS) cp_async8(lut + 8 * i, grid + (i >> 4));
 }
 
-template <int F>
+/* V: the IQ2_XXS decoder (0: sign masks, unit_iq2_xxs; 1: PRMT selectors, unit_iq2_xxs_sel; the same
+ * bits); 0 for every other format. */
+template <int F, int V>
 __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int RPL = mv_rpl(F);
@@ -114,10 +116,11 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
     cu_pdl_trigger();
     /* the IQ2_XXS grid (a constant table) in its own, oldest commit group, while the previous
      * kernel may still run; the first wait below covers it */
-    if (F == MV_IQ2_XXS) {
+    if (F == MV_IQ2_XXS && V == 0) {
         mv_grid_async(p.grid, lut, tid);
         cp_async_commit();
     }
+    if (F == MV_IQ2_XXS && V == 1) mv_build_iq2_sel(p.sel, lut, tid); /* constant table: before the wait */
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) {
         cp_async_wait(0);
@@ -138,7 +141,7 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
         cp_async_commit();
     }
     if (fs == p.S) fs = 0;
-    if (F == MV_IQ2_XXS) mv_build_iq2_masks(lut, tid);
+    if (F == MV_IQ2_XXS && V == 0) mv_build_iq2_masks(lut, tid);
     const uint2 *G = (const uint2 *)lut + (lane & 15);
     const uint2 *M = (const uint2 *)(lut + MV_IQ2_GRID_BYTES) + (lane & 15);
 
@@ -177,7 +180,10 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
             const uint8_t *wr = tile + r * p.row_bytes;
             for (int u = u0 + lane; u < u1; u += 32) {
                 if (F == MV_Q8_0) unit_q8_0<RPL>(wr, p.row_bytes, u, act, acc);
-                if (F == MV_IQ2_XXS) unit_iq2_xxs<RPL>(wr, p.row_bytes, u, act, G, M, acc);
+                if (F == MV_IQ2_XXS && V == 0) unit_iq2_xxs<RPL>(wr, p.row_bytes, u, act, G, M, acc);
+                if (F == MV_IQ2_XXS && V == 1)
+                    unit_iq2_xxs_sel<RPL, 7>(wr, p.row_bytes, u, act, lut, lut + MV_IQ2_GRID_BYTES,
+                                             4u * (uint32_t)lane, acc);
                 if (F == MV_Q2_K) unit_q2_k<RPL>(wr, p.row_bytes, u, act, acc);
                 if (F == MV_Q4_K) unit_q4_k<RPL>(wr, p.row_bytes, u, act, acc);
                 if (F == MV_F16) unit_f16<RPL>(wr, p.row_bytes, u, act, acc);
@@ -210,15 +216,23 @@ __global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel
 /* ---- host side ---- */
 
 typedef void (*mv_kernel_fn)(const mv_params);
-static mv_kernel_fn mv_kernel_of(int f) {
+/* v: the IQ2_XXS decoder (mv_kernel's V) */
+static mv_kernel_fn mv_kernel_of(int f, int v) {
     switch (f) {
-    case MV_Q8_0: return mv_kernel<MV_Q8_0>;
-    case MV_IQ2_XXS: return mv_kernel<MV_IQ2_XXS>;
-    case MV_Q2_K: return mv_kernel<MV_Q2_K>;
-    case MV_Q4_K: return mv_kernel<MV_Q4_K>;
-    case MV_F16: return mv_kernel<MV_F16>;
+    case MV_Q8_0: return mv_kernel<MV_Q8_0, 0>;
+    case MV_IQ2_XXS: return v == 1 ? mv_kernel<MV_IQ2_XXS, 1> : mv_kernel<MV_IQ2_XXS, 0>;
+    case MV_Q2_K: return mv_kernel<MV_Q2_K, 0>;
+    case MV_Q4_K: return mv_kernel<MV_Q4_K, 0>;
+    case MV_F16: return mv_kernel<MV_F16, 0>;
     default: return NULL;
     }
+}
+
+/* The IQ2_XXS decoder a launch uses: the tuning's choice, else DSV4_CUDA_MV_IQ2 (read at init), and
+ * the sign masks when the selector table could not be built. */
+static int mv_iq2_variant(const dsv4_cuda_mv_ctx *ctx) {
+    const int d = ctx->tune.iq2_decoder > 0 ? ctx->tune.iq2_decoder : ctx->iq2_decoder_default;
+    return d == DSV4_MV_IQ2_SEL && ctx->d_iq2_sel ? 1 : 0;
 }
 
 static const char *mv_format_name(int f) {
@@ -238,16 +252,21 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
     ctx->sm_count = prop.multiProcessorCount;
     ctx->smem_per_sm = (int)prop.sharedMemPerMultiprocessor;
     ctx->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
-    for (int f = MV_Q8_0; f <= MV_F16; f++) {
-        e = cudaFuncSetAttribute((const void *)mv_kernel_of(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 ctx->smem_per_block_optin);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute((const void *)mv_kernel_of(f),
-                                     cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (e != cudaSuccess)
-            return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
-                             mv_format_name(f), cudaGetErrorString(e));
-    }
+    for (int f = MV_Q8_0; f <= MV_F16; f++)
+        for (int v = 0; v < (f == MV_IQ2_XXS ? 2 : 1); v++) {
+            e = cudaFuncSetAttribute((const void *)mv_kernel_of(f, v),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, ctx->smem_per_block_optin);
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute((const void *)mv_kernel_of(f, v),
+                                         cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+            if (e != cudaSuccess)
+                return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
+                                 mv_format_name(f), cudaGetErrorString(e));
+        }
+    const char *iv = getenv("DSV4_CUDA_MV_IQ2");
+    ctx->iq2_decoder_default = iv && strcmp(iv, "mask") == 0  ? DSV4_MV_IQ2_MASK
+                               : iv && strcmp(iv, "sel") == 0 ? DSV4_MV_IQ2_SEL
+                                                              : DSV4_MV_IQ2_MASK;
     e = cudaMalloc((void **)&ctx->d_iq2_grid, sizeof dsv4_iq2xxs_grid);
     if (e == cudaSuccess)
         e = cudaMemcpy(ctx->d_iq2_grid, dsv4_iq2xxs_grid, sizeof dsv4_iq2xxs_grid, cudaMemcpyHostToDevice);
@@ -257,13 +276,32 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
         return dsv4_fail(err, DSV4_ERR_NOMEM, "dsv4_cuda_mv_init: IQ2_XXS grid table: %s",
                          cudaGetErrorString(e));
     }
+    /* the selector tables (256 grid, 128 sign selectors); without them the sign-mask decoder runs */
+    uint32_t tab[384];
+    bool grid_ok = true;
+    for (int i = 0; i < 256; i++) {
+        grid_ok = grid_ok && md_iq2_grid_ok(dsv4_iq2xxs_grid[i]);
+        tab[i] = md_iq2_grid_sel(dsv4_iq2xxs_grid[i]);
+    }
+    for (int i = 0; i < 128; i++) tab[256 + i] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[i]);
+    if (grid_ok) {
+        e = cudaMalloc((void **)&ctx->d_iq2_sel, sizeof tab);
+        if (e == cudaSuccess) e = cudaMemcpy(ctx->d_iq2_sel, tab, sizeof tab, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            dsv4_cuda_mv_destroy(ctx);
+            return dsv4_fail(err, DSV4_ERR_NOMEM, "dsv4_cuda_mv_init: IQ2_XXS selector table: %s",
+                             cudaGetErrorString(e));
+        }
+    }
     return DSV4_OK;
 }
 
 extern "C" void dsv4_cuda_mv_destroy(dsv4_cuda_mv_ctx *ctx) {
     if (!ctx) return;
     if (ctx->d_iq2_grid) cudaFree(ctx->d_iq2_grid);
+    if (ctx->d_iq2_sel) cudaFree(ctx->d_iq2_sel);
     ctx->d_iq2_grid = NULL;
+    ctx->d_iq2_sel = NULL;
 }
 
 extern "C" size_t dsv4_cuda_act_bytes(uint32_t weight_type, int64_t n) {
@@ -383,9 +421,10 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.x = (const uint8_t *)x;
     p.y = y;
     p.grid = ctx->d_iq2_grid;
+    p.sel = ctx->d_iq2_sel;
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
-    mv_kernel_of(f)<<<grid, MV_THREADS, smem, stream>>>(p);
+    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0)<<<grid, MV_THREADS, smem, stream>>>(p);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",
@@ -419,8 +458,11 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
     int grid = 0, smem = 0;
     const dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, err);
     if (st != DSV4_OK) return st;
-    snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d smem=%dB", p.R, p.nseg, p.S, p.stage_bytes, grid,
-             smem);
+    snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d smem=%dB%s", p.R, p.nseg, p.S, p.stage_bytes,
+             grid, smem,
+             f != MV_IQ2_XXS            ? ""
+             : mv_iq2_variant(ctx) == 1 ? " iq2=sel"
+                                        : " iq2=mask");
     return DSV4_OK;
 }
 
@@ -432,10 +474,11 @@ extern "C" dsv4_status dsv4_cuda_matvec(const dsv4_cuda_mv_ctx *ctx, uint32_t ty
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_mv(const void **out) {
-    out[0] = (const void *)mv_kernel<MV_Q8_0>;
-    out[1] = (const void *)mv_kernel<MV_IQ2_XXS>;
-    out[2] = (const void *)mv_kernel<MV_Q2_K>;
-    out[3] = (const void *)mv_kernel<MV_Q4_K>;
-    out[4] = (const void *)mv_kernel<MV_F16>;
-    return 5;
+    out[0] = (const void *)mv_kernel<MV_Q8_0, 0>;
+    out[1] = (const void *)mv_kernel<MV_IQ2_XXS, 0>;
+    out[2] = (const void *)mv_kernel<MV_Q2_K, 0>;
+    out[3] = (const void *)mv_kernel<MV_Q4_K, 0>;
+    out[4] = (const void *)mv_kernel<MV_F16, 0>;
+    out[5] = (const void *)mv_kernel<MV_IQ2_XXS, 1>;
+    return 6;
 }

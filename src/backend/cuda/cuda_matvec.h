@@ -32,7 +32,11 @@ typedef struct dsv4_cuda_mv_tuning {
     int tile_bytes;  /* target weight bytes per pipeline stage (rows per stage = power of 2) */
     int stages;      /* cp.async pipeline depth, 2..4 */
     int ctas_per_sm; /* upper bound on resident CTAs per SM used to size the persistent grid */
+    int iq2_decoder; /* DSV4_MV_IQ2_MASK or DSV4_MV_IQ2_SEL (same bits); 0: the context's default */
 } dsv4_cuda_mv_tuning;
+
+#define DSV4_MV_IQ2_MASK 1 /* sign masks from a table, two dp4a per word */
+#define DSV4_MV_IQ2_SEL 2  /* PRMT selectors (signed grid bytes), one dp4a per word */
 
 /* Per-device state: properties read once, the IQ2_XXS grid table on the device. */
 typedef struct dsv4_cuda_mv_ctx {
@@ -41,6 +45,8 @@ typedef struct dsv4_cuda_mv_ctx {
     int smem_per_sm;          /* bytes of shared memory per multiprocessor */
     int smem_per_block_optin; /* largest dynamic shared memory a block may opt into */
     uint64_t *d_iq2_grid;     /* 256 entries, copied from dsv4_iq2xxs_grid */
+    uint32_t *d_iq2_sel;      /* 256 grid + 128 sign PRMT selectors (NULL: not expressible) */
+    int iq2_decoder_default;  /* DSV4_CUDA_MV_IQ2=mask|sel at init */
     dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
 } dsv4_cuda_mv_ctx;
 

@@ -21,30 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_mv_units.cuh" /* mv_dp4a, mv_dp4a_us, mv_fshr, h2f, ld32, ld128 */
+#include "backend/cuda/cuda_mv_units.cuh" /* mv_dp4a, mv_fshr, h2f, ld32, md_prmt, md_ent, the selector tables */
 
-#define MD_IQ2_POS 0x002b1908u /* bytes 0..3 of the PRMT pool: 8, 25, 43, 0 */
-#define MD_IQ2_NEG 0x00d5e7f8u /* bytes 4..7: -8, -25, -43, 0 */
-
-/* PRMT default mode (PTX prmt.b32): result byte n = byte (s_n & 7) of {b:a}, sign-replicated when
- * s_n & 8; only the low 16 bits of s are used. */
-static __host__ __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t s) {
-#ifdef __CUDA_ARCH__
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
-    return d;
-#else
-    const uint64_t pool = ((uint64_t)b << 32) | a;
-    uint32_t d = 0;
-    for (int n = 0; n < 4; n++) {
-        const unsigned sn = (s >> (4 * n)) & 15u;
-        uint32_t v = (uint32_t)(pool >> (8 * (sn & 7u))) & 0xffu;
-        if (sn & 8u) v = (v & 0x80u) ? 0xffu : 0u;
-        d |= v << (8 * n);
-    }
-    return d;
-#endif
-}
 /* Rounded f32 products/difference that no compiler flag contracts into an FMA. */
 static __host__ __device__ __forceinline__ float md_mul(float a, float b) {
 #ifdef __CUDA_ARCH__
@@ -61,30 +39,6 @@ static __host__ __device__ __forceinline__ float md_sub(float a, float b) {
     volatile float r = a - b;
     return r;
 #endif
-}
-
-/* ---- tables (built on the host once, replicated per CTA in shared memory) ---- */
-static inline uint32_t md_iq2_grid_sel(uint64_t grid_entry) {
-    uint32_t s = 0;
-    for (int k = 0; k < 8; k++) {
-        const uint32_t v = (uint32_t)(grid_entry >> (8 * k)) & 0xffu;
-        s |= (v == 0x08u ? 0u : v == 0x19u ? 1u : 2u) << (4 * k);
-    }
-    return s;
-}
-static inline uint32_t md_iq2_sign_sel(uint8_t ksigns) {
-    uint32_t s = 0;
-    for (int k = 0; k < 8; k++) s |= ((ksigns >> k) & 1u) << (4 * k + 2);
-    return s;
-}
-/* A grid entry whose bytes are not all in {8, 25, 43} cannot be expressed (never the case for the
- * standard table; the context init checks it). */
-static inline bool md_iq2_grid_ok(uint64_t grid_entry) {
-    for (int k = 0; k < 8; k++) {
-        const uint32_t v = (uint32_t)(grid_entry >> (8 * k)) & 0xffu;
-        if (v != 0x08u && v != 0x19u && v != 0x2bu) return false;
-    }
-    return true;
 }
 
 /* ---- activations in registers (from one Q8_K block of 292 bytes, 4-byte aligned) ----
@@ -162,12 +116,6 @@ template <int NT> static __host__ __device__ __forceinline__ float md_seq_sum(co
 
 /* ---- row units: sr = the row's bytes (16-byte aligned) ---- */
 
-/* Byte offset of entry ((x >> SH) & (MASK)) of a table whose entries are 1 << LG bytes apart:
- * one shift and one AND (the shifts are compile-time constants). */
-template <int SH, int LG, uint32_t MASK>
-static __host__ __device__ __forceinline__ uint32_t md_ent(uint32_t x) {
-    return (SH >= LG ? x >> (SH - LG) : x << (LG - SH)) & (MASK << LG);
-}
 /* IQ2_XXS half h of superblock b: sum over its 4 sub-blocks of sumi * (2 * scale + 1) (exact; the
  * two halves add up to the CPU's bsum). Selector tables: entry e at byte (e << LG) | loff of TG
  * (grid, 256 entries) and TS (signs, 128); the device keeps 32 copies, LG = 7, loff = 4 * lane

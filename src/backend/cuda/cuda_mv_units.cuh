@@ -28,6 +28,7 @@ struct mv_params {
     const uint8_t *x;     /* activation buffer of slot 0 */
     float *y;             /* [k * out] */
     const uint64_t *grid; /* IQ2_XXS grid (device) */
+    const uint32_t *sel;  /* IQ2_XXS selector tables (device, 384 entries; the V = 1 decoder) */
     long long expert_bytes, x_stride;
     int row_bytes, in, out, n_expert, k;
     int R;    /* rows per stage */
@@ -125,6 +126,63 @@ static __host__ __device__ __forceinline__ float h2f(uint32_t h) {
 }
 static __host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *(const uint32_t *)p; }
 static __host__ __device__ __forceinline__ int4 ld128(const uint8_t *p) { return *(const int4 *)p; }
+/* ---- IQ2_XXS by PRMT selectors (also the one-token MoE kernels, cuda_moe_decode_units.cuh) ----
+ * One 32-bit PRMT selector per grid entry (nibble k = 0/1/2 for the grid byte 8/25/43 of element k)
+ * OR one 32-bit sign selector per 7-bit sign index (nibble k gets 4 when element k is negative, the
+ * 8th sign being the parity bit) picks each element from the byte pool {8, 25, 43, 0, -8, -25, -43,
+ * 0}: two PRMTs give the signed grid words, two dp4a their sum with the activations (exact). */
+#define MD_IQ2_POS 0x002b1908u /* bytes 0..3 of the PRMT pool: 8, 25, 43, 0 */
+#define MD_IQ2_NEG 0x00d5e7f8u /* bytes 4..7: -8, -25, -43, 0 */
+
+/* PRMT default mode (PTX prmt.b32): result byte n = byte (s_n & 7) of {b:a}, sign-replicated when
+ * s_n & 8; only the low 16 bits of s are used. */
+static __host__ __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
+#else
+    const uint64_t pool = ((uint64_t)b << 32) | a;
+    uint32_t d = 0;
+    for (int n = 0; n < 4; n++) {
+        const unsigned sn = (s >> (4 * n)) & 15u;
+        uint32_t v = (uint32_t)(pool >> (8 * (sn & 7u))) & 0xffu;
+        if (sn & 8u) v = (v & 0x80u) ? 0xffu : 0u;
+        d |= v << (8 * n);
+    }
+    return d;
+#endif
+}
+/* ---- tables (built on the host once, replicated per CTA in shared memory) ---- */
+static inline uint32_t md_iq2_grid_sel(uint64_t grid_entry) {
+    uint32_t s = 0;
+    for (int k = 0; k < 8; k++) {
+        const uint32_t v = (uint32_t)(grid_entry >> (8 * k)) & 0xffu;
+        s |= (v == 0x08u ? 0u : v == 0x19u ? 1u : 2u) << (4 * k);
+    }
+    return s;
+}
+static inline uint32_t md_iq2_sign_sel(uint8_t ksigns) {
+    uint32_t s = 0;
+    for (int k = 0; k < 8; k++) s |= ((ksigns >> k) & 1u) << (4 * k + 2);
+    return s;
+}
+/* A grid entry whose bytes are not all in {8, 25, 43} cannot be expressed (never the case for the
+ * standard table; the context init checks it). */
+static inline bool md_iq2_grid_ok(uint64_t grid_entry) {
+    for (int k = 0; k < 8; k++) {
+        const uint32_t v = (uint32_t)(grid_entry >> (8 * k)) & 0xffu;
+        if (v != 0x08u && v != 0x19u && v != 0x2bu) return false;
+    }
+    return true;
+}
+
+/* Byte offset of entry ((x >> SH) & (MASK)) of a table whose entries are 1 << LG bytes apart:
+ * one shift and one AND (the shifts are compile-time constants). */
+template <int SH, int LG, uint32_t MASK>
+static __host__ __device__ __forceinline__ uint32_t md_ent(uint32_t x) {
+    return (SH >= LG ? x >> (SH - LG) : x << (LG - SH)) & (MASK << LG);
+}
 /* ---- unit dot products (shared-memory weights of RPL rows, one activation unit) ---- */
 
 /* Q8_0 block u: 34 bytes at 34u (2-byte aligned). Nine aligned words cover it; the qs words are
@@ -187,6 +245,46 @@ static __host__ __device__ __forceinline__ void unit_iq2_xxs(const uint8_t *wr, 
         }
         const int ls = 2 * (int)(a1 >> 28) + 1;
         acc[j] = fmaf(h2f(d16) * ad, (float)((sp - sn) * ls), acc[j]);
+    }
+}
+
+/* The same sub-block by PRMT selectors (DSV4_CUDA_MV_IQ2=sel): the same integer sum (sum g*s*q,
+ * exact) and the same float expression, so the same bits as unit_iq2_xxs; 8 table wavefronts per
+ * warp and row instead of 16. Tables: entry e at byte (e << LG) | loff of TG (grid selectors, 256)
+ * and TS (sign selectors, 128); the kernel keeps 32 copies (LG = 7, loff = 4 * lane: one bank per
+ * lane, never a conflict). */
+template <int RPL, int LG>
+static __host__ __device__ __forceinline__ void
+unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uint8_t *TG, const uint8_t *TS,
+                 uint32_t loff, float *acc) {
+    const int b = u >> 3, sb = u & 7;
+    const uint8_t *ab = act + b * 400 + sb * 48;
+    const int4 xa = ld128(ab), xb = ld128(ab + 16);
+    const float ad = *(const float *)(ab + 32) * 0.125f;
+    const int q[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    const int off = b * 66 + 2 + sb * 8;
+    const unsigned sh = (off & 2) ? 16u : 0u;
+    const uint8_t *wb = wr + (off & ~3);
+    const uint8_t *db = wr + b * 66;
+    MV_UNROLL
+    for (int j = 0; j < RPL; j++) {
+        const uint32_t *wp = (const uint32_t *)(wb + j * rb);
+        const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
+        const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
+        const uint32_t d16 = *(const uint16_t *)(db + j * rb);
+        uint32_t sel[4];
+        sel[0] = ld32(TG + (md_ent<0, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<0, LG, 127u>(a1) | loff));
+        sel[1] = ld32(TG + (md_ent<8, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<7, LG, 127u>(a1) | loff));
+        sel[2] = ld32(TG + (md_ent<16, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<14, LG, 127u>(a1) | loff));
+        sel[3] = ld32(TG + (md_ent<24, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<21, LG, 127u>(a1) | loff));
+        int s = 0;
+        MV_UNROLL
+        for (int l = 0; l < 4; l++) {
+            s = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s);
+            s = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s);
+        }
+        const int ls = 2 * (int)(a1 >> 28) + 1;
+        acc[j] = fmaf(h2f(d16) * ad, (float)(s * ls), acc[j]);
     }
 }
 
@@ -392,6 +490,16 @@ static inline __host__ __device__ void mv_build_iq2_lut(const uint64_t *grid, ui
         G[i] = make_uint2((uint32_t)v, (uint32_t)(v >> 32));
     }
     mv_build_iq2_masks(lut, tid);
+}
+
+/* The selector tables in shared memory, 32 copies (unit_iq2_xxs_sel, LG = 7): entry i of tab (256
+ * grid selectors, then 128 sign selectors) fills bytes [128 i, 128 i + 128) of lut, so the sign table
+ * starts at MV_IQ2_GRID_BYTES. Consecutive threads write consecutive 16-byte chunks (no conflicts). */
+static inline __host__ __device__ void mv_build_iq2_sel(const uint32_t *tab, uint8_t *lut, int tid) {
+    for (int i = tid; i < 384 * 8; i += MV_THREADS) {
+        const uint32_t v = tab[i >> 3];
+        *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
+    }
 }
 
 #endif
