@@ -264,9 +264,9 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                                  mv_format_name(f), cudaGetErrorString(e));
         }
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");
-    ctx->iq2_decoder_default = iv && strcmp(iv, "mask") == 0  ? DSV4_MV_IQ2_MASK
-                               : iv && strcmp(iv, "sel") == 0 ? DSV4_MV_IQ2_SEL
-                                                              : DSV4_MV_IQ2_MASK;
+    /* selectors by default: 12.8 vs 17.0 us on the decode shape, 194 vs 204 us steady state, decode
+     * p50 7.65 / 7.67 vs 7.77 / 7.89 ms on the full flash q2 (session 7, the same bits) */
+    ctx->iq2_decoder_default = iv && strcmp(iv, "mask") == 0 ? DSV4_MV_IQ2_MASK : DSV4_MV_IQ2_SEL;
     e = cudaMalloc((void **)&ctx->d_iq2_grid, sizeof dsv4_iq2xxs_grid);
     if (e == cudaSuccess)
         e = cudaMemcpy(ctx->d_iq2_grid, dsv4_iq2xxs_grid, sizeof dsv4_iq2xxs_grid, cudaMemcpyHostToDevice);
@@ -322,12 +322,16 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
      * pipeline iteration was ~1 us + bytes/BW whatever the depth, so few large stages win: 64 KB x 2
      * stages x 2 CTAs/SM was best for every Q8_0/F16/Q2_K/Q4_K shape; IQ2_XXS (48 KB of tables per
      * CTA) was best at 32 KB x 3 stages, 2 CTAs/SM on the steady-state case. */
-    const int tile = ctx->tune.tile_bytes > 0 ? ctx->tune.tile_bytes : (f == MV_IQ2_XXS ? 32768 : 65536);
+    /* Q2_K: 32 KB x 2 x 3 CTAs/SM, best in session 7's sweep at both the decode (11.40 vs 12.25 us) and
+     * the steady-state shape (157 vs 163 us; bench/results/2026-11-29-s7-c1-*) */
+    const int tile = ctx->tune.tile_bytes > 0          ? ctx->tune.tile_bytes
+                     : f == MV_IQ2_XXS || f == MV_Q2_K ? 32768
+                                                       : 65536;
     int S = ctx->tune.stages > 0 ? ctx->tune.stages : (f == MV_IQ2_XXS ? 3 : 2);
     if (S < 2) S = 2;
     if (S > MV_MAX_STAGES) S = MV_MAX_STAGES;
     const int lb = f == MV_IQ2_XXS ? 2 : 3; /* __launch_bounds__ minimum blocks */
-    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : 2;
+    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : f == MV_Q2_K ? 3 : 2;
     int64_t R = 1;
     while (R * 2 <= out && R * 2 * rb <= tile) R *= 2;
     if (R < rpl && out >= rpl) R = rpl;

@@ -205,9 +205,13 @@ static __host__ __device__ __forceinline__ void unit_q8_0(const uint8_t *wr, int
         MV_UNROLL
         for (int k = 0; k < 9; k++) w[k] = wp[k];
         const uint32_t d16 = odd ? (w[0] >> 16) : (w[0] & 0xffffu);
-        int s = 0;
+        int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
         MV_UNROLL
-        for (int k = 0; k < 8; k++) s = mv_dp4a((int)mv_fshr(w[k], w[k + 1], sh), a[k], s);
+        for (int k = 0; k < 8; k += 2) {
+            s0 = mv_dp4a((int)mv_fshr(w[k], w[k + 1], sh), a[k], s0);
+            s1 = mv_dp4a((int)mv_fshr(w[k + 1], w[k + 2], sh), a[k + 1], s1);
+        }
+        const int s = s0 + s1;
         acc[j] = fmaf(h2f(d16) * ad, (float)s, acc[j]);
     }
 }
@@ -277,12 +281,13 @@ unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uin
         sel[1] = ld32(TG + (md_ent<8, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<7, LG, 127u>(a1) | loff));
         sel[2] = ld32(TG + (md_ent<16, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<14, LG, 127u>(a1) | loff));
         sel[3] = ld32(TG + (md_ent<24, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<21, LG, 127u>(a1) | loff));
-        int s = 0;
+        int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
         MV_UNROLL
         for (int l = 0; l < 4; l++) {
-            s = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s);
-            s = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s);
+            s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
+            s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
         }
+        const int s = s0 + s1;
         const int ls = 2 * (int)(a1 >> 28) + 1;
         acc[j] = fmaf(h2f(d16) * ad, (float)(s * ls), acc[j]);
     }

@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_mvw.h"
@@ -100,6 +101,70 @@ static __device__ __forceinline__ void mvw_q8_rows(const mvw_seg_dev &sg, uint8_
     }
 }
 
+static __device__ __forceinline__ void mvw_cp_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void mvw_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* mvw_q8_rows with the pieces copied by cp.async into a ring of D per warp (DSV4_CUDA_MVW_ASYNC, the
+ * default): no registers hold pieces in flight and no store instructions re-lay them, so the warp
+ * spends its instructions on the decode. The pieces, their decode and the sums are mvw_q8_rows':
+ * the same bits. One commit group per piece (an empty one past the last), so that before piece q
+ * is read the D - 1 groups committed after it may still be in flight. */
+template <int K, int D, int PB>
+static __device__ __forceinline__ void mvw_q8_rows_async(const mvw_seg_dev &sg, uint8_t *smem, int act_smem,
+                                                         long long r0, int nr, int warp, int lane) {
+    const int P = mvw_pieces(MVW_Q8_0, sg.in);
+    const int total = nr * P;
+    uint8_t *act = smem;
+    uint8_t *ring = smem + act_smem + warp * MVW_Q8_RING_BYTES;
+    mvw_cursor ic = {sg.w + r0 * sg.row_bytes, 0};
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        if (d < total) {
+            mvw_issue_async<K>(ring + d * MVW_Q8_SLOT(PB), ic.row + ic.p * MVW_Q8_PIECE_BYTES,
+                               mvw_piece_words(MVW_Q8_0, sg.in, ic.p), lane);
+            mvw_advance(ic, P, sg.row_bytes);
+        }
+        mvw_cp_commit();
+    }
+    cu_pdl_wait(); /* the weights above never change; the activations come from the previous kernel */
+    if (sg.xf32) { /* segment-uniform: quantize f32 x while the weight copies fly */
+        mvw_stage_act_f32((const float *)sg.x, act, sg.in, (int)threadIdx.x);
+    } else {
+        mvw_stage_act(sg.x, act, sg.in, (int)threadIdx.x, MVW_THREADS);
+        mvw_stage_wait(); /* all groups (the act copies are the newest): the first D pieces too */
+    }
+    __syncthreads();
+    float acc[2] = {0.0f, 0.0f};
+    int cp = 0, slot = 0;
+    long long crow = r0;
+    for (int q = 0; q < total; q++) {
+        mvw_cp_wait<D - 1>(); /* this lane's part of piece q */
+        __syncwarp();         /* ... and every other lane's */
+        uint8_t *buf = ring + slot * MVW_Q8_SLOT(PB);
+        mvw_q8_decode(buf, act, sg.in, cp, lane, acc);
+        __syncwarp(); /* every lane is done with the slot before it is refilled */
+        if (q + D < total) {
+            mvw_issue_async<K>(buf, ic.row + ic.p * MVW_Q8_PIECE_BYTES,
+                               mvw_piece_words(MVW_Q8_0, sg.in, ic.p), lane);
+            mvw_advance(ic, P, sg.row_bytes);
+        }
+        mvw_cp_commit();
+        if (++slot == D) slot = 0;
+        if (++cp == P) {
+            const float v = mvw_warp_sum(mvw_q8_total(acc));
+            if (lane == 0) sg.y[crow] = v;
+            acc[0] = acc[1] = 0.0f;
+            cp = 0;
+            crow++;
+        }
+    }
+    mvw_cp_wait<0>();
+}
+
 static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long long r0, int nr, int lane) {
     constexpr int K = MVW_F16_K, D = MVW_F16_D;
     const int P = mvw_pieces(MVW_F16, sg.in);
@@ -151,6 +216,9 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
     }
 }
 
+/* ASYNC: the Q8_0 segments by mvw_q8_rows_async (its own instance: the register path's pieces in flight
+ * would set its register count) */
+template <bool ASYNC>
 __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mvw_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     cu_pdl_trigger(); /* every path below reaches cu_pdl_wait() before it reads x or writes y */
@@ -161,9 +229,14 @@ __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mv
     const int nr = mvw_warp_rows(sg, local, warp, &r0);
     /* CTA-uniform branches (every thread reaches the staging barrier); rows of one short piece
      * keep more pieces in flight */
-    if (sg.fmt == MVW_Q8_0 && sg.in <= 32 * MVW_Q8_SHORT_PB)
+    if (sg.fmt == MVW_Q8_0 && ASYNC && sg.in <= 32 * MVW_Q8_SHORT_PB)
+        mvw_q8_rows_async<MVW_Q8_SHORT_K, MVW_Q8_SHORT_D, MVW_Q8_SHORT_PB>(sg, smem, p.act_smem, r0, nr, warp,
+                                                                           lane);
+    else if (sg.fmt == MVW_Q8_0 && ASYNC)
+        mvw_q8_rows_async<MVW_Q8_K, MVW_Q8_D, MVW_Q8_PB>(sg, smem, p.act_smem, r0, nr, warp, lane);
+    else if (sg.fmt == MVW_Q8_0 && !ASYNC && sg.in <= 32 * MVW_Q8_SHORT_PB)
         mvw_q8_rows<MVW_Q8_SHORT_K, MVW_Q8_SHORT_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
-    else if (sg.fmt == MVW_Q8_0)
+    else if (sg.fmt == MVW_Q8_0 && !ASYNC)
         mvw_q8_rows<MVW_Q8_K, MVW_Q8_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
     else
         mvw_f16_rows(sg, r0, nr, lane);
@@ -177,6 +250,16 @@ static const char *mvw_tname(uint32_t t) {
 
 extern "C" bool dsv4_cuda_mvw_ok(uint32_t type, const void *w, uint64_t row_bytes, int64_t in) {
     return mvw_ok(type, w, row_bytes, in);
+}
+
+/* DSV4_CUDA_MVW_ASYNC=0: Q8_0 pieces through registers (the session-3 path; the same bits). Read once. */
+static int mvw_async_enabled(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("DSV4_CUDA_MVW_ASYNC");
+        v = !(s && strcmp(s, "0") == 0);
+    }
+    return v;
 }
 
 extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
@@ -218,7 +301,24 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     mvw_params p;
     int grid = 0, smem = 0;
     mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
-    mvw_kernel<<<grid, MVW_THREADS, smem, stream>>>(p);
+    p.q8_async = mvw_async_enabled();
+    const void *kern = p.q8_async ? (const void *)mvw_kernel<true> : (const void *)mvw_kernel<false>;
+    if (smem > 48 * 1024) { /* in > 9728 (the ring plus a long activation); once per process */
+        static int raised[2] = {0, 0};
+        if (!raised[p.q8_async]) {
+            e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     MVW_WARPS * MVW_Q8_RING_BYTES +
+                                         DSV4_CUDA_MVW_Q8_0_MAX_IN / 32 * MVW_ACT_SLOT);
+            if (e != cudaSuccess)
+                return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: shared memory limit: %s",
+                                 cudaGetErrorString(e));
+            raised[p.q8_async] = 1;
+        }
+    }
+    if (p.q8_async)
+        mvw_kernel<true><<<grid, MVW_THREADS, smem, stream>>>(p);
+    else
+        mvw_kernel<false><<<grid, MVW_THREADS, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
@@ -228,6 +328,7 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_mvw(const void **out) {
-    out[0] = (const void *)mvw_kernel;
-    return 1;
+    out[0] = (const void *)mvw_kernel<false>;
+    out[1] = (const void *)mvw_kernel<true>;
+    return 2;
 }

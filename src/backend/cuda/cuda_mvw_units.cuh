@@ -46,7 +46,14 @@ extern "C" {
 #define MVW_F16_K 4 /* 128 words / 32 lanes */
 #define MVW_F16_D 4
 #define MVW_ACT_SLOT 48 /* Q8_0 activation block in shared memory: 32 qs, f32 d at +32 (conflict-free) */
-#define MVW_QA_U 4      /* fused staging (x_f32): float4 loads per thread in flight per round */
+/* The cp.async path's per-warp ring: D pieces of the long (D = MVW_Q8_D, 64 blocks) or the short
+ * (MVW_Q8_SHORT_D, 32 blocks) instance, whichever is larger. */
+#define MVW_Q8_SLOT(pb) ((pb)*34)
+#define MVW_Q8_RING_BYTES                                                                                    \
+    (MVW_Q8_D * MVW_Q8_SLOT(MVW_Q8_PB) > MVW_Q8_SHORT_D * MVW_Q8_SLOT(MVW_Q8_SHORT_PB)                       \
+         ? MVW_Q8_D * MVW_Q8_SLOT(MVW_Q8_PB)                                                                 \
+         : MVW_Q8_SHORT_D * MVW_Q8_SLOT(MVW_Q8_SHORT_PB))
+#define MVW_QA_U 4 /* fused staging (x_f32): float4 loads per thread in flight per round */
 
 enum { MVW_Q8_0 = 0, MVW_F16 = 1 };
 
@@ -64,6 +71,7 @@ struct mvw_params {
     mvw_seg_dev seg[DSV4_CUDA_MVW_MAX_SEGS];
     int n_segs;
     int act_smem; /* bytes of the Q8_0 activation area at the start of shared memory */
+    int q8_async; /* Q8_0 pieces by cp.async into a per-warp ring (else through registers) */
 };
 
 /* ---- validation and launch plan (host) ---- */
@@ -137,7 +145,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
     p->n_segs = n;
     p->act_smem = act;
     *grid = cta;
-    *smem = q8 ? act + MVW_WARPS * MVW_Q8_PIECE_BYTES : 0;
+    *smem = q8 ? act + MVW_WARPS * MVW_Q8_RING_BYTES : 0; /* the ring also holds the register path's piece */
 }
 
 /* CTA b -> its segment (the last one starting at or before b; empty segments are skipped) and its
@@ -249,6 +257,23 @@ static __host__ __device__ __forceinline__ void mvw_store(const int4 (&s)[K], ui
     for (int j = 0; j < K; j++)
         if (lane + 32 * j < words) *(int4 *)(buf + 16 * (lane + 32 * j)) = s[j];
 }
+/* The same words straight from global to shared memory (cp.async.cg: no L1 allocation, no
+ * registers); the host spelling copies at once. */
+template <int K>
+static __host__ __device__ __forceinline__ void mvw_issue_async(uint8_t *buf, const uint8_t *src, int words,
+                                                                int lane) {
+    MVW_UNROLL
+    for (int j = 0; j < K; j++)
+        if (lane + 32 * j < words) {
+#ifdef __CUDA_ARCH__
+            const unsigned d = (unsigned)__cvta_generic_to_shared(buf + 16 * (lane + 32 * j));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + 16 * (lane + 32 * j))
+                         : "memory");
+#else
+            memcpy(buf + 16 * (lane + 32 * j), src + 16 * (lane + 32 * j), 16);
+#endif
+        }
+}
 
 /* ---- Q8_0 ---- */
 /* Block u of a piece in buf (34 bytes at 34u, 2-byte aligned: nine aligned words cover it, the qs
@@ -266,10 +291,14 @@ static __host__ __device__ __forceinline__ float mvw_q8_0_block(const uint8_t *b
     MVW_UNROLL
     for (int k = 0; k < 9; k++) w[k] = wp[k];
     const uint32_t d16 = odd ? (w[0] >> 16) : (w[0] & 0xffffu);
-    int s = 0;
+    /* two dependent dp4a chains of 4 instead of one of 8 (integer sums: the same value) */
+    int s0 = 0, s1 = 0;
     MVW_UNROLL
-    for (int k = 0; k < 8; k++) s = mvw_dp4a((int)mvw_fshr(w[k], w[k + 1], sh), xq[k], s);
-    return fmaf(mvw_mul(mvw_h2f(d16), ad), (float)s, acc);
+    for (int k = 0; k < 8; k += 2) {
+        s0 = mvw_dp4a((int)mvw_fshr(w[k], w[k + 1], sh), xq[k], s0);
+        s1 = mvw_dp4a((int)mvw_fshr(w[k + 1], w[k + 2], sh), xq[k + 1], s1);
+    }
+    return fmaf(mvw_mul(mvw_h2f(d16), ad), (float)(s0 + s1), acc);
 }
 /* Lane's blocks of piece p (stored in buf): block lane -> acc[0], block lane+32 -> acc[1]. */
 static __host__ __device__ __forceinline__ void mvw_q8_decode(const uint8_t *buf, const uint8_t *act, int in,
