@@ -138,7 +138,11 @@ $(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS)) $(BUILD)/cuda/cuda_ops_check \
-	$(BUILD)/cuda/gemm_units_check $(BUILD)/cuda/smallops_units_check
+	$(BUILD)/cuda/gemm_units_check $(BUILD)/cuda/smallops_units_check $(BUILD)/cuda/recip_gpu_check
+# GPU check (run on the device): the HC Sinkhorn reciprocal against __frcp_rn for all 2^32 floats.
+$(BUILD)/cuda/recip_gpu_check: tests/cuda/recip_gpu_check.cu src/backend/cuda/cuda_smallops_units.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< -cudart static
 # Host-only check of the lane-split HC split and router top-k against the CPU backend (runs anywhere).
 $(BUILD)/cuda/smallops_units_check: tests/cuda/smallops_units_check.cu src/backend/cuda/cuda_smallops_units.cuh \
 		$(call libs_for,engine)

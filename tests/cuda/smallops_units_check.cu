@@ -9,7 +9,10 @@
  *  - the register combine matrix of the one-launch decode pre step (hcr_*, one element per lane,
  *    n_hc <= 5): 32 lanes emulated step by step (a shuffle reads the lanes' values before the step)
  *    must give the hcu_* passes' bytes and cpu_hc_split's, for 0..20 iterations and eps from 0 to
- *    larger than the sums.
+ *    larger than the sums;
+ *  - the n_hc = 4 register combine matrix (hcr_*_n<4>, the decode pre step's) once more over wider
+ *    inputs: 0..40 iterations (0, 1 and 20 among them), logits from tiny to rows that underflow to
+ *    one 1, base up to 100, eps 0 to 3.
  * Needs no GPU (exit 0 = pass). Build: make BUILD=build-x cuda -> build-x/cuda/smallops_units_check */
 #include <math.h>
 #include <stdio.h>
@@ -107,6 +110,30 @@ static void hcr4_emulated(const float *mix, const float *scale, const float *bas
         for (uint32_t l = 0; l < 32; l++) c[l] = hcr_col_pass_n<4>(snap_get{snap}, snap[l], l, eps);
     }
     memcpy(cm, c, 16 * sizeof(float));
+}
+
+/* The n_hc = 4 combine matrix of hc_split_warp / hc_tail_kernel (hc_comb4_warp, hcr_*_n<4>) against
+ * cpu_hc_split (the CPU's expf) and against the hcu_* passes (the device's exp through double), bit
+ * for bit, on inputs drawn over many magnitudes: mix up to 1e4 (softmax rows that underflow to one
+ * 1), base up to 100, eps 0 (zero sums: inf and NaN) to larger than the sums, 0..40 iterations. */
+static int check_comb4(uint32_t iters, float mag, float eps, float bmag) {
+    float mix[24], base[24], ref[24], seq[16], reg[16];
+    const float scale[3] = {0.5f + uni(), 0.5f + uni(), 0.5f + uni()};
+    for (uint32_t i = 0; i < 24; i++) mix[i] = mag * uni(), base[i] = bmag * uni();
+    cpu_hc_split(mix, scale, base, 4, iters, eps, ref);
+    hcr4_emulated(mix, scale, base, iters, eps, host_exp(), reg);
+    int bad = memcmp(ref + 8, reg, sizeof reg) != 0;
+    const host_exp_d exd;
+    for (uint32_t r = 0; r < 4; r++) hcu_comb_softmax_row(mix + 8, scale[2], base + 8, 4, r, eps, seq, exd);
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0)
+            for (uint32_t r = 0; r < 4; r++) hcu_comb_row_pass(seq, 4, r, eps);
+        for (uint32_t j = 0; j < 4; j++) hcu_comb_col_pass(seq, 4, j, eps);
+    }
+    hcr4_emulated(mix, scale, base, iters, eps, exd, reg);
+    bad |= memcmp(seq, reg, sizeof reg) != 0;
+    if (bad) fprintf(stderr, "FAIL n_hc=4 combine iters=%u mag=%g eps=%g bmag=%g\n", iters, mag, eps, bmag);
+    return bad;
 }
 
 /* The register combine matrix against the shared-memory hcu_* passes (same exp), and with the CPU's
@@ -222,6 +249,16 @@ int main(void) {
                     for (uint32_t b = 0; b < sizeof regb / sizeof *regb; b++)
                         for (int rep = 0; rep < 3; rep++, checks++)
                             fails += check_reg_split(nh, it, regmag[m], regeps[e], regb[b]);
+    const uint32_t q4its[] = {0, 1, 2, 3, 20, 21, 40};
+    const float q4mag[] = {1e-4f, 0.01f, 1.0f, 8.0f, 30.0f, 200.0f, 1e4f};
+    const float q4eps[] = {0.0f, 1e-6f, 1e-3f, 0.25f, 3.0f};
+    const float q4b[] = {0.0f, 1.0f, 100.0f};
+    for (uint32_t it = 0; it < sizeof q4its / sizeof *q4its; it++)
+        for (uint32_t m = 0; m < sizeof q4mag / sizeof *q4mag; m++)
+            for (uint32_t e = 0; e < sizeof q4eps / sizeof *q4eps; e++)
+                for (uint32_t b = 0; b < sizeof q4b / sizeof *q4b; b++)
+                    for (int rep = 0; rep < 12; rep++, checks++)
+                        fails += check_comb4(q4its[it], q4mag[m], q4eps[e], q4b[b]);
     const uint32_t ns[] = {1, 7, 64, 256, 300, 512};
     const uint32_t ks[] = {1, 2, 6, 8};
     const int lv[] = {0, 2, 3, 5, 9};

@@ -46,12 +46,18 @@ __host__ __device__ inline double hct_sq4(double ss, float a, float b, float c, 
 }
 
 #ifdef __CUDACC__
-/* cu_row_sumsq's last steps on the thread's sum: xor butterfly, warp sums stored, barrier, the 8
- * warp sums in order. Every thread gets the total. */
+/* Barrier of the block's HCT_THREADS row threads (threads 0..255) alone: named barrier 1, which
+ * threads past them (hc_tail_kernel's split warp) never wait at. */
+__device__ __forceinline__ void hct_row_sync() {
+    asm volatile("bar.sync 1, %0;" ::"n"(HCT_THREADS) : "memory");
+}
+
+/* cu_row_sumsq's last steps on the thread's sum: xor butterfly, warp sums stored, barrier (the row
+ * threads'), the 8 warp sums in order. Every row thread gets the total. */
 __device__ inline double hct_finish(double ss, double *part) {
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
+    hct_row_sync();
     double tot = 0.0;
     for (int i = 0; i < (int)(HCT_THREADS / 32); i++) tot += part[i];
     return tot;

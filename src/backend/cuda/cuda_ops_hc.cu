@@ -161,10 +161,10 @@ struct hc_shfl_get { /* hcr_* lane reads: warp shuffles of v */
     __device__ float operator()(uint32_t src) const { return __shfl_sync(0xffffffffu, v, (int)src); }
 };
 
-/* One warp (all 32 lanes): the n_hc = 4 combine matrix (cm, 16 floats) from the mix, one element
- * per lane in registers (hcr_*_n<4>: the hcu_* sums in their order). */
-__device__ __forceinline__ void hc_comb4_warp(const float *mix, const float *scale, const float *base,
-                                              uint32_t iters, float eps, float *cm) {
+/* One warp (all 32 lanes): the n_hc = 4 combine matrix from the mix, one element per lane in
+ * registers (hcr_*_n<4>: the hcu_* sums in their order); lane l < 16 returns element l. */
+__device__ __forceinline__ float hc_comb4_warp(const float *mix, const float *scale, const float *base,
+                                               uint32_t iters, float eps) {
     const uint32_t lane = threadIdx.x & 31;
     const hc_exp ex;
     const float v = hcr_logit(mix + 8, scale[2], base + 8, 4, lane);
@@ -175,7 +175,7 @@ __device__ __forceinline__ void hc_comb4_warp(const float *mix, const float *sca
         if (it > 0) cv = hcr_row_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
         cv = hcr_col_pass_n<4>(hc_shfl_get{cv}, cv, lane, eps);
     }
-    if (lane < 16) cm[lane] = cv;
+    return cv;
 }
 
 /* Warp 0 (all 32 lanes): the split weights of one token from its mix, hc_weights_sum_kernel's
@@ -188,7 +188,8 @@ __device__ void hc_split_warp(const float *mix, const float *scale, const float 
     if (lane < 2 * n_hc) wts[lane] = hcu_pre_post(mix, scale, base, n_hc, eps, lane, ex);
     float *cm = wts + 2 * n_hc;
     if (n_hc == 4) { /* DeepSeek V4: unrolled, 4x faster than the loops below (same bits) */
-        hc_comb4_warp(mix, scale, base, iters, eps, cm);
+        const float cv = hc_comb4_warp(mix, scale, base, iters, eps);
+        if (lane < 16) cm[lane] = cv;
         return;
     }
     if (n_hc <= HCR_MAX) {
@@ -450,11 +451,14 @@ __global__ void __launch_bounds__(RMS_THREADS)
  * and sum orders are in cuda_hc_tail_units.cuh (checked on the host by tests/cuda/hc_tail_emu_check.cu):
  * thread t's float4 groups t + 256 k of the row are the ones cu_row_sumsq gives it, so phase 1 keeps
  * them in registers (64 floats) and the tail forms u from them (no reload of x); Σu² over u's groups
- * t + 256 e, e in order, is cu_row_sumsq's tree over u (so no u in shared memory). The split's
- * pre/post (warp 1) runs beside the combine matrix (warp 0): the same per-element functions, in
- * parallel instead of one after the other. scale, base and the norm weight are loaded at the start.
- * Every expression (Σx², s, the dots, the block-order sum of the partials, the split, u, Σu², the
- * scale, y = u * s * w) is the one hc_pre_one_kernel uses, in the same order, in a file built with
+ * t + 256 e, e in order, is cu_row_sumsq's tree over u (so no u in shared memory). A ninth warp
+ * (the split warp, HCT_BLOCK) holds no part of the row: after the mix it computes the combine matrix
+ * and stores it from its registers, while the 8 row warps each compute pre/post (the same
+ * per-element function in every warp: the same bits) and go on to u, Σu² and y without waiting
+ * for it (their barriers are the named barrier of the row threads, hct_row_sync). scale, base, the
+ * norm weight and the first mix weights are loaded before the PDL wait (weights only). Every
+ * expression (Σx², s, the dots, the block-order sum of the partials, the split, u, Σu², the scale,
+ * y = u * s * w) is the one hc_pre_one_kernel uses, in the same order, in a file built with
  * --fmad=false: bitwise the same outputs.
  *
  * grid = false ("last"): as today, the last block to finish (ticket) does the tail alone.
@@ -474,10 +478,19 @@ __global__ void __launch_bounds__(RMS_THREADS)
  *   multi:  fence + count atomic (RT) + generation poll (<= RT), partial loads (RT), sum of 64,
  *           comb || pre/post, u from registers, Σu² from registers, barrier, 256 B of y per block.
  * Expected (not measured): ~2 us less per call for either (x reload, norm weight RT, the pre/post
- * exp off the path); multi trades the ticket for a poll (one RT more) against the y store spread. */
+ * exp off the path); multi trades the ticket for a poll (one RT more) against the y store spread.
+ * Now (last): fence + ticket atomic (RT), fence, partial loads (RT), sum of 64, then the longer of
+ *   the split warp (comb softmax + 39 Sinkhorn passes, 64 B store from registers) and the row warps
+ *   (pre/post exp, u, Σu², barrier, y): the comb no longer runs before u, nor the split store after
+ *   a barrier. Measured (ncu, H200, 4-layer 4096-wide model; with hcu_recip's test moved off the
+ *   pass chain): hc_pre_norm 11.71 -> 10.40 us, hc_pre 11.07 -> 10.14 us per call, same bytes. A
+ *   matrix held whole in every lane (no shuffles, 4 reciprocals per pass) measured slower: the
+ *   reciprocals' range-test branches serialise them, and branch-free the 4 MUFU.RCP per pass and 4x
+ *   the adds and products still cost more than the 4 shuffles (6,854 vs 5,880 cycles, 20 iterations). */
 
 #define HCT_MAX_P 64u /* blocks (hd / 256) the staged partials are sized for (n_embd <= 4096) */
 #define HCT_NMIX (2 * HCT_NH + HCT_NH * HCT_NH)
+#define HCT_BLOCK (HCT_THREADS + 32) /* the row threads, then the split warp (holds no part of the row) */
 
 __device__ __forceinline__ unsigned hct_ld_acquire(const unsigned *p) {
     unsigned v;
@@ -486,47 +499,54 @@ __device__ __forceinline__ unsigned hct_ld_acquire(const unsigned *p) {
 }
 
 template <bool NORM, uint32_t KE>
-__global__ void __launch_bounds__(HCT_THREADS)
+__global__ void __launch_bounds__(HCT_BLOCK)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
                    uint32_t iters, float eps, float *split_out, float *y) {
-    cu_pdl_enter();
+    cu_pdl_trigger();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
-    __shared__ float mix[HCT_NMIX], wts[HCT_NMIX], s_base[HCT_NMIX], s_scale[3];
+    __shared__ float mix[HCT_NMIX], s_base[HCT_NMIX], s_scale[3];
     __shared__ double red[HCT_THREADS / 32];
     __shared__ bool go;
     const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5, P = gridDim.x;
+    const bool row = warp < W; /* a row thread; warp W is the split warp */
+    const bool split = split_out && (!grid || blockIdx.x == 0);
+    /* Before the wait only weights and arguments (cuda_pdl.cuh): their loads overlap the end of the
+     * kernel before. Nothing global is written, and x, part and sync are touched, after it. */
     if (t < HCT_NMIX) s_base[t] = base[t];
     if (t < 3) s_scale[t] = scale[t];
     float4 nw[KE];
 #pragma unroll
     for (uint32_t e = 0; e < KE; e++)
-        if (NORM && hct_writes(hct_group(t, e), P, blockIdx.x, grid))
+        if (NORM && row && hct_writes(hct_group(t, e), P, blockIdx.x, grid))
             nw[e] = ((const float4 *)norm_w)[hct_group(t, e)];
-    /* phase 1: hc_mix_part_token with the row's groups kept in registers */
     const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
     uint4 qp[HCM_PREFETCH];
 #pragma unroll
     for (uint32_t i = 0; i < HCM_PREFETCH; i++)
-        if (warp + i * W < HCT_NMIX)
+        if (row && warp + i * W < HCT_NMIX)
             qp[i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
-    const float4 a = *(const float4 *)(x + i0), b = *(const float4 *)(x + i0 + 4);
+    cu_pdl_wait();
+    /* phase 1 (row threads): hc_mix_part_token with the row's groups kept in registers */
     float4 xv[NX];
+    if (row) {
+        const float4 a = *(const float4 *)(x + i0), b = *(const float4 *)(x + i0 + 4);
 #pragma unroll
-    for (uint32_t k = 0; k < NX; k++) xv[k] = ((const float4 *)x)[hct_group(t, k)];
-    double ss = 0.0;
+        for (uint32_t k = 0; k < NX; k++) xv[k] = ((const float4 *)x)[hct_group(t, k)];
+        double ss = 0.0;
 #pragma unroll
-    for (uint32_t k = 0; k < NX; k++) ss = hct_sq4(ss, xv[k].x, xv[k].y, xv[k].z, xv[k].w);
-    const double tot = hct_finish(ss, red);
-    const float s = 1.0f / sqrtf((float)(tot / (double)HD) + rms_eps);
-    const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
+        for (uint32_t k = 0; k < NX; k++) ss = hct_sq4(ss, xv[k].x, xv[k].y, xv[k].z, xv[k].w);
+        const double tot = hct_finish(ss, red);
+        const float s = 1.0f / sqrtf((float)(tot / (double)HD) + rms_eps);
+        const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
 #pragma unroll
-    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
-        if (warp + i * W < HCT_NMIX) hc_mix_dot(qp[i], f, lane, warp + i * W, HCT_NMIX, part);
-    for (uint32_t m = warp + HCM_PREFETCH * W; m < HCT_NMIX; m += W)
-        hc_mix_dot(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2), f, lane, m, HCT_NMIX,
-                   part);
+        for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+            if (warp + i * W < HCT_NMIX) hc_mix_dot(qp[i], f, lane, warp + i * W, HCT_NMIX, part);
+        for (uint32_t m = warp + HCM_PREFETCH * W; m < HCT_NMIX; m += W)
+            hc_mix_dot(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2), f, lane, m,
+                       HCT_NMIX, part);
+    }
     /* the grid-wide sum */
     __threadfence(); /* this block's partials, device-wide, before it arrives */
     __syncthreads();
@@ -551,7 +571,7 @@ __global__ void __launch_bounds__(HCT_THREADS)
     __threadfence();
     const uint32_t np = P * HCT_NMIX;
 #pragma unroll 8 /* the loads in flight together */
-    for (uint32_t i = t; i < np; i += HCT_THREADS) st[i] = __ldcg(part + i);
+    for (uint32_t i = t; i < np; i += HCT_BLOCK) st[i] = __ldcg(part + i);
     __syncthreads();
     if (t < HCT_NMIX) {
         double acc = 0.0;
@@ -560,12 +580,21 @@ __global__ void __launch_bounds__(HCT_THREADS)
         mix[t] = (float)acc;
     }
     __syncthreads();
-    if (warp == 0)
-        hc_comb4_warp(mix, s_scale, s_base, iters, eps, wts + 2 * HCT_NH);
-    else if (warp == 1 && lane < 2 * HCT_NH)
-        wts[lane] = hcu_pre_post(mix, s_scale, s_base, HCT_NH, eps, lane, hc_exp{});
-    __syncthreads();
-    if (split_out && (!grid || blockIdx.x == 0) && t < HCT_NMIX) split_out[t] = wts[t];
+    /* From here the split warp and the row warps share no barrier: the combine matrix (the longest
+     * chain, 39 Sinkhorn passes) runs beside u, Σu² and y instead of before them. */
+    if (!row) { /* the split warp: the combine matrix, stored from its registers */
+        const float cv = hc_comb4_warp(mix, s_scale, s_base, iters, eps);
+        if (split && lane < HCT_NH * HCT_NH) split_out[2 * HCT_NH + lane] = cv;
+        return;
+    }
+    /* Every row warp: pre/post one per lane (each warp the same bits; warp 0 stores them), the four
+     * pre weights to every lane by shuffles: no barrier between the mix and u. */
+    const float pw =
+        lane < 2 * HCT_NH ? hcu_pre_post(mix, s_scale, s_base, HCT_NH, eps, lane, hc_exp{}) : 0.0f;
+    if (split && warp == 0 && lane < 2 * HCT_NH) split_out[lane] = pw;
+    float wh[HCT_NH];
+#pragma unroll
+    for (uint32_t h = 0; h < HCT_NH; h++) wh[h] = __shfl_sync(0xffffffffu, pw, (int)h);
     /* u[d] = sum_h x[h][d] * w[h], h in order (hc_pre_one_kernel's float4 form) */
     float4 u[KE];
 #pragma unroll
@@ -574,7 +603,7 @@ __global__ void __launch_bounds__(HCT_THREADS)
 #pragma unroll
         for (uint32_t h = 0; h < HCT_NH; h++) {
             const float4 v = xv[hct_slot(h, e, KE)];
-            const float w = wts[h];
+            const float w = wh[h];
             acc.x += v.x * w;
             acc.y += v.y * w;
             acc.z += v.z * w;
@@ -603,7 +632,7 @@ __global__ void __launch_bounds__(HCT_THREADS)
 
 template <bool NORM, uint32_t KE> static int hct_blocks_per_sm(void) {
     int nb = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, hc_tail_kernel<NORM, KE>, HCT_THREADS, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, hc_tail_kernel<NORM, KE>, HCT_BLOCK, 0) !=
         cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -638,8 +667,8 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
         return DSV4_OK;
     unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
 #define HCT_LAUNCH(NORM, KE)                                                                                 \
-    hc_tail_kernel<NORM, KE><<<P, HCT_THREADS, 0, c->stream>>>(                                              \
-        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y)
+    hc_tail_kernel<NORM, KE><<<P, HCT_BLOCK, 0, c->stream>>>(x_hc, wd, fn_row_bytes, rms_eps, part, sync,    \
+                                                             grid, sv, bv, norm_w, iters, hc_eps, split, y)
     if (norm_w && n_embd == 4096)
         HCT_LAUNCH(true, 4);
     else if (norm_w)
