@@ -156,6 +156,7 @@ static void cu_buf_free(void *vctx, void *ptr) {
 
 static dsv4_status cu_write(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     if (!bytes) return DSV4_OK;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream); /* the caller may reuse src at once */
@@ -174,6 +175,7 @@ static dsv4_status cu_read(void *vctx, void *dst, const void *src, size_t bytes,
 
 dsv4_status cu_copy(void *vctx, void *dst, const void *src, size_t bytes, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     if (!bytes || dst == src) return DSV4_OK;
     const uint8_t *d = (const uint8_t *)dst, *s = (const uint8_t *)src;
     if (d < s + bytes && s < d + bytes) { /* overlapping (memmove semantics): go through scratch */
@@ -391,6 +393,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
                      : strcmp(ht, "off") == 0   ? CU_HC_TAIL_OFF
                                                 : CU_HC_TAIL_LAST;
         cu_hc_tail_init(c);
+        const char *pq = getenv("DSV4_CUDA_PREQ");
+        c->preq_on = !(pq && strcmp(pq, "0") == 0);
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *ma = getenv("DSV4_CUDA_MVW_ACT");

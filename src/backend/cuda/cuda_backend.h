@@ -36,7 +36,8 @@ enum {
     CU_SLOT_IDX = 11,   /* indexer scratch */
     CU_SLOT_MULTI = 12, /* matmul_multi: the quantized inputs */
     CU_SLOT_ATTN = 13,  /* fast attention: split partials */
-    CU_SLOTS = 14
+    CU_SLOT_PREQ = 14,  /* hc_pre_norm: its row's Q8_0 activation blocks (cu_preq_*) */
+    CU_SLOTS = 15
 };
 
 /* DSV4_CUDA_HC_TAIL: the older one-launch pre step (off), its register tail in the last block
@@ -100,6 +101,16 @@ typedef struct cuda_ctx {
     bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
+    /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's
+     * Q8_0 activation blocks (quant_act_q8_0's bytes) into CU_SLOT_PREQ, and the next matmul_multi
+     * on that row uses them instead of launching the quantizer. The record holds until that call or
+     * until an op that writes rows the graph passes as such inputs (hc_pre, hc_pre_norm, rmsnorm,
+     * write, copy, fill, copy_from) clears it. */
+    bool preq_on;
+    const float *preq_x; /* the row (NULL: no record) */
+    uint64_t preq_n;     /* its length */
+    const uint8_t *preq_q;
+    uint64_t preq_used;        /* quantizer launches saved (the test hook and --stats read it) */
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
     uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
     uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */
@@ -369,5 +380,17 @@ __device__ __forceinline__ float cu_softplus(float x) {
     return cu_log1pf(cu_expf(x));
 }
 #endif
+
+/* ---- producer-side Q8_0 record (cuda_ctx.preq_*) ---- */
+static inline void cu_preq_clear(cuda_ctx *c) { c->preq_x = NULL; }
+static inline void cu_preq_set(cuda_ctx *c, const float *x, uint64_t n, const uint8_t *q) {
+    c->preq_x = x;
+    c->preq_n = n;
+    c->preq_q = q;
+}
+/* The Q8_0 blocks of row x (n values) if the record holds them, else NULL. */
+static inline const uint8_t *cu_preq_find(const cuda_ctx *c, const float *x, uint64_t n) {
+    return c->preq_x && c->preq_x == x && c->preq_n == n ? c->preq_q : NULL;
+}
 
 #endif

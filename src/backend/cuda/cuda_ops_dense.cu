@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
 dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_t n_rows, uint32_t width,
                        float eps, float *y, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     const float *wd = NULL;
     if (w) {
         if (w->ne[0] != width)
@@ -117,6 +118,7 @@ __global__ void fill_kernel(float *dst, float v, size_t n) {
 
 dsv4_status cu_fill_f32(void *vctx, float *dst, float value, size_t n, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     if (!n) return DSV4_OK;
     const size_t blocks = cu_blocks(n, 256);
     fill_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, c->stream>>>(dst, value, n);

@@ -441,6 +441,11 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
             }
         }
     }
+    /* the producer-side Q8_0 record (cu_preq_*): used by this call at most, then dropped */
+    const float *pq_x = c->preq_x;
+    const uint64_t pq_n = c->preq_n;
+    const uint8_t *pq_q = c->preq_q;
+    cu_preq_clear(c);
     if (one) {
         uint8_t *q = need ? (uint8_t *)cu_scratch(c, CU_SLOT_MULTI, need, err) : NULL;
         if (need && !q) return DSV4_ERR_NOMEM;
@@ -452,6 +457,12 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
             uint32_t xf = 0;
             if (w->type == DSV4_TYPE_Q8_0 && c->mvw_act_fused) {
                 xf = 1; /* the kernel quantizes it (16-byte aligned, checked above) */
+            } else if (w->type == DSV4_TYPE_Q8_0 && pq_x && pq_x == items[i].x && pq_n == w->ne[0]) {
+                x = pq_q; /* hc_pre_norm wrote these blocks (the quantizer's bytes) */
+                bool first = true;
+                for (uint32_t j = 0; j < i; j++)
+                    if (items[j].w->type == DSV4_TYPE_Q8_0 && xi[j] == xi[i]) first = false;
+                if (first) c->preq_used++;
             } else if (w->type == DSV4_TYPE_Q8_0) {
                 x = q + xi[i];
                 bool first = true; /* quantize each distinct input once */

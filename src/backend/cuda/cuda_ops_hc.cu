@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_hc_tail_units.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
@@ -502,7 +503,7 @@ template <bool NORM, uint32_t KE>
 __global__ void __launch_bounds__(HCT_BLOCK)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
-                   uint32_t iters, float eps, float *split_out, float *y) {
+                   uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq) {
     cu_pdl_trigger();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
@@ -620,9 +621,28 @@ __global__ void __launch_bounds__(HCT_BLOCK)
         const float sc = 1.0f / sqrtf((float)(tu / (double)NE) + rms_eps);
 #pragma unroll
         for (uint32_t e = 0; e < KE; e++)
-            if (hct_writes(hct_group(t, e), P, blockIdx.x, grid))
-                y4[hct_group(t, e)] = make_float4(u[e].x * sc * nw[e].x, u[e].y * sc * nw[e].y,
-                                                  u[e].z * sc * nw[e].z, u[e].w * sc * nw[e].w);
+            if (hct_writes(hct_group(t, e), P, blockIdx.x, grid)) {
+                const float4 v = make_float4(u[e].x * sc * nw[e].x, u[e].y * sc * nw[e].y,
+                                             u[e].z * sc * nw[e].z, u[e].w * sc * nw[e].w);
+                y4[hct_group(t, e)] = v;
+                /* yq (the one-block tail only: this block writes every group): y's Q8_0 activation
+                 * blocks, quant_act_q8_0's bytes (cuda_act_quant.cuh; the amax is an fmaxf reduction,
+                 * order-free). Block b's 8 float4 groups are the 8 lanes t ^ 0..7 of this warp. */
+                if (yq) {
+                    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+                    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+                    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
+                    const uint32_t g = hct_group(t, e);
+                    uint8_t *ob = yq + (uint64_t)(g >> 3) * 36;
+                    const uint32_t q = (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.x, id) |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.y, id) << 8 |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.z, id) << 16 |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.w, id) << 24;
+                    *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
+                    if ((g & 7) == 0) *(float *)ob = d;
+                }
+            }
     } else {
 #pragma unroll
         for (uint32_t e = 0; e < KE; e++)
@@ -657,7 +677,7 @@ void cu_hc_tail_init(cuda_ctx *c) {
 static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes, const float *sv,
                            const float *bv, const float *norm_w, const float *x_hc, uint32_t n_hc,
                            uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, double *part,
-                           float *y, float *split, bool *done, dsv4_error *err) {
+                           float *y, float *split, uint8_t *yq, bool *done, dsv4_error *err) {
     *done = false;
     const uint32_t P = n_hc * n_embd / HCM_CHUNK;
     const bool grid = c->hc_tail == CU_HC_TAIL_MULTI;
@@ -666,9 +686,10 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
         (norm_w && ((uintptr_t)norm_w & 15) != 0) || (grid && P > c->hc_tail_resident))
         return DSV4_OK;
     unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
+    if (grid || !norm_w) yq = NULL; /* the Q8_0 copy needs the one-block tail (and the normed row) */
 #define HCT_LAUNCH(NORM, KE)                                                                                 \
-    hc_tail_kernel<NORM, KE><<<P, HCT_BLOCK, 0, c->stream>>>(x_hc, wd, fn_row_bytes, rms_eps, part, sync,    \
-                                                             grid, sv, bv, norm_w, iters, hc_eps, split, y)
+    hc_tail_kernel<NORM, KE><<<P, HCT_BLOCK, 0, c->stream>>>(                                                \
+        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y, yq)
     if (norm_w && n_embd == 4096)
         HCT_LAUNCH(true, 4);
     else if (norm_w)
@@ -680,7 +701,9 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
 #undef HCT_LAUNCH
     c->hc_tail_launches++;
     *done = true;
-    return cu_launched(err, grid ? "hc pre (grid tail)" : "hc pre (register tail)");
+    const dsv4_status st = cu_launched(err, grid ? "hc pre (grid tail)" : "hc pre (register tail)");
+    if (st == DSV4_OK && yq) cu_preq_set(c, y, n_embd, yq);
+    return st;
 }
 
 /* The one-launch pre step when it applies (DSV4_CUDA_HC_FAST not 0, and the decode mix's
@@ -691,6 +714,7 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
                               uint32_t iters, float rms_eps, float hc_eps, float *y, float *split, bool *done,
                               dsv4_error *err) {
     *done = false;
+    cu_preq_clear(c); /* y is rewritten */
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
     if (!c->hc_fast || !c->d_hc_ticket || n_hc == 0 || n_hc > HC_MAX || !hc_fast_mix(c, fn, x_hc, 1, hd) ||
@@ -703,8 +727,15 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
     const size_t part_bytes = (size_t)P * n_mix * sizeof(double);
     double *part = (double *)cu_scratch(c, CU_SLOT_FLAT, part_bytes, err);
     if (!part) return DSV4_ERR_NOMEM;
+    /* hc_pre_norm's row feeds Q8_0 products next (the attention set, the router + shared gate/up):
+     * its activation blocks are written by the same kernel (cu_preq_*) */
+    uint8_t *yq = NULL;
+    if (norm_w && c->preq_on && n_embd % 32 == 0) {
+        yq = (uint8_t *)cu_scratch(c, CU_SLOT_PREQ, (size_t)n_embd / 32 * 36, err);
+        if (!yq) return DSV4_ERR_NOMEM;
+    }
     dsv4_status st = hc_tail(c, wd, fn->row_bytes, sv, bv, norm_w, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps,
-                             part, y, split, done, err);
+                             part, y, split, yq, done, err);
     if (st != DSV4_OK || *done) return st;
     const bool stage = part_bytes <= HCO_STAGE_BYTES;
     size_t smem = norm_w ? (size_t)n_embd * sizeof(float) : 0;
@@ -733,6 +764,7 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
                       const float *x_hc, uint32_t n, uint32_t n_hc, uint32_t n_embd, uint32_t iters,
                       float rms_eps, float hc_eps, float *u, float *split, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     const uint64_t hd = (uint64_t)n_hc * n_embd;
     const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
     if (n_hc == 0 || n_hc > HC_MAX)
@@ -812,6 +844,7 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
                            uint32_t n_hc, uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
                            float *u_normed, float *split, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     if (!cu_hc_pre_norm_ok(c, n, n_hc, n_embd, norm_w->type) || norm_w->ne[0] != n_embd)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc_pre_norm: %u tokens of %u x %u with norm %s", n, n_hc,
                          n_embd, norm_w->name ? norm_w->name : "?");

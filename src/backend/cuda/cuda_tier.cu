@@ -75,6 +75,7 @@ cudaError_t cu_peer_copy(cuda_ctx *c, void *dst, const void *src, int src_device
 dsv4_status cu_copy_from(void *vctx, void *dst, const dsv4_backend *src_b, const void *src, size_t bytes,
                          bool allow_peer, int *path, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* may rewrite a row the producer-side Q8_0 record holds */
     if (!src_b || !src_b->ops || strcmp(src_b->ops->name, "cuda") != 0)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuda copy_from: the source tier is not a CUDA device");
     cuda_ctx *s = (cuda_ctx *)src_b->ctx;
