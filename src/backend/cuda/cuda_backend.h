@@ -105,12 +105,16 @@ typedef struct cuda_ctx {
      * Q8_0 activation blocks (quant_act_q8_0's bytes) into CU_SLOT_PREQ, and the next matmul_multi
      * on that row uses them instead of launching the quantizer. The record holds until that call or
      * until an op that writes rows the graph passes as such inputs (hc_pre, hc_pre_norm, rmsnorm,
-     * write, copy, fill, copy_from) clears it. */
+     * write, copy, fill, copy_from) clears it. The Q8_K record (preqk_*: the same row for the
+     * routed experts) holds past matmul_multi and the router until the moe op takes it. */
     bool preq_on;
     const float *preq_x; /* the row (NULL: no record) */
     uint64_t preq_n;     /* its length */
     const uint8_t *preq_q;
-    uint64_t preq_used;        /* quantizer launches saved (the test hook and --stats read it) */
+    const float *preqk_x; /* the same row's Q8_K blocks (the routed experts' input), until the moe op */
+    uint64_t preqk_n;
+    const uint8_t *preqk_q;
+    uint64_t preq_used;        /* quantizer launches saved */
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
     uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
     uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */
@@ -382,7 +386,12 @@ __device__ __forceinline__ float cu_softplus(float x) {
 #endif
 
 /* ---- producer-side Q8_0 record (cuda_ctx.preq_*) ---- */
-static inline void cu_preq_clear(cuda_ctx *c) { c->preq_x = NULL; }
+static inline void cu_preq_clear(cuda_ctx *c) { c->preq_x = c->preqk_x = NULL; }
+static inline void cu_preqk_set(cuda_ctx *c, const float *x, uint64_t n, const uint8_t *q) {
+    c->preqk_x = x;
+    c->preqk_n = n;
+    c->preqk_q = q;
+}
 static inline void cu_preq_set(cuda_ctx *c, const float *x, uint64_t n, const uint8_t *q) {
     c->preq_x = x;
     c->preq_n = n;

@@ -445,7 +445,7 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
     const float *pq_x = c->preq_x;
     const uint64_t pq_n = c->preq_n;
     const uint8_t *pq_q = c->preq_q;
-    cu_preq_clear(c);
+    c->preq_x = NULL; /* the Q8_K record stays for the moe op */
     if (one) {
         uint8_t *q = need ? (uint8_t *)cu_scratch(c, CU_SLOT_MULTI, need, err) : NULL;
         if (need && !q) return DSV4_ERR_NOMEM;

@@ -499,11 +499,69 @@ __device__ __forceinline__ unsigned hct_ld_acquire(const unsigned *p) {
     return v;
 }
 
+/* The row's Q8_K blocks (quant_act_q8_k's bytes; act_q8_k_block's operations) from the row threads'
+ * float4 groups t + 256 e: block b = the 64 groups of threads 64 m .. 64 m + 63 (two warps) for one e.
+ * Each warp picks its largest |v| (the lowest index among ties, as the CPU's strict scan), the two
+ * warps of a block meet through shared memory, then every thread writes its 4 codes and the 4-lane
+ * groups their 16-element sums. All 256 row threads call it (one named barrier). */
+template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&yv)[KE], uint8_t *yk) {
+    __shared__ float s_am[HCT_THREADS / 32][KE], s_mv[HCT_THREADS / 32][KE];
+    __shared__ int s_ai[HCT_THREADS / 32][KE];
+    const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    float am[KE], mv[KE];
+    int ai[KE];
+#pragma unroll
+    for (uint32_t e = 0; e < KE; e++) {
+        const uint32_t g = hct_group(t, e);
+        const float v[4] = {yv[e].x, yv[e].y, yv[e].z, yv[e].w};
+        am[e] = 0.0f, mv[e] = 0.0f, ai[e] = 0x7fffffff;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (fabsf(v[k]) > am[e]) am[e] = fabsf(v[k]), mv[e] = v[k], ai[e] = (int)(4 * (g & 63) + k);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float am2 = __shfl_xor_sync(0xffffffffu, am[e], o);
+            const float mv2 = __shfl_xor_sync(0xffffffffu, mv[e], o);
+            const int ai2 = __shfl_xor_sync(0xffffffffu, ai[e], o);
+            if (am2 > am[e] || (am2 == am[e] && ai2 < ai[e])) am[e] = am2, mv[e] = mv2, ai[e] = ai2;
+        }
+        if (lane == 0) s_am[warp][e] = am[e], s_mv[warp][e] = mv[e], s_ai[warp][e] = ai[e];
+    }
+    hct_row_sync();
+#pragma unroll
+    for (uint32_t e = 0; e < KE; e++) {
+        const float am2 = s_am[warp ^ 1][e], mv2 = s_mv[warp ^ 1][e];
+        const int ai2 = s_ai[warp ^ 1][e];
+        if (am2 > am[e] || (am2 == am[e] && ai2 < ai[e])) am[e] = am2, mv[e] = mv2, ai[e] = ai2;
+        const uint32_t g = hct_group(t, e);
+        uint8_t *ob = yk + (uint64_t)(g >> 6) * 292;
+        const float v[4] = {yv[e].x, yv[e].y, yv[e].z, yv[e].w};
+        uint32_t pk = 0;
+        int sum = 0;
+        float d = 0.0f;
+        if (am[e] != 0.0f) { /* the same in both warps of the block */
+            const float iscale = __fdiv_rn(-127.0f, mv[e]);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int q = clamp_i8(__float2int_rn(__fmul_rn(iscale, v[k])));
+                sum += q;
+                pk |= (uint32_t)(q & 0xff) << (8 * k);
+            }
+            d = __fdiv_rn(1.0f, iscale);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 16 elements = the 4 lanes 4j .. 4j + 3 */
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        *(uint32_t *)(ob + 4 + 4 * (g & 63)) = pk;
+        if ((g & 3) == 0) *(int16_t *)(ob + 260 + 2 * ((g & 63) >> 2)) = (int16_t)sum;
+        if ((g & 63) == 0) *(float *)ob = d;
+    }
+}
+
 template <bool NORM, uint32_t KE>
 __global__ void __launch_bounds__(HCT_BLOCK)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
-                   uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq) {
+                   uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq, uint8_t *yk) {
     cu_pdl_trigger();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
@@ -619,11 +677,13 @@ __global__ void __launch_bounds__(HCT_BLOCK)
         for (uint32_t e = 0; e < KE; e++) su = hct_sq4(su, u[e].x, u[e].y, u[e].z, u[e].w);
         const double tu = hct_finish(su, red); /* red's phase-1 reads are several barriers back */
         const float sc = 1.0f / sqrtf((float)(tu / (double)NE) + rms_eps);
+        float4 yv[KE];
 #pragma unroll
         for (uint32_t e = 0; e < KE; e++)
             if (hct_writes(hct_group(t, e), P, blockIdx.x, grid)) {
                 const float4 v = make_float4(u[e].x * sc * nw[e].x, u[e].y * sc * nw[e].y,
                                              u[e].z * sc * nw[e].z, u[e].w * sc * nw[e].w);
+                yv[e] = v;
                 y4[hct_group(t, e)] = v;
                 /* yq (the one-block tail only: this block writes every group): y's Q8_0 activation
                  * blocks, quant_act_q8_0's bytes (cuda_act_quant.cuh; the amax is an fmaxf reduction,
@@ -643,6 +703,7 @@ __global__ void __launch_bounds__(HCT_BLOCK)
                     if ((g & 7) == 0) *(float *)ob = d;
                 }
             }
+        if (yk) hct_q8_k<KE>(yv, yk); /* the one-block tail only (as yq) */
     } else {
 #pragma unroll
         for (uint32_t e = 0; e < KE; e++)
@@ -677,7 +738,7 @@ void cu_hc_tail_init(cuda_ctx *c) {
 static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes, const float *sv,
                            const float *bv, const float *norm_w, const float *x_hc, uint32_t n_hc,
                            uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, double *part,
-                           float *y, float *split, uint8_t *yq, bool *done, dsv4_error *err) {
+                           float *y, float *split, uint8_t *yq, uint8_t *yk, bool *done, dsv4_error *err) {
     *done = false;
     const uint32_t P = n_hc * n_embd / HCM_CHUNK;
     const bool grid = c->hc_tail == CU_HC_TAIL_MULTI;
@@ -686,10 +747,10 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
         (norm_w && ((uintptr_t)norm_w & 15) != 0) || (grid && P > c->hc_tail_resident))
         return DSV4_OK;
     unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
-    if (grid || !norm_w) yq = NULL; /* the Q8_0 copy needs the one-block tail (and the normed row) */
+    if (grid || !norm_w) yq = yk = NULL; /* the Q8 copies need the one-block tail (and the normed row) */
 #define HCT_LAUNCH(NORM, KE)                                                                                 \
     hc_tail_kernel<NORM, KE><<<P, HCT_BLOCK, 0, c->stream>>>(                                                \
-        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y, yq)
+        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y, yq, yk)
     if (norm_w && n_embd == 4096)
         HCT_LAUNCH(true, 4);
     else if (norm_w)
@@ -703,6 +764,7 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
     *done = true;
     const dsv4_status st = cu_launched(err, grid ? "hc pre (grid tail)" : "hc pre (register tail)");
     if (st == DSV4_OK && yq) cu_preq_set(c, y, n_embd, yq);
+    if (st == DSV4_OK && yk) cu_preqk_set(c, y, n_embd, yk);
     return st;
 }
 
@@ -729,13 +791,15 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
     if (!part) return DSV4_ERR_NOMEM;
     /* hc_pre_norm's row feeds Q8_0 products next (the attention set, the router + shared gate/up):
      * its activation blocks are written by the same kernel (cu_preq_*) */
-    uint8_t *yq = NULL;
+    uint8_t *yq = NULL, *yk = NULL; /* Q8_0 blocks, then (n_embd % 256 == 0) Q8_K blocks */
     if (norm_w && c->preq_on && n_embd % 32 == 0) {
-        yq = (uint8_t *)cu_scratch(c, CU_SLOT_PREQ, (size_t)n_embd / 32 * 36, err);
+        const size_t qb = (size_t)n_embd / 32 * 36, kb = n_embd % 256 == 0 ? (size_t)n_embd / 256 * 292 : 0;
+        yq = (uint8_t *)cu_scratch(c, CU_SLOT_PREQ, qb + kb, err);
         if (!yq) return DSV4_ERR_NOMEM;
+        if (kb) yk = yq + qb; /* qb is a multiple of 4 */
     }
     dsv4_status st = hc_tail(c, wd, fn->row_bytes, sv, bv, norm_w, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps,
-                             part, y, split, yq, done, err);
+                             part, y, split, yq, yk, done, err);
     if (st != DSV4_OK || *done) return st;
     const bool stage = part_bytes <= HCO_STAGE_BYTES;
     size_t smem = norm_w ? (size_t)n_embd * sizeof(float) : 0;

@@ -294,7 +294,7 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
 static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *down,
                                     const uint8_t *gd, const uint8_t *ud, const uint8_t *dd, const float *x,
                                     const int32_t *sel, const float *weights, uint32_t k, float clamp,
-                                    float *out, dsv4_error *err) {
+                                    float *out, const uint8_t *xq_pre, dsv4_error *err) {
     const uint64_t n_expert = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
     const bool kq = down->type == DSV4_TYPE_Q2_K || down->type == DSV4_TYPE_Q4_K ||
                     down->type == DSV4_TYPE_IQ2_XXS; /* down consumes Q8_K activations */
@@ -308,9 +308,15 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     uint8_t *mq = gu ? (uint8_t *)cu_scratch(c, CU_SLOT_MIDQ, mqb * k, err) : NULL;
     float *y = mq ? (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
-    const void *xq;
-    uint64_t xq_stride;
-    dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
+    const void *xq = NULL;
+    uint64_t xq_stride = 0;
+    dsv4_status st = DSV4_OK;
+    if (xq_pre && cu_act_bytes(gate->type, in) == in / 256 * 292) {
+        xq = xq_pre; /* hc_pre_norm wrote x's Q8_K blocks (the quantizer's bytes) */
+        c->preq_used++;
+    } else {
+        st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
+    }
     if (st != DSV4_OK) return st;
     st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
                                        (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
@@ -346,6 +352,9 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
                          gate->name ? gate->name : "?", up->name ? up->name : "?",
                          down->name ? down->name : "?");
     if (n == 0 || k == 0) return DSV4_OK;
+    /* the producer-side Q8_K record (cu_preq_*): for this call at most */
+    const uint8_t *xq_pre = n == 1 && c->preqk_x && c->preqk_x == x && c->preqk_n == in ? c->preqk_q : NULL;
+    c->preqk_x = NULL;
     const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
     const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
     const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
@@ -358,7 +367,7 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
         dsv4_status fs = moe_decode_2l(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
         if (fs != DSV4_ERR_UNSUPPORTED) return fs;
         dsv4_error_clear(err);
-        fs = moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
+        fs = moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, xq_pre, err);
         if (fs != DSV4_ERR_UNSUPPORTED) return fs;
         dsv4_error_clear(err);
     }
