@@ -216,51 +216,55 @@ static __host__ __device__ __forceinline__ void unit_q8_0(const uint8_t *wr, int
     }
 }
 
-/* IQ2_XXS sub-block u (32 elements): a0 = 4 grid indices, a1 = 4 x 7 sign bits | scale << 28.
- * Signs: with m = 0x00/0xff per byte, sum g*s*q = dp4a(g, q ^ m) - dp4a(g, m) (exact). */
-template <int RPL>
-static __host__ __device__ __forceinline__ void unit_iq2_xxs(const uint8_t *wr, int rb, int u,
-                                                             const uint8_t *act, const uint2 *G,
-                                                             const uint2 *M, float *acc) {
-    const int b = u >> 3, sb = u & 7;
-    const uint8_t *ab = act + b * 400 + sb * 48;
-    const int4 xa = ld128(ab), xb = ld128(ab + 16);
-    const float ad = *(const float *)(ab + 32) * 0.125f;
-    const int q[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-    const int off = b * 66 + 2 + sb * 8;
-    const unsigned sh = (off & 2) ? 16u : 0u;
-    const uint8_t *wb = wr + (off & ~3);
-    const uint8_t *db = wr + b * 66;
-    MV_UNROLL
-    for (int j = 0; j < RPL; j++) {
-        const uint32_t *wp = (const uint32_t *)(wb + j * rb);
-        const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
-        const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
-        const uint32_t d16 = *(const uint16_t *)(db + j * rb);
+/* IQ2_XXS sub-block u (32 elements): a0 = 4 grid indices, a1 = 4 x 7 sign bits | scale << 28. Two
+ * decoders of the same exact integer sum g*s*q (the float expression after it is shared, so both give
+ * the same bits):
+ *   V = 0, sign masks: with m = 0x00/0xff per byte, sum g*s*q = dp4a(g, q ^ m) - dp4a(g, m); G and M
+ *     are the 16-copy grid and mask tables (16 table wavefronts per warp and row);
+ *   V = 1, PRMT selectors (DSV4_CUDA_MV_IQ2=sel, the default): entry e at byte (e << LG) | loff of TG
+ *     (grid selectors, 256) and TS (sign selectors, 128), OR-ed, pick the signed grid bytes; one dp4a per
+ *     word. The kernel keeps 32 copies (LG = 7, loff = 4 * lane: one bank per lane), 8 wavefronts. */
+struct mv_iq2_tabs {
+    const uint2 *G, *M;     /* V = 0 (already offset by the lane's copy) */
+    const uint8_t *TG, *TS; /* V = 1 */
+    uint32_t loff;
+};
+template <int V, int LG>
+static __host__ __device__ __forceinline__ int iq2_sub_sum(uint32_t a0, uint32_t a1, const int (&q)[8],
+                                                           const mv_iq2_tabs &t) {
+    if (V == 0) {
         int sp = 0, sn = 0;
         MV_UNROLL
         for (int l = 0; l < 4; l++) {
-            const uint2 g = G[((a0 >> (8 * l)) & 255u) * 16];
-            const uint2 m = M[((a1 >> (7 * l)) & 127u) * 16];
+            const uint2 g = t.G[((a0 >> (8 * l)) & 255u) * 16];
+            const uint2 m = t.M[((a1 >> (7 * l)) & 127u) * 16];
             sp = mv_dp4a((int)g.x, q[2 * l] ^ (int)m.x, sp);
             sp = mv_dp4a((int)g.y, q[2 * l + 1] ^ (int)m.y, sp);
             sn = mv_dp4a((int)g.x, (int)m.x, sn);
             sn = mv_dp4a((int)g.y, (int)m.y, sn);
         }
-        const int ls = 2 * (int)(a1 >> 28) + 1;
-        acc[j] = fmaf(h2f(d16) * ad, (float)((sp - sn) * ls), acc[j]);
+        return sp - sn;
     }
+    uint32_t sel[4];
+    sel[0] =
+        ld32(t.TG + (md_ent<0, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<0, LG, 127u>(a1) | t.loff));
+    sel[1] =
+        ld32(t.TG + (md_ent<8, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<7, LG, 127u>(a1) | t.loff));
+    sel[2] =
+        ld32(t.TG + (md_ent<16, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<14, LG, 127u>(a1) | t.loff));
+    sel[3] =
+        ld32(t.TG + (md_ent<24, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<21, LG, 127u>(a1) | t.loff));
+    int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
+    MV_UNROLL
+    for (int l = 0; l < 4; l++) {
+        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
+        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
+    }
+    return s0 + s1;
 }
-
-/* The same sub-block by PRMT selectors (DSV4_CUDA_MV_IQ2=sel): the same integer sum (sum g*s*q,
- * exact) and the same float expression, so the same bits as unit_iq2_xxs; 8 table wavefronts per
- * warp and row instead of 16. Tables: entry e at byte (e << LG) | loff of TG (grid selectors, 256)
- * and TS (sign selectors, 128); the kernel keeps 32 copies (LG = 7, loff = 4 * lane: one bank per
- * lane, never a conflict). */
-template <int RPL, int LG>
-static __host__ __device__ __forceinline__ void
-unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uint8_t *TG, const uint8_t *TS,
-                 uint32_t loff, float *acc) {
+template <int RPL, int V, int LG>
+static __host__ __device__ __forceinline__ void unit_iq2(const uint8_t *wr, int rb, int u, const uint8_t *act,
+                                                         const mv_iq2_tabs &t, float *acc) {
     const int b = u >> 3, sb = u & 7;
     const uint8_t *ab = act + b * 400 + sb * 48;
     const int4 xa = ld128(ab), xb = ld128(ab + 16);
@@ -276,21 +280,24 @@ unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uin
         const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
         const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
         const uint32_t d16 = *(const uint16_t *)(db + j * rb);
-        uint32_t sel[4];
-        sel[0] = ld32(TG + (md_ent<0, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<0, LG, 127u>(a1) | loff));
-        sel[1] = ld32(TG + (md_ent<8, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<7, LG, 127u>(a1) | loff));
-        sel[2] = ld32(TG + (md_ent<16, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<14, LG, 127u>(a1) | loff));
-        sel[3] = ld32(TG + (md_ent<24, LG, 255u>(a0) | loff)) | ld32(TS + (md_ent<21, LG, 127u>(a1) | loff));
-        int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
-        MV_UNROLL
-        for (int l = 0; l < 4; l++) {
-            s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
-            s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
-        }
-        const int s = s0 + s1;
+        const int s = iq2_sub_sum<V, LG>(a0, a1, q, t);
         const int ls = 2 * (int)(a1 >> 28) + 1;
         acc[j] = fmaf(h2f(d16) * ad, (float)(s * ls), acc[j]);
     }
+}
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_iq2_xxs(const uint8_t *wr, int rb, int u,
+                                                             const uint8_t *act, const uint2 *G,
+                                                             const uint2 *M, float *acc) {
+    const mv_iq2_tabs t = {G, M, nullptr, nullptr, 0u};
+    unit_iq2<RPL, 0, 0>(wr, rb, u, act, t, acc);
+}
+template <int RPL, int LG>
+static __host__ __device__ __forceinline__ void
+unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uint8_t *TG, const uint8_t *TS,
+                 uint32_t loff, float *acc) {
+    const mv_iq2_tabs t = {nullptr, nullptr, TG, TS, loff};
+    unit_iq2<RPL, 1, LG>(wr, rb, u, act, t, acc);
 }
 
 /* Q2_K quarter u = 4b + 2h + s: 16 qs bytes (qs[32h+16s..]) x 4 bit planes j, scales[8h+2j+s]. */
