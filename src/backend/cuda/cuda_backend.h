@@ -37,7 +37,8 @@ enum {
     CU_SLOT_MULTI = 12, /* matmul_multi: the quantized inputs */
     CU_SLOT_ATTN = 13,  /* fast attention: split partials */
     CU_SLOT_PREQ = 14,  /* hc_pre_norm: its row's Q8_0 activation blocks (cu_preq_*) */
-    CU_SLOTS = 15
+    CU_SLOT_PREQR = 15, /* rmsnorm of one weighted row: its Q8_0 blocks (cu_preq_*) */
+    CU_SLOTS = 16
 };
 
 /* DSV4_CUDA_HC_TAIL: the older one-launch pre step (off), its register tail in the last block

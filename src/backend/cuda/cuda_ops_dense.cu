@@ -1,5 +1,6 @@
 /* Element-wise and row ops: rmsnorm (Σx² in double), add, SwiGLU, fill. Float expressions are
  * the CPU's (backend/cpu/cpu_kernels.c, cpu_dense.c), evaluated in the same order without FMA. */
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
 
 #include "backend/cuda/cuda_pdl.cuh"
@@ -10,9 +11,12 @@
  * depend on the launch; it differs from the CPU's sequential double sum only below float
  * resolution. The loads are issued several at a time (float4 where aligned): the row is read in
  * one or two memory round trips instead of one per element. */
+/* yq (VEC with w, width a multiple of 4 * RMS_THREADS: every thread in every round): the row's Q8_0
+ * activation blocks too, quant_act_q8_0's bytes (cuda_act_quant.cuh; the amax an fmaxf reduction,
+ * order-free): a block's 8 float4 groups are 8 consecutive threads of a warp. */
 template <bool VEC>
 __global__ void __launch_bounds__(RMS_THREADS)
-    rms_kernel(const float *x, const float *w, uint32_t width, float eps, float *y) {
+    rms_kernel(const float *x, const float *w, uint32_t width, float eps, float *y, uint8_t *yq) {
     cu_pdl_enter();
     __shared__ double part[RMS_THREADS / 32];
     const float *xr = x + (uint64_t)blockIdx.x * width;
@@ -32,7 +36,21 @@ __global__ void __launch_bounds__(RMS_THREADS)
 #pragma unroll 4
             for (uint32_t g = threadIdx.x; g < groups; g += RMS_THREADS) {
                 const float4 v = x4[g], wv = g == threadIdx.x ? w_first : w4[g];
-                y4[g] = make_float4(v.x * s * wv.x, v.y * s * wv.y, v.z * s * wv.z, v.w * s * wv.w);
+                const float4 o = make_float4(v.x * s * wv.x, v.y * s * wv.y, v.z * s * wv.z, v.w * s * wv.w);
+                y4[g] = o;
+                if (yq) {
+                    float am = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
+#pragma unroll
+                    for (int k = 1; k < 8; k <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, k));
+                    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
+                    uint8_t *ob = yq + (uint64_t)blockIdx.x * (width / 32) * 36 + (uint64_t)(g >> 3) * 36;
+                    const uint32_t q = (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.x, id) |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.y, id) << 8 |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.z, id) << 16 |
+                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.w, id) << 24;
+                    *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
+                    if ((g & 7) == 0) *(float *)ob = d;
+                }
             }
         } else {
 #pragma unroll 4
@@ -63,6 +81,16 @@ dsv4_status cu_rmsnorm(void *vctx, const float *x, const dsv4_tensor *w, uint32_
                              w->name ? w->name : "?", dsv4_type_name(w->type));
         if (!(wd = (const float *)cu_weight_dev(c, w, err))) return DSV4_ERR_INVALID;
     }
+    /* one weighted row (the q_a norm before q_b): its Q8_0 blocks beside it for the next matmul */
+    const bool vec = width % 4 == 0 && (((uintptr_t)x | (uintptr_t)y | (uintptr_t)wd) & 15) == 0;
+    if (c->preq_on && n_rows == 1 && wd && vec && width % (4 * RMS_THREADS) == 0) {
+        uint8_t *yq = (uint8_t *)cu_scratch(c, CU_SLOT_PREQR, (size_t)width / 32 * 36, err);
+        if (!yq) return DSV4_ERR_NOMEM;
+        rms_kernel<true><<<1, RMS_THREADS, 0, c->stream>>>(x, wd, width, eps, y, yq);
+        const dsv4_status st = cu_launched(err, "rmsnorm (+ Q8_0)");
+        if (st == DSV4_OK) cu_preq_set(c, y, width, yq);
+        return st;
+    }
     return cu_rms_rows(c, x, wd, n_rows, width, eps, y, err);
 }
 
@@ -71,9 +99,9 @@ dsv4_status cu_rms_rows(cuda_ctx *c, const float *x, const float *w_dev, uint32_
     if (n_rows == 0 || width == 0) return DSV4_OK;
     const bool vec = width % 4 == 0 && (((uintptr_t)x | (uintptr_t)y | (uintptr_t)w_dev) & 15) == 0;
     if (vec)
-        rms_kernel<true><<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y);
+        rms_kernel<true><<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y, NULL);
     else
-        rms_kernel<false><<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y);
+        rms_kernel<false><<<n_rows, RMS_THREADS, 0, c->stream>>>(x, w_dev, width, eps, y, NULL);
     return cu_launched(err, "rmsnorm");
 }
 

@@ -201,6 +201,15 @@ dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x
         *act_stride = x_stride * sizeof(float);
         return DSV4_OK;
     }
+    /* one row whose Q8_0 blocks its producer wrote (cu_preq_*; rmsnorm's q_a norm -> q_b): used once */
+    const uint8_t *pre = kind == GM_Q8_0 && n == 1 ? cu_preq_find(c, x, in) : NULL;
+    c->preq_x = NULL;
+    if (pre) {
+        c->preq_used++;
+        *act_out = pre;
+        *act_stride = cu_act_bytes(type, in);
+        return DSV4_OK;
+    }
     const size_t ab = cu_act_bytes(type, in);
     if (!ab || in % gm_block_elems(kind) != 0)
         return dsv4_fail(err, DSV4_ERR_INVALID, "cuda: %llu inputs do not fill %s activation blocks",
