@@ -46,6 +46,26 @@ static __host__ __device__ __forceinline__ int act_q8_0_q(float v, float id) {
 #endif
 }
 
+#ifdef __CUDACC__
+/* Producer-side Q8_0 (cuda_ctx.preq_*): float4 group g (elements 4g..4g+3) of a row into its Q8_0
+ * activation block g / 8 at yq (36 B each: f32 d, 32 int8), the bytes quant_act_q8_0 writes. The 8
+ * groups of a block must sit in 8 consecutive lanes (g & 7 = lane & 7), every lane of the warp
+ * calling; the amax is an fmaxf reduction (order-free). */
+static __device__ __forceinline__ void act_q8_0_store_group(float4 v, uint32_t g, uint8_t *yq) {
+    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
+    uint8_t *ob = yq + (uint64_t)(g >> 3) * 36;
+    const uint32_t q = (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.x, id) |
+                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.y, id) << 8 |
+                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.z, id) << 16 |
+                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.w, id) << 24;
+    *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
+    if ((g & 7) == 0) *(float *)ob = d;
+}
+#endif
+
 /* One warp quantizes one block of 256 (dsv4_q8_k, 292 B at ob): lane owns elements 8*lane ..
  * 8*lane+7 (v). The largest |x| wins, the lowest index among equal magnitudes (the CPU's strict '>'
  * scan keeps the first one). All 32 lanes must call it. */

@@ -38,19 +38,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
                 const float4 v = x4[g], wv = g == threadIdx.x ? w_first : w4[g];
                 const float4 o = make_float4(v.x * s * wv.x, v.y * s * wv.y, v.z * s * wv.z, v.w * s * wv.w);
                 y4[g] = o;
-                if (yq) {
-                    float am = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
-#pragma unroll
-                    for (int k = 1; k < 8; k <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, k));
-                    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
-                    uint8_t *ob = yq + (uint64_t)blockIdx.x * (width / 32) * 36 + (uint64_t)(g >> 3) * 36;
-                    const uint32_t q = (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.x, id) |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.y, id) << 8 |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.z, id) << 16 |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(o.w, id) << 24;
-                    *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
-                    if ((g & 7) == 0) *(float *)ob = d;
-                }
+                if (yq) act_q8_0_store_group(o, g, yq + (uint64_t)blockIdx.x * (width / 32) * 36);
             }
         } else {
 #pragma unroll 4

@@ -688,20 +688,7 @@ __global__ void __launch_bounds__(HCT_BLOCK)
                 /* yq (the one-block tail only: this block writes every group): y's Q8_0 activation
                  * blocks, quant_act_q8_0's bytes (cuda_act_quant.cuh; the amax is an fmaxf reduction,
                  * order-free). Block b's 8 float4 groups are the 8 lanes t ^ 0..7 of this warp. */
-                if (yq) {
-                    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-                    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-                    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
-                    const uint32_t g = hct_group(t, e);
-                    uint8_t *ob = yq + (uint64_t)(g >> 3) * 36;
-                    const uint32_t q = (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.x, id) |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.y, id) << 8 |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.z, id) << 16 |
-                                       (uint32_t)(uint8_t)(int8_t)act_q8_0_q(v.w, id) << 24;
-                    *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
-                    if ((g & 7) == 0) *(float *)ob = d;
-                }
+                if (yq) act_q8_0_store_group(v, hct_group(t, e), yq);
             }
         if (yk) hct_q8_k<KE>(yv, yk); /* the one-block tail only (as yq) */
     } else {
