@@ -115,7 +115,6 @@ typedef struct cuda_ctx {
     const float *preqk_x; /* the same row's Q8_K blocks (the routed experts' input), until the moe op */
     uint64_t preqk_n;
     const uint8_t *preqk_q;
-    uint64_t preq_used;        /* quantizer launches saved */
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
     uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
     uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */

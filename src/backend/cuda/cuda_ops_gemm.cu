@@ -205,7 +205,6 @@ dsv4_status cu_quant_rows(cuda_ctx *c, uint32_t type, const float *x, uint64_t x
     const uint8_t *pre = kind == GM_Q8_0 && n == 1 ? cu_preq_find(c, x, in) : NULL;
     c->preq_x = NULL;
     if (pre) {
-        c->preq_used++;
         *act_out = pre;
         *act_stride = cu_act_bytes(type, in);
         return DSV4_OK;
@@ -468,10 +467,6 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
                 xf = 1; /* the kernel quantizes it (16-byte aligned, checked above) */
             } else if (w->type == DSV4_TYPE_Q8_0 && pq_x && pq_x == items[i].x && pq_n == w->ne[0]) {
                 x = pq_q; /* hc_pre_norm wrote these blocks (the quantizer's bytes) */
-                bool first = true;
-                for (uint32_t j = 0; j < i; j++)
-                    if (items[j].w->type == DSV4_TYPE_Q8_0 && xi[j] == xi[i]) first = false;
-                if (first) c->preq_used++;
             } else if (w->type == DSV4_TYPE_Q8_0) {
                 x = q + xi[i];
                 bool first = true; /* quantize each distinct input once */

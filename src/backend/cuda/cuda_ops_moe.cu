@@ -311,12 +311,10 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     const void *xq = NULL;
     uint64_t xq_stride = 0;
     dsv4_status st = DSV4_OK;
-    if (xq_pre && cu_act_bytes(gate->type, in) == in / 256 * 292) {
+    if (xq_pre && cu_act_bytes(gate->type, in) == in / 256 * 292)
         xq = xq_pre; /* hc_pre_norm wrote x's Q8_K blocks (the quantizer's bytes) */
-        c->preq_used++;
-    } else {
+    else
         st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
-    }
     if (st != DSV4_OK) return st;
     st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
                                        (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
