@@ -160,7 +160,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 # index arithmetic, decoders and reduction orders against the CPU reference; all must pass.
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
-	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu
+	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -211,6 +211,11 @@ $(BUILD)/cuda/moe_grouped_emu_check: tests/cuda/moe_grouped_emu_check.cu src/bac
 # Host-only emulation of the Q8_0 tensor-core prefill GEMMs (v1, v2) against quant_dot_q8_0 (runs anywhere).
 $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/cuda/cuda_gemm_q8_0_mma.cuh \
 		src/backend/cuda/cuda_gemm_q8_0_mma2.cuh src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+# Host-only check of the cuBLAS prefill products' operand units (runs anywhere).
+$(BUILD)/cuda/gemm_blas_emu_check: tests/cuda/gemm_blas_emu_check.cu src/backend/cuda/cuda_gemm_blas.cuh \
+		src/backend/cuda/cuda_act_quant.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # Host-only emulation of the F16 tensor-core prefill GEMM against a float64 sum (runs anywhere).

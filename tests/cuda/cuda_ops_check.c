@@ -279,6 +279,136 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Set an environment switch for a section of checks; blas_restore puts the previous value back. */
+typedef struct {
+    const char *name;
+    bool had;
+    char prev[32];
+} env_saved;
+static env_saved env_set(const char *name, const char *value) {
+    env_saved e = {name, false, ""};
+    const char *v = getenv(name);
+    if (v) e.had = true, snprintf(e.prev, sizeof e.prev, "%s", v);
+    setenv(name, value, 1);
+    return e;
+}
+static void env_restore(const env_saved *e) {
+    if (e->had)
+        setenv(e->name, e->prev, 1);
+    else
+        unsetenv(e->name);
+}
+
+static uint64_t blas_calls(chk *c) {
+    uint64_t n = 0;
+    dsv4_backend_cuda_blas_calls(&c->gpu, &n, NULL, &c->err);
+    return n;
+}
+
+/* A prefill product on cuBLAS (cuda_gemm_blas.h, n >= 256 tokens): not bitwise. max|d| / max|ref|
+ * against the CPU must stay <= 2e-3 (both operands rounded to f16: ~2e-4 on random data), per
+ * token when `big` (token 1 scaled by 2e5, token 3 by 3e6: the power-of-two row scaling); the
+ * product must have run on cuBLAS (its counter grew) and the 3 floats after each output row stay
+ * untouched. groups > 1: the grouped op (one batched GEMM). */
+static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, uint64_t row0, uint64_t n_out,
+                              uint32_t groups, uint32_t n, bool big) {
+    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+    const uint64_t in = w->ne[0], xs = in * groups, width = n_out * groups, ys = width + 3;
+    float *x = hrand(c, (size_t)xs * n, 1.0f), *y = calloc((size_t)ys * n, 4),
+          *got = malloc((size_t)ys * n * 4);
+    if (!y || !got) abort();
+    if (big && n > 3) {
+        for (uint64_t i = 0; i < xs; i++) x[xs + i] *= 2.0e5f, x[3 * xs + i] *= 3.0e6f;
+    }
+    float *dx = dcopy(c, x, (size_t)xs * n * 4), *dy = dcopy(c, y, (size_t)ys * n * 4);
+    dsv4_error ec = {0};
+    char label[96];
+    snprintf(label, sizeof label, "matmul blas %s %s n=%u%s", dsv4_type_name(w->type), name, n,
+             big ? " big" : "");
+    const uint64_t calls0 = blas_calls(c);
+    const dsv4_status sc = groups > 1 ? CPU->matmul_grouped(CC, w, groups, x, xs, n, y, ys, &ec)
+                                      : CPU->matmul(CC, w, row0, n_out, x, xs, n, y, ys, &ec);
+    const dsv4_status sg = groups > 1 ? GPU->matmul_grouped(GC, w, groups, dx, xs, n, dy, ys, &c->err)
+                                      : GPU->matmul(GC, w, row0, n_out, dx, xs, n, dy, ys, &c->err);
+    if (ran(c, label, sc, sg, &ec)) {
+        bool ok = GPU->read(GC, got, dy, (size_t)ys * n * 4, &c->err) == DSV4_OK;
+        const uint64_t calls = blas_calls(c) - calls0;
+        double worst = 0;
+        size_t pad = 0;
+        for (uint32_t t = 0; ok && t < n; t++) {
+            double d = 0, r = 0;
+            for (uint64_t o = 0; o < width; o++) {
+                const double g = got[(size_t)t * ys + o], ref = y[(size_t)t * ys + o];
+                if (!(fabs(g - ref) <= d)) d = fabs(g - ref);
+                if (fabs(ref) > r) r = fabs(ref);
+            }
+            for (uint64_t o = width; o < ys; o++) pad += got[(size_t)t * ys + o] != 0.0f;
+            const double rel = r > 0 ? d / r : d;
+            if (!(rel <= worst)) worst = rel;
+        }
+        ok = ok && worst <= 2e-3 && pad == 0 && calls >= 1;
+        printf("%s %-44s rel to cpu %.3e (<= 2e-3, worst token), %llu cuBLAS products, %zu padding writes\n",
+               ok ? "ok  " : "FAIL", label, worst, (unsigned long long)calls, pad);
+        c->fails += !ok;
+        c->checks++;
+    }
+    free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
+}
+
+/* Timing of a 2048-token product: cuBLAS against the own tensor-core kernel (DSV4_CUDA_BLAS=0), the
+ * same inputs; the two results compared (rel <= 2e-3). */
+static double time_matmul_env(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
+                              float *dy, const char *blas, int reps) {
+    env_saved e = env_set("DSV4_CUDA_BLAS", blas);
+    double t = -1;
+    if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
+        GPU->sync(GC, &c->err) == DSV4_OK) {
+        const double t0 = now_s();
+        bool ok = true;
+        for (int r = 0; r < reps && ok; r++)
+            ok = GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK;
+        if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
+    }
+    env_restore(&e);
+    return t;
+}
+static void time_blas(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
+    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+    const uint64_t in = w->ne[0], n_out = w->ne[1];
+    const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
+    float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
+    if (!a || !b) abort();
+    float *dx = dcopy(c, x, xs * 4), *dy = NULL, *dy2 = NULL;
+    if (GPU->buf_alloc(GC, ys * 4, (void **)&dy, &c->err) != DSV4_OK ||
+        GPU->buf_alloc(GC, ys * 4, (void **)&dy2, &c->err) != DSV4_OK) {
+        printf("FAIL blas timing %s: %s\n", name, c->err.msg);
+        c->fails++, c->checks++;
+        free(x), free(a), free(b), dfree(c, dx);
+        if (dy) dfree(c, dy);
+        return;
+    }
+    const double tb = time_matmul_env(c, w, n_out, dx, n, dy, "1", 5);
+    const double to = time_matmul_env(c, w, n_out, dx, n, dy2, "0", 5);
+    double maxd = 0, maxr = 0;
+    bool ok = tb > 0 && to > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+              GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK;
+    for (size_t i = 0; ok && i < ys; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= maxd)) maxd = d;
+        if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
+    }
+    const double rel = maxr > 0 ? maxd / maxr : maxd, fl = 2.0 * (double)in * (double)n_out * n;
+    ok = ok && rel <= 2e-3;
+    printf(
+        "%s blas timing %-22s %s %llu->%llu n=%u: cuBLAS %.3f ms (%.1f TFLOPS), own kernel %.3f ms (%.2fx); "
+        "rel %.2e\n",
+        ok ? "ok  " : "FAIL", name, dsv4_type_name(w->type), (unsigned long long)in,
+        (unsigned long long)n_out, n, tb * 1e3, fl / tb / 1e12, to * 1e3, to / tb, rel);
+    c->fails += !ok;
+    c->checks++;
+    free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
+}
+
 /* Seconds per GPU matmul of n tokens (after one warm-up), with the tensor-core prefill path on or off
  * (DSV4_CUDA_PREFILL_MMA is read on every call); dy receives the device result. */
 static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
@@ -1088,7 +1218,9 @@ int main(int argc, char **argv) {
             check_mvw_act(c, ops, (int)(sizeof ops / sizeof ops[0]));
         }
     }
-    /* ---- Q8_0 prefill products: bitwise the CPU (tensor cores for n >= 2), then timing ---- */
+    /* ---- Q8_0 prefill products: bitwise the CPU (tensor cores for n >= 2), then timing; the
+     * cuBLAS path (not bitwise) is off here and checked on its own below ---- */
+    env_saved blas_off = env_set("DSV4_CUDA_BLAS", "0");
     if (numerics == DSV4_NUMERICS_DS4) {
         const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
         const uint32_t ns[4] = {2, 7, 64, 200};
@@ -1161,6 +1293,40 @@ int main(int argc, char **argv) {
             if (i == 1 && !lr) continue;
             time_prefill(c, f16w[i].name, f16w[i].w, 256);
             time_prefill(c, f16w[i].name, f16w[i].w, 2048);
+        }
+    }
+    env_restore(&blas_off);
+    /* ---- prefill products on cuBLAS (n >= 256; f16 operands, not bitwise), then timing ---- */
+    if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
+        bool loaded = false;
+        dsv4_backend_cuda_blas_calls(&c->gpu, NULL, &loaded, &c->err);
+        if (!loaded) {
+            printf("skip matmul blas: cuBLAS is not loaded on this machine\n");
+        } else {
+            const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
+            const uint32_t nb[2] = {256, 300};
+            for (int k = 0; k < 2; k++) {
+                check_matmul_blas(c, "attn_q_a", &L0->attn_q_a, 0, cf->q_lora_rank, 1, nb[k], k == 1);
+                check_matmul_blas(c, "attn_q_b", &L0->attn_q_b, 0, (uint64_t)H * Dh, 1, nb[k], false);
+                check_matmul_blas(c, "attn_output_b", &L0->attn_output_b, 0, E, 1, nb[k], k == 1);
+                check_matmul_blas(c, "ffn_down_shexp", &L0->ffn_down_shexp, 0, E, 1, nb[k], false);
+                if (G > 1)
+                    check_matmul_blas(c, "attn_output_a grouped", &L0->attn_output_a, 0, OL, G, nb[k],
+                                      k == 1);
+                const uint64_t vo = cf->n_vocab > 1044 ? 1037 : cf->n_vocab - 7;
+                check_matmul_blas(c, "output rows 7..", &m->output, 7, vo, 1, nb[k], false);
+                check_matmul_blas(c, "indexer_proj", &L4->indexer_proj, 0, L4->indexer_proj.ne[1], 1, nb[k],
+                                  k == 1);
+                check_matmul_blas(c, "ffn_gate_inp", &L0->ffn_gate_inp, 0, L0->ffn_gate_inp.ne[1], 1, nb[k],
+                                  false);
+            }
+            time_blas(c, "attn_q_b", &L0->attn_q_b, 2048);
+            time_blas(c, "attn_q_a", &L0->attn_q_a, 2048);
+            time_blas(c, "attn_output_b", &L0->attn_output_b, 2048);
+            time_blas(c, "ffn_gate_shexp", &L0->ffn_gate_shexp, 2048);
+            time_blas(c, "ffn_down_shexp", &L0->ffn_down_shexp, 2048);
+            time_blas(c, "compressor_kv r4", &L4->attn_compressor_kv, 2048);
+            time_blas(c, "indexer_proj", &L4->indexer_proj, 2048);
         }
     }
     /* ---- rope, fp8, hadamard+fp4, f16 store ---- */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_blas.h"
 
 dsv4_status cu_fail(dsv4_error *err, cudaError_t e, const char *what) {
     return dsv4_fail(err, e == cudaErrorMemoryAllocation ? DSV4_ERR_NOMEM : DSV4_ERR_IO, "cuda %s: %s (%s)",
@@ -256,6 +257,8 @@ static void cu_destroy(void *vctx) {
     cu_step_free(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
     cu_weights_free(c);
+    if (c->blas) dsv4_cuda_blas_destroy(c->blas);
+    if (c->d_blas_scan) cudaFree(c->d_blas_scan);
     for (int i = 0; i < 2 * CU_SLOTS; i++)
         if (c->scratch[i]) cudaFree(c->scratch[i]);
     cu_scratch_release_retired(c);
@@ -455,6 +458,18 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int 
     if (was) *was = c->hc_tail;
     if (launches) *launches = c->hc_tail_launches;
     c->hc_tail = mode;
+    return DSV4_OK;
+}
+
+/* Test hook (cuda_ops_check): products run on cuBLAS so far (cuda_gemm_blas.h), and whether the
+ * library is loaded. */
+extern "C" dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, bool *loaded,
+                                                    dsv4_error *err) {
+    if (!b || !b->ops || b->ops->destroy != cu_destroy)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "blas calls: not a CUDA backend");
+    const cuda_ctx *c = (const cuda_ctx *)b->ctx;
+    if (calls) *calls = c->blas_calls;
+    if (loaded) *loaded = dsv4_cuda_blas_loaded(NULL);
     return DSV4_OK;
 }
 

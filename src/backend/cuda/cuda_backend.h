@@ -56,6 +56,7 @@ typedef struct cu_weight {
     const void *host; /* key: dsv4_tensor.data */
     void *dev;
     uint64_t bytes;
+    int8_t f16_ok; /* Q8_0: may its elements become f16 (cuda_gemm_blas.h)? 0 not known yet, 1, -1 */
 } cu_weight;
 
 typedef struct cu_buf {
@@ -118,6 +119,12 @@ typedef struct cuda_ctx {
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
     uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
     uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */
+    /* prefill products on cuBLAS (cuda_gemm_blas.h): the handle (made on the first such product),
+     * 0 not tried / 1 ready / -1 unavailable, one device word for the weight scan, products run */
+    void *blas;
+    int8_t blas_state;
+    uint32_t *d_blas_scan;
+    uint64_t blas_calls;
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;
@@ -188,6 +195,8 @@ void *cu_scratch(cuda_ctx *c, int slot, size_t bytes, dsv4_error *err);
 void cu_scratch_release_retired(cuda_ctx *c);
 /* Device copy of a weight tensor (NULL when absent or not uploaded; err names the tensor). */
 const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *err);
+/* The residency record of an uploaded tensor (NULL when not uploaded). */
+cu_weight *cu_weight_rec(const cuda_ctx *c, const dsv4_tensor *t);
 /* Host token ids -> device int32 array (slot CU_SLOT_TOK); reuses the last upload when the same
  * ids arrive again (embed and router of one chunk). */
 dsv4_status cu_tokens(cuda_ctx *c, const int32_t *host_tokens, uint32_t n, const int32_t **out,
@@ -230,6 +239,13 @@ dsv4_status cu_gemm_exact(cuda_ctx *c, uint32_t type, const void *w, uint64_t ro
                           float *y, uint64_t y_stride, dsv4_error *err);
 /* Does the tuned batch-1 matvec (cuda_matvec.h) take this weight (type, 16-byte rows and base)? */
 bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_bytes, uint64_t in);
+/* A prefill product on cuBLAS (cuda_ops_blas.cu): `groups` groups of `rows` rows from wslice, group
+ * g reading x[t][g * in ..] and writing y[t][g * rows ..]. DSV4_ERR_UNSUPPORTED: not taken (the
+ * gate says no, or cuBLAS refused after the conversions, which write scratch only); the caller
+ * runs its own kernels. */
+dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
+                           uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
+                           uint64_t y_stride, dsv4_error *err);
 /* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT and CU_SLOT_PACK. */
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);

@@ -46,6 +46,10 @@ const void *cu_weight_dev(const cuda_ctx *c, const dsv4_tensor *t, dsv4_error *e
     return w->dev;
 }
 
+cu_weight *cu_weight_rec(const cuda_ctx *c, const dsv4_tensor *t) {
+    return t && dsv4_tensor_present(t) ? map_find(c, t->data) : NULL;
+}
+
 /* Every tensor view of the model: the globals, then each layer's struct (made of tensors only). */
 static_assert(sizeof(dsv4_layer_weights) % sizeof(dsv4_tensor) == 0, "layer weights hold tensors only");
 typedef struct {

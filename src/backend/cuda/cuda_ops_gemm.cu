@@ -12,7 +12,9 @@
  * the CPU's 8 running sums and its combination tree; F32 sums in double sequentially (lane 0), as
  * quant_dot_f32. EXACT numerics bypass all of this (cu_gemm_exact). Several tokens on the tensor
  * cores: Q8_0 bitwise the CPU (cuda_gemm_q8_0_mma.h); F16 for n >= CU_F16_MMA_MIN_N with
- * f16-rounded activations, as ds4's own CUDA prefill, NOT bitwise (cuda_gemm_f16_mma.h). */
+ * f16-rounded activations, as ds4's own CUDA prefill, NOT bitwise (cuda_gemm_f16_mma.h). Chunks of
+ * DSV4_CUDA_BLAS_MIN_N (256) tokens or more of Q8_0 / F16 weights go to cuBLAS's f16 GEMM first
+ * (cuda_ops_blas.cu; NOT bitwise: f16 operands), the batched form for matmul_grouped. */
 #include <stdio.h>
 #include <string.h>
 
@@ -296,6 +298,12 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err); /* declined: nothing was launched; quantize and go on */
     }
+    /* a prefill chunk on cuBLAS's f16 GEMM (cuda_ops_blas.cu: its gate; not bitwise) */
+    if (n >= 2 && (w->type == DSV4_TYPE_Q8_0 || w->type == DSV4_TYPE_F16)) {
+        st = cu_matmul_blas(c, w, wslice, n_out, 1, x, x_stride, n, y, y_stride, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err);
+    }
     const void *act;
     uint64_t act_stride;
     st = cu_quant_rows(c, w->type, x, x_stride, in, n, CU_SLOT_ACT, &act, &act_stride, err);
@@ -408,6 +416,13 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
             if (st != DSV4_ERR_UNSUPPORTED) return st;
             dsv4_error_clear(err); /* declined shape: nothing was launched */
         }
+    }
+    if (n >= 2 && kind != GM_NONE && c->numerics != DSV4_NUMERICS_EXACT) { /* one batched cuBLAS GEMM */
+        const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
+        if (!wd) return DSV4_ERR_INVALID;
+        const dsv4_status st = cu_matmul_blas(c, w, wd, R, n_groups, x, x_stride, n, y, y_stride, err);
+        if (st != DSV4_ERR_UNSUPPORTED) return st;
+        dsv4_error_clear(err);
     }
     for (uint32_t g = 0; g < n_groups; g++) {
         const dsv4_status st = cu_matmul(vctx, w, (uint64_t)g * R, R, x + (uint64_t)g * in, x_stride, n,

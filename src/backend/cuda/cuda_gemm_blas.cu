@@ -1,0 +1,186 @@
+/* Prefill products on cuBLAS (cuda_gemm_blas.h): the operand conversions (f16 weights, f16
+ * activations with per-row power-of-two scales) and the GEMM calls. Units: cuda_gemm_blas.cuh. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_blas.h"
+#include "backend/cuda/cuda_gemm_blas.cuh"
+#include "backend/cuda/cuda_gemm_blas.h"
+
+extern "C" {
+#include "quant/quant.h" /* DSV4_TYPE_* */
+}
+
+/* f16 weights of one conversion at most (a Q8_0 tensor larger than this goes in row slices) */
+#define XB_W16_CAP ((uint64_t)128 << 20)
+
+/* Q8_0 rows -> f16: CTA (row, 1024-element segment), 4 elements per thread. */
+__global__ void xb_wcvt_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t in, __half *w16) {
+    const uint32_t k = (blockIdx.y * 256u + threadIdx.x) * 4u;
+    if (k >= in) return;
+    const uint8_t *blk = w + (uint64_t)blockIdx.x * row_bytes + (uint64_t)(k >> 5) * 34;
+    const float d = __half2float(__ushort_as_half(*(const uint16_t *)blk));
+    const uint16_t lo = *(const uint16_t *)(blk + 2 + (k & 31)), hi = *(const uint16_t *)(blk + 4 + (k & 31));
+    const float v0 = (float)(int8_t)(lo & 0xff) * d, v1 = (float)(int8_t)(lo >> 8) * d;
+    const float v2 = (float)(int8_t)(hi & 0xff) * d, v3 = (float)(int8_t)(hi >> 8) * d;
+    __half2 *o = (__half2 *)(w16 + (uint64_t)blockIdx.x * in + k);
+    o[0] = __floats2half2_rn(v0, v1);
+    o[1] = __floats2half2_rn(v2, v3);
+}
+
+__device__ __forceinline__ float4 xb_load4(const float *p, bool vec) {
+    if (vec) return *(const float4 *)p;
+    return make_float4(p[0], p[1], p[2], p[3]);
+}
+
+/* One token row of L floats -> f16 (Q8_0 values when q8), scaled by 2^-e; e_tok[t] = e.
+ * CTA of 256 per row: the row's max |x| first, then the blocks (8 lanes per block of 32). */
+__global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, int q8, __half *x16,
+                               int32_t *e_tok) {
+    __shared__ float red[8];
+    const float *xr = x + (uint64_t)blockIdx.x * x_stride;
+    const bool vec = ((uintptr_t)xr & 15) == 0;
+    const uint32_t G = L / 4;
+    float am = 0.0f;
+    for (uint32_t g = threadIdx.x; g < G; g += 256) {
+        const float4 v = xb_load4(xr + 4 * g, vec);
+        am = fmaxf(am, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    for (int o = 16; o > 0; o >>= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = am;
+    __syncthreads();
+    am = red[0];
+    for (int i = 1; i < 8; i++) am = fmaxf(am, red[i]);
+    const int e = xb_row_exp(am);
+    const float s = xb_pow2(-e);
+    if (threadIdx.x == 0) e_tok[blockIdx.x] = e;
+    __half2 *out = (__half2 *)(x16 + (uint64_t)blockIdx.x * L);
+    for (uint32_t base = 0; base < G; base += 256) { /* G % 8 == 0: whole blocks per 8 lanes */
+        const uint32_t g = base + threadIdx.x;
+        const bool live = g < G;
+        const float4 v = live ? xb_load4(xr + 4 * g, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
+        float4 r;
+        if (q8) {
+            float bm = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            for (int o = 1; o < 8; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+            const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
+            r = make_float4(xb_act_q8_0(v.x, d, id, s), xb_act_q8_0(v.y, d, id, s),
+                            xb_act_q8_0(v.z, d, id, s), xb_act_q8_0(v.w, d, id, s));
+        } else {
+            r = make_float4(xb_mul(v.x, s), xb_mul(v.y, s), xb_mul(v.z, s), xb_mul(v.w, s));
+        }
+        if (live) {
+            out[2 * g] = __floats2half2_rn(r.x, r.y);
+            out[2 * g + 1] = __floats2half2_rn(r.z, r.w);
+        }
+    }
+}
+
+/* y row t *= 2^e_tok[t] where e > 0 (exact) */
+__global__ void xb_rescale_kernel(float *y, uint64_t y_stride, uint64_t width, const int32_t *e_tok) {
+    const int e = e_tok[blockIdx.x];
+    if (e == 0) return;
+    const float s = xb_pow2(e);
+    float *yr = y + (uint64_t)blockIdx.x * y_stride;
+    for (uint64_t i = threadIdx.x; i < width; i += blockDim.x) yr[i] *= s;
+}
+
+__global__ void xb_max_d_kernel(const uint8_t *w, uint64_t blocks, uint32_t *out) {
+    uint32_t m = 0;
+    for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
+         b += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t v = *(const uint16_t *)(w + 34 * b) & 0x7fffu;
+        m = v > m ? v : m;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const uint32_t v = __shfl_xor_sync(0xffffffffu, m, o);
+        m = v > m ? v : m;
+    }
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
+}
+
+static uint64_t xb_slice_rows(const dsv4_cuda_blas_op *op) {
+    if (op->type != DSV4_TYPE_Q8_0 || op->groups > 1) return op->rows;
+    const uint64_t cap = XB_W16_CAP / (op->in * 2);
+    return op->rows < cap ? op->rows : (cap > 0 ? cap : 1);
+}
+
+extern "C" bool dsv4_cuda_gemm_blas_d_safe(uint32_t max_abs_bits) { return xb_d_bits_safe(max_abs_bits); }
+
+extern "C" size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op) {
+    if (op->type != DSV4_TYPE_Q8_0) return 0;
+    return (size_t)(xb_slice_rows(op) * op->groups * op->in * 2);
+}
+
+extern "C" size_t dsv4_cuda_gemm_blas_x16_bytes(const dsv4_cuda_blas_op *op) {
+    const size_t h = (size_t)op->n * op->groups * op->in * 2;
+    return ((h + 255) & ~(size_t)255) + (size_t)op->n * 4;
+}
+
+extern "C" bool dsv4_cuda_gemm_blas_ok(const dsv4_cuda_blas_op *op) {
+    if (op->type != DSV4_TYPE_Q8_0 && op->type != DSV4_TYPE_F16) return false;
+    const uint64_t L = op->in * op->groups;
+    if (op->in == 0 || op->in % 32 || op->rows == 0 || op->groups == 0 || op->n == 0) return false;
+    if (L > 0x7fffffffull || op->rows * op->groups > 0x7fffffffull || op->n > 0x7fffffffu ||
+        op->y_stride > 0x7fffffffull || op->in / 1024 >= 65535)
+        return false;
+    if (op->type == DSV4_TYPE_Q8_0 && op->row_bytes != op->in / 32 * 34) return false;
+    if (op->type == DSV4_TYPE_F16 &&
+        (op->row_bytes % 2 || op->row_bytes / 2 < op->in || op->row_bytes / 2 > 0x7fffffffull))
+        return false;
+    return true;
+}
+
+extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16,
+                                           cudaStream_t stream, dsv4_error *err) {
+    if (!dsv4_cuda_gemm_blas_ok(op))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas gemm: shape or type not taken");
+    const uint32_t L = (uint32_t)(op->in * op->groups);
+    __half *xh = (__half *)x16;
+    int32_t *e_tok = (int32_t *)((uint8_t *)x16 + (((size_t)op->n * L * 2 + 255) & ~(size_t)255));
+    xb_xcvt_kernel<<<op->n, 256, 0, stream>>>(op->x, op->x_stride, L, op->type == DSV4_TYPE_Q8_0, xh, e_tok);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: activation conversion: %s",
+                         cudaGetErrorString(e));
+    dsv4_status st = DSV4_OK;
+    if (op->type == DSV4_TYPE_F16) {
+        const long long lda = (long long)(op->row_bytes / 2);
+        st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)op->rows, (int)op->n, (int)op->in, op->w, lda,
+                                     lda * (long long)op->rows, xh, L, (long long)op->in, op->y,
+                                     (long long)op->y_stride, (long long)op->rows, (int)op->groups, err);
+    } else {
+        const uint64_t S = xb_slice_rows(op);
+        for (uint64_t r0 = 0; r0 < op->rows && st == DSV4_OK; r0 += S) {
+            const uint64_t rs = op->rows - r0 < S ? op->rows - r0 : S;
+            const uint64_t wrows = op->groups > 1 ? op->rows * op->groups : rs;
+            const dim3 grid((unsigned)wrows, (unsigned)((op->in + 1023) / 1024));
+            xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)op->w + r0 * op->row_bytes,
+                                                     op->row_bytes, (uint32_t)op->in, (__half *)w16);
+            e = cudaGetLastError();
+            if (e != cudaSuccess)
+                return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: weight conversion: %s",
+                                 cudaGetErrorString(e));
+            st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, w16,
+                                         (long long)op->in, (long long)(op->in * op->rows), xh, L,
+                                         (long long)op->in, op->y + r0, (long long)op->y_stride,
+                                         (long long)op->rows, (int)op->groups, err);
+        }
+    }
+    if (st != DSV4_OK) return st;
+    xb_rescale_kernel<<<op->n, 256, 0, stream>>>(op->y, op->y_stride, op->rows * op->groups, e_tok);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: rescale: %s", cudaGetErrorString(e));
+    return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,
+                                            cudaStream_t stream, dsv4_error *err) {
+    const uint64_t want = (blocks + 255) / 256;
+    xb_max_d_kernel<<<(unsigned)(want < 4096 ? (want ? want : 1) : 4096), 256, 0, stream>>>(
+        (const uint8_t *)w, blocks, out_bits);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? DSV4_OK
+                            : dsv4_fail(err, DSV4_ERR_INVALID, "q8_0 max d: %s", cudaGetErrorString(e));
+}

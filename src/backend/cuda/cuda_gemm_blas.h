@@ -1,0 +1,57 @@
+/* Prefill products on cuBLAS's f16 tensor-core GEMM (cuda_blas.h), for Q8_0 and F16 weights:
+ *
+ *   y[t * y_stride + g * rows + o] = sum_k W[g * rows + o][k] * X(t, g * in + k)
+ *   for o < rows, t < n, g < groups, k < in
+ *
+ * with the operands of cuda_gemm_blas.cuh (Q8_0 weights dequantized to f16 in a scratch buffer,
+ * slice by slice; activations as f16, Q8_0-rounded for Q8_0 weights; rows with large values
+ * scaled by a power of two and unscaled after). NOT bitwise the CPU: the f16 roundings of both
+ * operands (each <= 2^-11 relative) and cuBLAS's f32 summation order. groups > 1 is the grouped
+ * attention output (one strided batched GEMM). Launches on `stream`; nothing synchronized. */
+#ifndef DSV4_CUDA_GEMM_BLAS_H
+#define DSV4_CUDA_GEMM_BLAS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "common/status.h"
+
+struct CUstream_st;
+
+typedef struct dsv4_cuda_blas_op {
+    uint32_t type; /* DSV4_TYPE_Q8_0 or DSV4_TYPE_F16 */
+    const void *w; /* device: row 0 of group 0 */
+    uint64_t row_bytes, in, rows;
+    uint32_t groups;
+    const float *x; /* device f32, token t at x + t * x_stride */
+    uint64_t x_stride;
+    uint32_t n;
+    float *y;
+    uint64_t y_stride;
+} dsv4_cuda_blas_op;
+
+/* Bytes of the two scratch buffers: the f16 weight slice (0 for F16 weights) and the f16
+ * activations with the row exponents. */
+size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op);
+size_t dsv4_cuda_gemm_blas_x16_bytes(const dsv4_cuda_blas_op *op);
+/* Does the path take this op (types, in % 32 == 0, int ranges)? */
+bool dsv4_cuda_gemm_blas_ok(const dsv4_cuda_blas_op *op);
+dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16,
+                                struct CUstream_st *stream, dsv4_error *err);
+
+/* Largest |d| (half bits, sign dropped) over `blocks` Q8_0 blocks at w, into *out_bits (device),
+ * which the caller zeroes first. */
+dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,
+                                 struct CUstream_st *stream, dsv4_error *err);
+/* May every element of a Q8_0 tensor whose largest |d| has these half bits become an f16? */
+bool dsv4_cuda_gemm_blas_d_safe(uint32_t max_abs_bits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,104 @@
+/* The prefill products' cuBLAS path (cuda_gemm_blas.h): which products take it and the state it
+ * needs (the handle, the per-tensor f16 check, scratch). Not bitwise the CPU; the gate:
+ *   - DS4 numerics, not DSV4_CUDA_MATVEC=generic, not while a decode step is being recorded;
+ *   - n >= DSV4_CUDA_BLAS_MIN_N tokens (default 256: below it the f16 copy of the weights costs
+ *     more than the integer tensor-core kernel, which is bitwise the CPU, saves);
+ *   - Q8_0 or F16 weights; DSV4_CUDA_BLAS=0 turns the path off, =q8 / =f16 keeps one type (read on
+ *     every call);
+ *   - the library found (cuda_blas.h) and a handle made on this device;
+ *   - a Q8_0 tensor whose largest block scale keeps every element a finite f16 (scanned once per
+ *     tensor, on its first product here).
+ * Anything else returns DSV4_ERR_UNSUPPORTED with nothing launched, and the caller runs its own
+ * kernels. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_blas.h"
+#include "backend/cuda/cuda_gemm_blas.h"
+
+static uint32_t blas_min_n(void) {
+    const char *v = getenv("DSV4_CUDA_BLAS_MIN_N");
+    if (v && *v) {
+        const long n = strtol(v, NULL, 10);
+        return n < 1 ? 1u : (uint32_t)n;
+    }
+    return 256;
+}
+
+static bool blas_type_on(uint32_t type) {
+    const char *v = getenv("DSV4_CUDA_BLAS");
+    if (!v || !*v || !strcmp(v, "1")) return true;
+    if (!strcmp(v, "q8")) return type == DSV4_TYPE_Q8_0;
+    if (!strcmp(v, "f16")) return type == DSV4_TYPE_F16;
+    return false;
+}
+
+static bool blas_ready(cuda_ctx *c) {
+    if (c->blas_state == 0) {
+        dsv4_error e;
+        memset(&e, 0, sizeof e);
+        c->blas_state = dsv4_cuda_blas_create(&c->blas, &e) == DSV4_OK ? 1 : -1;
+        if (c->blas_state > 0 && cudaMalloc((void **)&c->d_blas_scan, sizeof(uint32_t)) != cudaSuccess) {
+            cudaGetLastError();
+            dsv4_cuda_blas_destroy(c->blas);
+            c->blas = NULL;
+            c->blas_state = -1;
+        }
+    }
+    return c->blas_state > 0;
+}
+
+/* May this Q8_0 tensor's elements all become f16? One scan of its block scales (and one wait for
+ * the device) the first time. */
+static bool blas_weight_ok(cuda_ctx *c, const dsv4_tensor *w) {
+    if (w->type != DSV4_TYPE_Q8_0) return true;
+    cu_weight *rec = cu_weight_rec(c, w);
+    if (!rec) return false;
+    if (rec->f16_ok == 0) {
+        dsv4_error e;
+        memset(&e, 0, sizeof e);
+        uint32_t bits = 0xffffu;
+        const bool ok =
+            cudaMemsetAsync(c->d_blas_scan, 0, sizeof(uint32_t), c->stream) == cudaSuccess &&
+            dsv4_cuda_q8_0_max_d(rec->dev, rec->bytes / 34, c->d_blas_scan, c->stream, &e) == DSV4_OK &&
+            cudaMemcpyAsync(&bits, c->d_blas_scan, sizeof bits, cudaMemcpyDeviceToHost, c->stream) ==
+                cudaSuccess &&
+            cudaStreamSynchronize(c->stream) == cudaSuccess;
+        if (!ok) {
+            cudaGetLastError();
+            return false; /* try again next time */
+        }
+        c->n_sync[CU_SYNC_READ]++;
+        rec->f16_ok = dsv4_cuda_gemm_blas_d_safe(bits) ? 1 : -1;
+    }
+    return rec->f16_ok > 0;
+}
+
+dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
+                           uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
+                           uint64_t y_stride, dsv4_error *err) {
+    const dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
+                                  n,       y,      y_stride};
+    if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
+        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w))
+        return DSV4_ERR_UNSUPPORTED;
+    const size_t wb = dsv4_cuda_gemm_blas_w16_bytes(&op), xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    void *w16 = wb ? cu_scratch(c, CU_SLOT_PACK, wb, &e) : NULL;
+    void *x16 = (!wb || w16) ? cu_scratch(c, CU_SLOT_ACT, xb, &e) : NULL;
+    if ((wb && !w16) || !x16) return DSV4_ERR_UNSUPPORTED; /* no room: the own kernels need less */
+    const dsv4_status st = dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, c->stream, err);
+    if (st == DSV4_OK) c->blas_calls++;
+    if (st == DSV4_ERR_UNSUPPORTED) { /* cuBLAS refused: the conversions wrote scratch only */
+        fprintf(stderr, "dsv4: %s; prefill products go back to the own kernels\n",
+                err ? err->msg : "cuBLAS failed");
+        c->blas_state = -1;
+    }
+    return st;
+}

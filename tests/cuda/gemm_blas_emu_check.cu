@@ -1,0 +1,153 @@
+/* Host check of the cuBLAS prefill products' operand units (src/backend/cuda/cuda_gemm_blas.cuh):
+ *   1. the Q8_0 activation value xb_act_q8_0 is quant_act_q8_0's q times d, bit for bit (random
+ *      rows, a zero block, a block with one huge value);
+ *   2. the row exponent: 0 up to XB_XMAX, then the smallest e with amax * 2^-e <= XB_XMAX; the
+ *      scaled row's largest Q8_0 value stays a finite f16;
+ *   3. the weight bound: with |d| <= 511.75 (half bits 0x5FFF) every q * d is a finite f16, and
+ *      the next half (512) overflows at q = -128, so the bound is the exact one;
+ *   4. the numerics the path claims: a float64 sum of the f16 operands (what the tensor cores sum,
+ *      up to f32 accumulation) against the CPU's quant_dot_q8_0 / f16 dot, for rows in the normal
+ *      range and rows scaled by 2^e: max |d| / max |ref| <= 2e-3.
+ * Needs no GPU (exit 0 = pass). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_gemm_blas.cuh"
+extern "C" {
+#include "quant/quant.h"
+}
+
+#define CHECK_RNG_SEED 9090
+#include "check_rng.h"
+
+static int fails = 0;
+static void expect(bool ok, const char *what) {
+    if (!ok) {
+        printf("FAIL %s\n", what);
+        fails++;
+    }
+}
+
+/* The operand the path gives x (row of in floats): f16 of the (scaled) Q8_0 value or of x. */
+static void act_operands(const float *x, int in, bool q8, float *out, int *e_out) {
+    float am = 0;
+    for (int i = 0; i < in; i++) am = fmaxf(am, fabsf(x[i]));
+    const int e = xb_row_exp(am);
+    const float s = xb_pow2(-e);
+    for (int b = 0; b < in / 32; b++) {
+        float bm = 0;
+        for (int i = 0; i < 32; i++) bm = fmaxf(bm, fabsf(x[32 * b + i]));
+        const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
+        for (int i = 0; i < 32; i++) {
+            const float v = x[32 * b + i];
+            out[32 * b + i] = dsv4_f16_round(q8 ? xb_act_q8_0(v, d, id, s) : xb_mul(v, s));
+        }
+    }
+    *e_out = e;
+}
+
+static void check_act_values(void) {
+    enum { N = 4096 };
+    static float x[N];
+    static dsv4_q8_0_act q[N / 32];
+    for (int i = 0; i < N; i++) x[i] = uni() * (i % 97 == 0 ? 50.0f : 1.0f);
+    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block */
+    x[200] = 3.0e5f;                           /* one block dominated by a huge value */
+    quant_act_q8_0(x, q, N);
+    size_t differ = 0;
+    for (int b = 0; b < N / 32; b++) {
+        float bm = 0;
+        for (int i = 0; i < 32; i++) bm = fmaxf(bm, fabsf(x[32 * b + i]));
+        const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
+        expect(memcmp(&d, &q[b].d, 4) == 0, "act: block scale is quant_act_q8_0's d");
+        for (int i = 0; i < 32; i++) {
+            const float got = xb_act_q8_0(x[32 * b + i], d, id, 1.0f), want = (float)q[b].qs[i] * q[b].d;
+            differ += memcmp(&got, &want, 4) != 0;
+        }
+    }
+    printf("act values: %zu of %d differ from quant_act_q8_0's q * d\n", differ, N);
+    expect(differ == 0, "act values bitwise");
+}
+
+static void check_row_exp(void) {
+    expect(xb_row_exp(0.0f) == 0 && xb_row_exp(XB_XMAX) == 0, "row exp 0 up to XB_XMAX");
+    const float probes[] = {61441.0f, 65504.0f, 1.0e5f, 3.3e6f, 1.0e20f, 3.0e38f};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        const int e = xb_row_exp(probes[i]);
+        const double sc = (double)probes[i] * ldexp(1.0, -e);
+        expect(e >= 1 && sc <= XB_XMAX && sc * 2 > XB_XMAX, "row exp is the smallest that fits");
+        /* the largest Q8_0 value of such a row, scaled, is a finite f16 */
+        const float d = act_q8_0_d(probes[i]), id = act_q8_0_id(d);
+        const float v = xb_act_q8_0(probes[i], d, id, xb_pow2(-e));
+        expect(isfinite(dsv4_f16_round(v)), "scaled row max stays a finite f16");
+    }
+    expect(xb_row_exp(INFINITY) == 0 && xb_row_exp(NAN) == 0, "non-finite rows are not scaled");
+    printf("row exponents: checked\n");
+}
+
+static void check_weight_bound(void) {
+    const float dmax = dsv4_f16_to_f32(XB_D_SAFE_BITS);
+    expect(dmax == 511.75f, "0x5FFF is 511.75");
+    expect(isfinite(dsv4_f16_round(-128.0f * dmax)) && isfinite(dsv4_f16_round(127.0f * dmax)),
+           "q * 511.75 is a finite f16");
+    const float next = dsv4_f16_to_f32(XB_D_SAFE_BITS + 1);
+    expect(!isfinite(dsv4_f16_round(-128.0f * next)), "q * 512 overflows: the bound is tight");
+    expect(xb_d_bits_safe(XB_D_SAFE_BITS) && !xb_d_bits_safe(XB_D_SAFE_BITS + 1) && !xb_d_bits_safe(0x7c00),
+           "xb_d_bits_safe");
+    printf("weight bound: checked\n");
+}
+
+/* float64 sum of the f16 operands vs the CPU dot, rows x tokens */
+static void check_numerics(bool q8, float xscale, const char *tag) {
+    enum { IN = 1024, ROWS = 24, TOK = 6 };
+    static float wf[ROWS][IN], x[TOK][IN], xo[TOK][IN], wo[ROWS][IN];
+    static uint8_t wq[ROWS][IN / 32 * 34];
+    static uint16_t wh[ROWS][IN];
+    static dsv4_q8_0_act xq[IN / 32];
+    int e[TOK];
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < IN; i++) wf[r][i] = uni() * 0.05f;
+        if (q8) {
+            quant_quantize_q8_0(wf[r], wq[r], IN);
+            const dsv4_block_q8_0 *b = (const dsv4_block_q8_0 *)wq[r];
+            for (int i = 0; i < IN; i++)
+                wo[r][i] = dsv4_f16_round((float)b[i / 32].qs[i % 32] * dsv4_f16_to_f32(b[i / 32].d));
+        } else {
+            for (int i = 0; i < IN; i++)
+                wh[r][i] = dsv4_f32_to_f16(wf[r][i]), wo[r][i] = dsv4_f16_to_f32(wh[r][i]);
+        }
+    }
+    for (int t = 0; t < TOK; t++) {
+        for (int i = 0; i < IN; i++) x[t][i] = uni() * xscale;
+        act_operands(x[t], IN, q8, xo[t], &e[t]);
+    }
+    double dmax = 0, rmax = 0;
+    for (int t = 0; t < TOK; t++) {
+        if (q8) quant_act_q8_0(x[t], xq, IN);
+        for (int r = 0; r < ROWS; r++) {
+            double s = 0;
+            for (int i = 0; i < IN; i++) s += (double)wo[r][i] * (double)xo[t][i];
+            const double got = (double)(float)s * ldexp(1.0, e[t]);
+            const double ref = q8 ? quant_dot_q8_0(wq[r], xq, IN) : quant_dot_f16(wh[r], x[t], IN);
+            dmax = fmax(dmax, fabs(got - ref));
+            rmax = fmax(rmax, fabs(ref));
+        }
+    }
+    const double rel = rmax > 0 ? dmax / rmax : dmax;
+    printf("numerics %-24s e = %d: rel to the cpu %.3e (<= 2e-3)\n", tag, e[0], rel);
+    expect(rel <= 2e-3 && isfinite(rel), tag);
+}
+
+int main(void) {
+    check_act_values();
+    check_row_exp();
+    check_weight_bound();
+    check_numerics(true, 1.0f, "q8_0");
+    check_numerics(true, 2.0e5f, "q8_0 scaled rows");
+    check_numerics(false, 1.0f, "f16");
+    check_numerics(false, 1.0e6f, "f16 scaled rows");
+    printf("%s: %d failures\n", fails ? "FAIL" : "PASS", fails);
+    return fails ? 1 : 0;
+}
