@@ -6,6 +6,7 @@
 #  3. flash4 2K bench, default vs DSV4_CUDA_BLAS=0;
 #  4. flash4 teacher-forced logits of 300 tokens: CUDA chunk 300 with and without cuBLAS against the
 #     CPU (parity_compare.py --stats, as cuda_parity.sh does for DS4 numerics);
+#     (SKIP_PARITY=1 skips it; F4STEPS adds dsv4-bench step flags to 3.)
 #  5. SKIP_FULL unset: full flash q2 2K bench (and 2K->32K when FULL32K=1), default vs DSV4_CUDA_BLAS=0.
 # Summary in $OUT/s8_blas.txt.
 set -u
@@ -30,10 +31,11 @@ P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corp
 for mode in default blas0 default2 blas0-2; do
   e="X=1"; case $mode in blas0*) e="DSV4_CUDA_BLAS=0" ;; esac
   env $e timeout 120 "$C/dsv4-bench" -m "$M" --backend cuda --prompt-file "$P" --ctx-start 2048 --ctx-max 2048 \
-    --gen-tokens 16 --chunk 2048 --json "$OUT/f4-$mode.json" >"$OUT/f4-$mode.csv" 2>"$OUT/f4-$mode.err"
-  say "flash4 2K $mode ($e): $(tail -1 "$OUT/f4-$mode.csv")"
+    --gen-tokens 16 --chunk 2048 ${F4STEPS:-} --json "$OUT/f4-$mode.json" >"$OUT/f4-$mode.csv" 2>"$OUT/f4-$mode.err"
+  say "flash4 $mode ($e):"; tail -n +2 "$OUT/f4-$mode.csv" | tee -a "$S"
 done
 # teacher-forced logits, 300 tokens
+[ -z "${SKIP_PARITY:-}" ] && {
 T="$W/tok300.txt"
 python3 -c 'import random; r=random.Random(4242); print("\n".join(str(r.randrange(129280)) for _ in range(300)))' >"$T"
 timeout 300 "$B/dsv4" -m "$M" --tokens "$T" --chunk 64 --dump-logits "$W/f4.cpu.bin" >"$OUT/dump-cpu.txt" 2>&1 || say "FAIL cpu dump"
@@ -43,8 +45,9 @@ for p in "blas cpu" "own cpu" "blas own"; do
   set -- $p
   python3 "$ROOT/scripts/device/parity_compare.py" --ref "$W/f4.$2.bin" --test "$W/f4.$1.bin" --label "flash4 300 $1 vs $2" --stats 2>&1 | tee -a "$S"
 done
+}
 if [ -z "${SKIP_FULL:-}" ]; then
-  ARGS="--ctx-start 2048 --ctx-max 2048 --gen-tokens 32"
+  ARGS="${FULL_ARGS:---ctx-start 2048 --ctx-max 2048 --gen-tokens 32}"
   [ -n "${FULL32K:-}" ] && ARGS="--ctx-start 2048 --ctx-max 32768 --step-mul 16 --gen-tokens 64"
   OUT="$OUT" "$ROOT/scripts/device/flash_bench.sh" s8-blas0 "$ARGS" DSV4_CUDA_BLAS=0 2>&1 | tee -a "$S"
   OUT="$OUT" "$ROOT/scripts/device/flash_bench.sh" s8-default "$ARGS" X=1 2>&1 | tee -a "$S"

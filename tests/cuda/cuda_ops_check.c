@@ -326,8 +326,10 @@ static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, ui
     snprintf(label, sizeof label, "matmul blas %s %s n=%u%s", dsv4_type_name(w->type), name, n,
              big ? " big" : "");
     const uint64_t calls0 = blas_calls(c);
-    const dsv4_status sc = groups > 1 ? CPU->matmul_grouped(CC, w, groups, x, xs, n, y, ys, &ec)
-                                      : CPU->matmul(CC, w, row0, n_out, x, xs, n, y, ys, &ec);
+    dsv4_status sc = DSV4_OK; /* the CPU reference: one matmul per group */
+    for (uint32_t g = 0; g < groups && sc == DSV4_OK; g++)
+        sc = CPU->matmul(CC, w, row0 + (uint64_t)g * n_out, n_out, x + (uint64_t)g * in, xs, n,
+                         y + (uint64_t)g * n_out, ys, &ec);
     const dsv4_status sg = groups > 1 ? GPU->matmul_grouped(GC, w, groups, dx, xs, n, dy, ys, &c->err)
                                       : GPU->matmul(GC, w, row0, n_out, dx, xs, n, dy, ys, &c->err);
     if (ran(c, label, sc, sg, &ec)) {
@@ -997,6 +999,7 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps every line printed so far */
     /* the routed-MoE tensor-core paths at every chunk size checked here, whatever the crossover */
     if (!getenv("DSV4_CUDA_MOE_MMA_MIN_N")) setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
     if (argc < 2) {

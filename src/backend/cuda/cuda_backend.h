@@ -56,6 +56,7 @@ typedef struct cu_weight {
     const void *host; /* key: dsv4_tensor.data */
     void *dev;
     uint64_t bytes;
+    uint32_t type; /* the tensor's type */
     int8_t f16_ok; /* Q8_0: may its elements become f16 (cuda_gemm_blas.h)? 0 not known yet, 1, -1 */
 } cu_weight;
 
@@ -246,6 +247,11 @@ bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_byte
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err);
+/* At backend creation, after the upload (DS4 numerics, cuBLAS found, not DSV4_CUDA_BLAS=0): the
+ * handle, one small GEMM (the library's own first-call setup) and the f16 bound of every Q8_0
+ * tensor (one scan each, one wait), so the first prefill pays none of it. Never fails: the path
+ * just stays off. */
+void cu_blas_prepare(cuda_ctx *c);
 /* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT and CU_SLOT_PACK. */
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);

@@ -158,6 +158,7 @@ static dsv4_status upload_all(cuda_ctx *c, const tensor_list *tl, uint64_t total
         w->host = t->data;
         w->dev = dev;
         w->bytes = t->nbytes;
+        w->type = t->type;
         c->map_n++;
         c->weight_bytes += t->nbytes;
         st = copy_tensor(c, &sg, dev, t->data, t->nbytes, t->name ? t->name : "?", err);

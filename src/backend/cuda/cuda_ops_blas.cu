@@ -79,6 +79,40 @@ static bool blas_weight_ok(cuda_ctx *c, const dsv4_tensor *w) {
     return rec->f16_ok > 0;
 }
 
+void cu_blas_prepare(cuda_ctx *c) {
+    const char *v = getenv("DSV4_CUDA_BLAS");
+    if (c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || (v && !strcmp(v, "0")) || !blas_ready(c))
+        return;
+    /* the first GEMM sets the library up (heuristics, kernels): 256^3 on zeroed scratch */
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    void *buf = cu_scratch(c, CU_SLOT_ACT, 3 * 256 * 256 * 2, &e);
+    if (!buf || cudaMemsetAsync(buf, 0, 3 * 256 * 256 * 2, c->stream) != cudaSuccess ||
+        dsv4_cuda_blas_gemm_f16(c->blas, c->stream, 256, 256, 256, buf, 256, 0,
+                                (uint8_t *)buf + 256 * 256 * 2, 256, 0,
+                                (float *)((uint8_t *)buf + 2 * 256 * 256 * 2), 256, 0, 1, &e) != DSV4_OK) {
+        cudaGetLastError();
+        return;
+    }
+    /* every Q8_0 tensor's largest block scale, one device word each */
+    size_t nq = 0;
+    for (size_t i = 0; i < c->map_cap; i++) nq += c->map[i].host && c->map[i].type == DSV4_TYPE_Q8_0;
+    uint32_t *d = NULL, *h = (uint32_t *)calloc(nq ? nq : 1, sizeof *h);
+    bool ok = h && nq && cudaMalloc((void **)&d, nq * sizeof *d) == cudaSuccess &&
+              cudaMemsetAsync(d, 0, nq * sizeof *d, c->stream) == cudaSuccess;
+    for (size_t i = 0, k = 0; ok && i < c->map_cap; i++)
+        if (c->map[i].host && c->map[i].type == DSV4_TYPE_Q8_0)
+            ok = dsv4_cuda_q8_0_max_d(c->map[i].dev, c->map[i].bytes / 34, d + k++, c->stream, &e) == DSV4_OK;
+    ok = ok && cudaMemcpyAsync(h, d, nq * sizeof *d, cudaMemcpyDeviceToHost, c->stream) == cudaSuccess &&
+         cudaStreamSynchronize(c->stream) == cudaSuccess;
+    for (size_t i = 0, k = 0; ok && i < c->map_cap; i++)
+        if (c->map[i].host && c->map[i].type == DSV4_TYPE_Q8_0)
+            c->map[i].f16_ok = dsv4_cuda_gemm_blas_d_safe(h[k++]) ? 1 : -1;
+    if (d) cudaFree(d);
+    free(h);
+    cudaGetLastError();
+}
+
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err) {
