@@ -28,6 +28,9 @@ typedef struct dsv4_backend_params {
     bool partial;
     uint32_t layer_first, layer_end;
     bool with_embed, with_head;
+    /* CUDA: the engine's prefill chunk; the library GEMMs of its layers' products are set up for
+     * it at creation (cuda_ops_blas.cu), so the first chunk runs at the speed of the next (0: not) */
+    uint32_t prefill_chunk;
 } dsv4_backend_params;
 
 dsv4_status dsv4_backend_create(const dsv4_backend_params *p, dsv4_backend *out, dsv4_error *err);

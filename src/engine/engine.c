@@ -123,7 +123,8 @@ dsv4_status dsv4_engine_open_model(dsv4_model *m, const dsv4_engine_params *p, d
                                         .layer_first = a,
                                         .layer_end = b,
                                         .with_embed = e->place.entry[0] == t,
-                                        .with_head = e->place.entry[m->cfg.n_layer + 1] == t};
+                                        .with_head = e->place.entry[m->cfg.n_layer + 1] == t,
+                                        .prefill_chunk = e->chunk};
         st = dsv4_backend_create(&bp, tier_backend(e, t), err);
         if (st != DSV4_OK && (multi || p->tiers || p->tier_mem))
             dsv4_error_prefix(err, "tier %u (%s%d): ", t, bp.name, bp.device);

@@ -411,7 +411,7 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         if (st == DSV4_OK) st = cu_tables_init(c, err);
     }
     if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
-    if (st == DSV4_OK) cu_blas_prepare(c);
+    if (st == DSV4_OK) cu_blas_prepare(c, p->model, p->prefill_chunk);
     const dsv4_backend_ops *ops = &cuda_ops;
     if (st == DSV4_OK && cu_prof_requested()) st = cu_prof_create(c, &cuda_ops, &ops, err);
     if (st != DSV4_OK) {

@@ -248,10 +248,11 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err);
 /* At backend creation, after the upload (DS4 numerics, cuBLAS found, not DSV4_CUDA_BLAS=0): the
- * handle, one small GEMM (the library's own first-call setup) and the f16 bound of every Q8_0
- * tensor (one scan each, one wait), so the first prefill pays none of it. Never fails: the path
- * just stays off. */
-void cu_blas_prepare(cuda_ctx *c);
+ * handle, the f16 bound of every Q8_0 tensor (one scan each, one wait) and, for a prefill chunk
+ * >= the path's minimum, one GEMM of `chunk` tokens per distinct product shape of the uploaded
+ * layers on zeros (the library picks and loads its kernels on a shape's first call), so the first
+ * prefill pays none of it. Never fails: the path just stays off or unwarmed. */
+void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk);
 /* The matmul op (also used by hc_pre / hc_head). Uses CU_SLOT_ACT and CU_SLOT_PACK. */
 dsv4_status cu_matmul(void *ctx, const dsv4_tensor *w, uint64_t row0, uint64_t n_out, const float *x,
                       uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);

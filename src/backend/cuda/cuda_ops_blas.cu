@@ -79,7 +79,66 @@ static bool blas_weight_ok(cuda_ctx *c, const dsv4_tensor *w) {
     return rec->f16_ok > 0;
 }
 
-void cu_blas_prepare(cuda_ctx *c) {
+/* One zero-input GEMM of n tokens per distinct (type, in, rows, groups) of the uploaded layers'
+ * Q8_0 / F16 matrices (attn_output_a as the grouped product), through the path itself. */
+static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
+    enum { MAXSHAPES = 64 };
+    dsv4_cuda_blas_op seen[MAXSHAPES];
+    int ns = 0;
+    const size_t per_layer = sizeof(dsv4_layer_weights) / sizeof(dsv4_tensor);
+    for (uint32_t il = 0; il < m->cfg.n_layer && ns < MAXSHAPES; il++) {
+        if (c->partial && (il < c->layer_first || il >= c->layer_end)) continue;
+        const dsv4_tensor *lt = (const dsv4_tensor *)&m->layers[il];
+        for (size_t i = 0; i < per_layer && ns < MAXSHAPES; i++) {
+            const dsv4_tensor *t = &lt[i];
+            if (!dsv4_tensor_present(t) || (t->type != DSV4_TYPE_Q8_0 && t->type != DSV4_TYPE_F16) ||
+                t->ne[2] * t->ne[3] != 1)
+                continue;
+            const uint32_t g =
+                t == &m->layers[il].attn_output_a && m->cfg.n_out_group > 1 ? m->cfg.n_out_group : 1;
+            if (t->ne[1] % g) continue;
+            const cu_weight *rec = cu_weight_rec(c, t);
+            if (!rec || (t->type == DSV4_TYPE_Q8_0 && rec->f16_ok <= 0)) continue;
+            dsv4_cuda_blas_op op = {t->type, rec->dev, t->row_bytes, t->ne[0], t->ne[1] / g, g, NULL,
+                                    0,       n,        NULL,         0};
+            bool dup = false;
+            for (int k = 0; k < ns && !dup; k++)
+                dup = seen[k].type == op.type && seen[k].in == op.in && seen[k].rows == op.rows &&
+                      seen[k].groups == op.groups && seen[k].row_bytes == op.row_bytes;
+            if (!dup && dsv4_cuda_gemm_blas_ok(&op)) seen[ns++] = op;
+        }
+    }
+    size_t xin = 0, yout = 0;
+    for (int k = 0; k < ns; k++) {
+        xin = xin > seen[k].in * seen[k].groups ? xin : seen[k].in * seen[k].groups;
+        yout = yout > seen[k].rows * seen[k].groups ? yout : seen[k].rows * seen[k].groups;
+    }
+    float *x = NULL, *y = NULL;
+    if (!ns || cudaMalloc((void **)&x, xin * n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&y, yout * n * sizeof(float)) != cudaSuccess ||
+        cudaMemsetAsync(x, 0, xin * n * sizeof(float), c->stream) != cudaSuccess) {
+        if (x) cudaFree(x);
+        cudaGetLastError();
+        return;
+    }
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    for (int k = 0; k < ns; k++) {
+        dsv4_cuda_blas_op op = seen[k];
+        op.x = x, op.x_stride = op.in * op.groups, op.y = y, op.y_stride = op.rows * op.groups;
+        const size_t wb = dsv4_cuda_gemm_blas_w16_bytes(&op), xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
+        void *w16 = wb ? cu_scratch(c, CU_SLOT_PACK, wb, &e) : NULL,
+             *x16 = cu_scratch(c, CU_SLOT_ACT, xb, &e);
+        if ((wb && !w16) || !x16 || dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, c->stream, &e) != DSV4_OK)
+            break;
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaFree(x);
+    cudaFree(y);
+    cudaGetLastError();
+}
+
+void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     const char *v = getenv("DSV4_CUDA_BLAS");
     if (c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || (v && !strcmp(v, "0")) || !blas_ready(c))
         return;
@@ -111,6 +170,7 @@ void cu_blas_prepare(cuda_ctx *c) {
     if (d) cudaFree(d);
     free(h);
     cudaGetLastError();
+    if ((ok || nq == 0) && m && chunk >= blas_min_n()) blas_warm(c, m, chunk);
 }
 
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
