@@ -74,9 +74,9 @@ dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, boo
  * *was gets the previous mode, *launches the tail kernel's launches so far (either may be NULL). */
 dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was, uint64_t *launches,
                                           dsv4_error *err);
-/* Test hook: products the CUDA backend ran on cuBLAS so far, and whether the library is loaded
- * (either may be NULL). Stubbed in CPU builds. */
-dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, bool *loaded,
-                                         dsv4_error *err);
+/* Test hook: products the CUDA backend ran on cuBLAS so far, the activation conversions they shared
+ * inside matmul_multi, and whether the library is loaded (any may be NULL). Stubbed in CPU builds. */
+dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, uint64_t *shared,
+                                         bool *loaded, dsv4_error *err);
 
 #endif

@@ -31,8 +31,8 @@ dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, boo
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
 }
 
-dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, bool *loaded,
-                                         dsv4_error *err) {
-    (void)b, (void)calls, (void)loaded;
+dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, uint64_t *shared,
+                                         bool *loaded, dsv4_error *err) {
+    (void)b, (void)calls, (void)shared, (void)loaded;
     return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "this build has no CUDA backend (build with make cuda)");
 }

@@ -301,7 +301,7 @@ static void env_restore(const env_saved *e) {
 
 static uint64_t blas_calls(chk *c) {
     uint64_t n = 0;
-    dsv4_backend_cuda_blas_calls(&c->gpu, &n, NULL, &c->err);
+    dsv4_backend_cuda_blas_calls(&c->gpu, &n, NULL, NULL, &c->err);
     return n;
 }
 
@@ -355,6 +355,60 @@ static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, ui
         c->checks++;
     }
     free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
+}
+
+/* matmul_multi of n >= 256 tokens on cuBLAS, the items sharing one input: each item against the
+ * CPU's matmul (rel <= 2e-3), and the activation conversions shared (a Q8_0 item after a Q8_0
+ * item, an F16 item after an F16 item: at least n_items - 2 of them). */
+static void check_multi_blas(chk *c, const char *name, const dsv4_tensor *const *ws, int n_items,
+                             uint32_t n) {
+    if (!GPU->matmul_multi || n_items > 8) return;
+    for (int i = 0; i < n_items; i++)
+        if (!dsv4_tensor_present(ws[i])) return;
+    const uint64_t in = ws[0]->ne[0];
+    float *x = hrand(c, (size_t)in * n, 1.0f), *dx = dcopy(c, x, (size_t)in * n * 4);
+    dsv4_matmul_item it[8];
+    float *dy[8] = {0}, *ref[8] = {0};
+    dsv4_error ec = {0};
+    bool ok = true;
+    for (int i = 0; ok && i < n_items; i++) {
+        const uint64_t no = ws[i]->ne[1];
+        ref[i] = calloc((size_t)no * n, 4);
+        ok = ref[i] && GPU->buf_alloc(GC, (size_t)no * n * 4, (void **)&dy[i], &c->err) == DSV4_OK &&
+             CPU->matmul(CC, ws[i], 0, no, x, in, n, ref[i], no, &ec) == DSV4_OK;
+        it[i] = (dsv4_matmul_item){ws[i], 0, no, dx, in, dy[i], no};
+    }
+    uint64_t sh0 = 0, sh1 = 0, ca0 = 0, ca1 = 0;
+    dsv4_backend_cuda_blas_calls(&c->gpu, &ca0, &sh0, NULL, &c->err);
+    ok = ok && GPU->matmul_multi(GC, it, (uint32_t)n_items, n, &c->err) == DSV4_OK;
+    dsv4_backend_cuda_blas_calls(&c->gpu, &ca1, &sh1, NULL, &c->err);
+    double worst = 0;
+    for (int i = 0; ok && i < n_items; i++) {
+        const uint64_t no = ws[i]->ne[1];
+        float *got = malloc((size_t)no * n * 4);
+        ok = got && GPU->read(GC, got, dy[i], (size_t)no * n * 4, &c->err) == DSV4_OK;
+        double d = 0, r = 0;
+        for (size_t k = 0; ok && k < (size_t)no * n; k++) {
+            if (!(fabs((double)got[k] - ref[i][k]) <= d)) d = fabs((double)got[k] - ref[i][k]);
+            if (fabs(ref[i][k]) > r) r = fabs(ref[i][k]);
+        }
+        const double rel = r > 0 ? d / r : d;
+        if (!(rel <= worst)) worst = rel;
+        free(got);
+    }
+    const uint64_t shared = sh1 - sh0, calls = ca1 - ca0;
+    ok = ok && worst <= 2e-3 && calls == (uint64_t)n_items && shared + 2 >= (uint64_t)n_items;
+    printf("%s matmul_multi blas %-26s n=%u: %d items, worst rel to cpu %.3e, %llu cuBLAS products, %llu "
+           "conversions shared\n",
+           ok ? "ok  " : "FAIL", name, n, n_items, worst, (unsigned long long)calls,
+           (unsigned long long)shared);
+    c->fails += !ok;
+    c->checks++;
+    for (int i = 0; i < n_items; i++) {
+        free(ref[i]);
+        if (dy[i]) dfree(c, dy[i]);
+    }
+    free(x), dfree(c, dx);
 }
 
 /* Timing of a 2048-token product: cuBLAS against the own tensor-core kernel (DSV4_CUDA_BLAS=0), the
@@ -1302,7 +1356,7 @@ int main(int argc, char **argv) {
     /* ---- prefill products on cuBLAS (n >= 256; f16 operands, not bitwise), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4 && !strcmp(against, "cuda")) {
         bool loaded = false;
-        dsv4_backend_cuda_blas_calls(&c->gpu, NULL, &loaded, &c->err);
+        dsv4_backend_cuda_blas_calls(&c->gpu, NULL, NULL, &loaded, &c->err);
         if (!loaded) {
             printf("skip matmul blas: cuBLAS is not loaded on this machine\n");
         } else {
@@ -1322,6 +1376,11 @@ int main(int argc, char **argv) {
                                   k == 1);
                 check_matmul_blas(c, "ffn_gate_inp", &L0->ffn_gate_inp, 0, L0->ffn_gate_inp.ne[1], 1, nb[k],
                                   false);
+            }
+            {
+                const dsv4_tensor *att[4] = {&L4->attn_q_a, &L4->attn_kv, &L4->attn_compressor_kv,
+                                             &L4->attn_compressor_gate};
+                check_multi_blas(c, "attention set", att, 4, 300);
             }
             time_blas(c, "attn_q_b", &L0->attn_q_b, 2048);
             time_blas(c, "attn_q_a", &L0->attn_q_a, 2048);

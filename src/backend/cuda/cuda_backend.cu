@@ -462,14 +462,15 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int 
     return DSV4_OK;
 }
 
-/* Test hook (cuda_ops_check): products run on cuBLAS so far (cuda_gemm_blas.h), and whether the
- * library is loaded. */
-extern "C" dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, bool *loaded,
-                                                    dsv4_error *err) {
+/* Test hook (cuda_ops_check): products run on cuBLAS so far (cuda_gemm_blas.h), activation
+ * conversions they shared inside matmul_multi, and whether the library is loaded. */
+extern "C" dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, uint64_t *shared,
+                                                    bool *loaded, dsv4_error *err) {
     if (!b || !b->ops || b->ops->destroy != cu_destroy)
         return dsv4_fail(err, DSV4_ERR_INVALID, "blas calls: not a CUDA backend");
     const cuda_ctx *c = (const cuda_ctx *)b->ctx;
     if (calls) *calls = c->blas_calls;
+    if (shared) *shared = c->blas_shared;
     if (loaded) *loaded = dsv4_cuda_blas_loaded(NULL);
     return DSV4_OK;
 }

@@ -126,6 +126,16 @@ typedef struct cuda_ctx {
     int8_t blas_state;
     uint32_t *d_blas_scan;
     uint64_t blas_calls;
+    /* inside one matmul_multi (blas_share): the f16 activations in CU_SLOT_ACT are those of
+     * (bx_x, bx_stride, bx_n, bx_width, bx_q8) while bx_valid; the next product of the same input
+     * and weight kind reuses them. Any product that does not take the cuBLAS path drops it (its
+     * kernels may write that slot). */
+    bool blas_share, bx_valid;
+    const float *bx_x;
+    uint64_t bx_stride, bx_width;
+    uint32_t bx_n;
+    int bx_q8;
+    uint64_t blas_shared; /* conversions saved */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;

@@ -76,6 +76,71 @@ __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, in
     }
 }
 
+/* The same in one pass: CTA of L / (4 V) threads, each holding V float4 groups of the row in
+ * registers (g = k * blockDim.x + tid, so a block's 8 groups are 8 consecutive lanes). */
+template <int V>
+__global__ void __launch_bounds__(1024)
+    xb_xcvt1_kernel(const float *x, uint64_t x_stride, int q8, __half *x16, int32_t *e_tok) {
+    __shared__ float red[32];
+    const uint32_t T = blockDim.x, L = 4 * V * T;
+    const float *xr = x + (uint64_t)blockIdx.x * x_stride;
+    const bool vec = ((uintptr_t)xr & 15) == 0;
+    float4 v[V];
+    float am = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        v[k] = xb_load4(xr + 4 * (k * T + threadIdx.x), vec);
+        am = fmaxf(am, fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w))));
+    }
+    for (int o = 16; o > 0; o >>= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = am;
+    __syncthreads();
+    am = red[0];
+    for (uint32_t i = 1; i < T / 32; i++) am = fmaxf(am, red[i]);
+    const int e = xb_row_exp(am);
+    const float s = xb_pow2(-e);
+    if (threadIdx.x == 0) e_tok[blockIdx.x] = e;
+    __half2 *out = (__half2 *)(x16 + (uint64_t)blockIdx.x * L);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const uint32_t g = k * T + threadIdx.x;
+        float4 r;
+        if (q8) {
+            float bm = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
+            for (int o = 1; o < 8; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+            const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
+            r = make_float4(xb_act_q8_0(v[k].x, d, id, s), xb_act_q8_0(v[k].y, d, id, s),
+                            xb_act_q8_0(v[k].z, d, id, s), xb_act_q8_0(v[k].w, d, id, s));
+        } else {
+            r = make_float4(xb_mul(v[k].x, s), xb_mul(v[k].y, s), xb_mul(v[k].z, s), xb_mul(v[k].w, s));
+        }
+        out[2 * g] = __floats2half2_rn(r.x, r.y);
+        out[2 * g + 1] = __floats2half2_rn(r.z, r.w);
+    }
+}
+
+/* The one-pass kernel's float4 groups per thread for a row of L floats (0: the two-pass kernel):
+ * the fewest giving <= 256 threads, else 8 with <= 1024; threads a multiple of 32. */
+static int xb_one_pass_v(uint32_t L) {
+    const uint32_t G = L / 4;
+    for (int v = 1; v <= 8; v *= 2)
+        if (G % v == 0 && (G / v) % 32 == 0 && G / v <= 256) return v;
+    return G % 8 == 0 && (G / 8) % 32 == 0 && G / 8 <= 1024 ? 8 : 0;
+}
+
+static void xb_convert(const float *x, uint64_t x_stride, uint32_t L, int q8, uint32_t n, __half *xh,
+                       int32_t *e_tok, cudaStream_t stream) {
+    const int v = xb_one_pass_v(L);
+    const unsigned T = v ? L / (4u * (unsigned)v) : 0;
+    switch (v) {
+    case 1: xb_xcvt1_kernel<1><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok); break;
+    case 2: xb_xcvt1_kernel<2><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok); break;
+    case 4: xb_xcvt1_kernel<4><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok); break;
+    case 8: xb_xcvt1_kernel<8><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok); break;
+    default: xb_xcvt_kernel<<<n, 256, 0, stream>>>(x, x_stride, L, q8, xh, e_tok);
+    }
+}
+
 /* y row t *= 2^e_tok[t] where e > 0 (exact) */
 __global__ void xb_rescale_kernel(float *y, uint64_t y_stride, uint64_t width, const int32_t *e_tok) {
     const int e = e_tok[blockIdx.x];
@@ -132,13 +197,13 @@ extern "C" bool dsv4_cuda_gemm_blas_ok(const dsv4_cuda_blas_op *op) {
 }
 
 extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16,
-                                           cudaStream_t stream, dsv4_error *err) {
+                                           bool convert, cudaStream_t stream, dsv4_error *err) {
     if (!dsv4_cuda_gemm_blas_ok(op))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas gemm: shape or type not taken");
     const uint32_t L = (uint32_t)(op->in * op->groups);
     __half *xh = (__half *)x16;
     int32_t *e_tok = (int32_t *)((uint8_t *)x16 + (((size_t)op->n * L * 2 + 255) & ~(size_t)255));
-    xb_xcvt_kernel<<<op->n, 256, 0, stream>>>(op->x, op->x_stride, L, op->type == DSV4_TYPE_Q8_0, xh, e_tok);
+    if (convert) xb_convert(op->x, op->x_stride, L, op->type == DSV4_TYPE_Q8_0, op->n, xh, e_tok, stream);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: activation conversion: %s",

@@ -41,7 +41,9 @@ size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op);
 size_t dsv4_cuda_gemm_blas_x16_bytes(const dsv4_cuda_blas_op *op);
 /* Does the path take this op (types, in % 32 == 0, int ranges)? */
 bool dsv4_cuda_gemm_blas_ok(const dsv4_cuda_blas_op *op);
-dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16,
+/* convert = false: x16 already holds this op's activations (the same x, n, stride, width and
+ * weight type as the conversion that wrote it). */
+dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16, bool convert,
                                 struct CUstream_st *stream, dsv4_error *err);
 
 /* Largest |d| (half bits, sign dropped) over `blocks` Q8_0 blocks at w, into *out_bits (device),

@@ -129,7 +129,8 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
         const size_t wb = dsv4_cuda_gemm_blas_w16_bytes(&op), xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
         void *w16 = wb ? cu_scratch(c, CU_SLOT_PACK, wb, &e) : NULL,
              *x16 = cu_scratch(c, CU_SLOT_ACT, xb, &e);
-        if ((wb && !w16) || !x16 || dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, c->stream, &e) != DSV4_OK)
+        if ((wb && !w16) || !x16 ||
+            dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, true, c->stream, &e) != DSV4_OK)
             break;
     }
     cudaStreamSynchronize(c->stream);
@@ -178,17 +179,29 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
                            uint64_t y_stride, dsv4_error *err) {
     const dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
                                   n,       y,      y_stride};
+    c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
     if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
-        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w))
+        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w)) {
+        c->bx_valid = false; /* the caller's kernels may write the slot */
         return DSV4_ERR_UNSUPPORTED;
+    }
     const size_t wb = dsv4_cuda_gemm_blas_w16_bytes(&op), xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
     dsv4_error e;
     memset(&e, 0, sizeof e);
     void *w16 = wb ? cu_scratch(c, CU_SLOT_PACK, wb, &e) : NULL;
     void *x16 = (!wb || w16) ? cu_scratch(c, CU_SLOT_ACT, xb, &e) : NULL;
-    if ((wb && !w16) || !x16) return DSV4_ERR_UNSUPPORTED; /* no room: the own kernels need less */
-    const dsv4_status st = dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, c->stream, err);
-    if (st == DSV4_OK) c->blas_calls++;
+    if ((wb && !w16) || !x16) { /* no room: the own kernels need less */
+        c->bx_valid = false;
+        return DSV4_ERR_UNSUPPORTED;
+    }
+    const uint64_t width = op.in * op.groups;
+    const int q8 = w->type == DSV4_TYPE_Q8_0;
+    const bool reuse = c->blas_share && c->bx_valid && c->bx_x == x && c->bx_stride == x_stride &&
+                       c->bx_n == n && c->bx_width == width && c->bx_q8 == q8;
+    const dsv4_status st = dsv4_cuda_gemm_blas(c->blas, &op, w16, x16, !reuse, c->stream, err);
+    c->bx_valid = st == DSV4_OK && c->blas_share;
+    if (c->bx_valid) c->bx_x = x, c->bx_stride = x_stride, c->bx_n = n, c->bx_width = width, c->bx_q8 = q8;
+    if (st == DSV4_OK) c->blas_calls++, c->blas_shared += reuse;
     if (st == DSV4_ERR_UNSUPPORTED) { /* cuBLAS refused: the conversions wrote scratch only */
         fprintf(stderr, "dsv4: %s; prefill products go back to the own kernels\n",
                 err ? err->msg : "cuBLAS failed");

@@ -303,6 +303,8 @@ dsv4_status cu_matmul(void *vctx, const dsv4_tensor *w, uint64_t row0, uint64_t 
         st = cu_matmul_blas(c, w, wslice, n_out, 1, x, x_stride, n, y, y_stride, err);
         if (st != DSV4_ERR_UNSUPPORTED) return st;
         dsv4_error_clear(err);
+    } else {
+        c->bx_valid = false; /* the kernels below may write the shared f16 activations' slot */
     }
     const void *act;
     uint64_t act_stride;
@@ -499,10 +501,13 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
         dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else; each item's
                                   matmul below quantizes again if it must */
     }
-    for (uint32_t i = 0; i < n_items; i++) {
-        const dsv4_status st = cu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x,
-                                         items[i].x_stride, n, items[i].y, items[i].y_stride, err);
-        if (st != DSV4_OK) return st;
-    }
-    return DSV4_OK;
+    /* several tokens: one product each; the cuBLAS path converts a shared input once */
+    c->blas_share = true;
+    c->bx_valid = false;
+    dsv4_status st = DSV4_OK;
+    for (uint32_t i = 0; i < n_items && st == DSV4_OK; i++)
+        st = cu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x, items[i].x_stride, n,
+                       items[i].y, items[i].y_stride, err);
+    c->blas_share = c->bx_valid = false;
+    return st;
 }
