@@ -4,7 +4,8 @@
 # gives the cost of a boundary crossing; decode steps across tiers are recorded (one graph over
 # every tier's stream), counted from --stats and compared with DSV4_CUDA_GRAPH=0; greedy
 # generation (prefill then recorded decode) over tiers must print what one tier prints. Run from the repo root on the GPU machine after
-# `CUDA=1 scripts/device/pack.sh` here; results under $OUT (default ./tiers-out).
+# `CUDA=1 scripts/device/pack.sh` here; results under $OUT (default ./tiers-out). TIER_CHUNKS ("1 64")
+# and TIER_FLASH_TOKENS (48) change the chunked runs (e.g. 300 and 300: the cuBLAS prefill path).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="${OUT:-$ROOT/tiers-out}"; mkdir -p "$OUT"
@@ -14,7 +15,7 @@ S="$OUT/tiers_summary.txt"; : >"$S"
 fails=0
 say() { echo "$*" | tee -a "$S"; }
 python3 -c "import random; r=random.Random(7); print('\n'.join(str(r.randrange(1024)) for _ in range(160)))" >"$W/tiny.tok"
-python3 -c "import random; r=random.Random(8); print('\n'.join(str(r.randrange(129280)) for _ in range(48)))" >"$W/flash.tok"
+python3 -c "import random; r=random.Random(8); print('\n'.join(str(r.randrange(129280)) for _ in range(${TIER_FLASH_TOKENS:-48})))" >"$W/flash.tok"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || { say "FAIL synth tiny"; exit 1; }
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || { say "FAIL synth flash4"; exit 1; }
 check() { # name model tokens chunk tierspec...
@@ -33,7 +34,7 @@ check() { # name model tokens chunk tierspec...
       say "FAIL $name chunk 1 --tiers $spec: no recorded decode step"; fails=$((fails + 1)); fi
   done
 }
-for ch in 1 64; do
+for ch in ${TIER_CHUNKS:-1 64}; do
   check tiny "$W/tiny.gguf" "$W/tiny.tok" "$ch" "cuda0:0-2,cuda0:3-5" "cuda0:0-1,cuda0:2-3,cuda0:4,cuda0:5"
   check flash4 "$W/flash4.gguf" "$W/flash.tok" "$ch" "cuda0:0-1,cuda0:2-3" "cuda0:0,cuda0:1,cuda0:2,cuda0:3"
 done
