@@ -582,55 +582,6 @@ static void check_matmul_f16(chk *c, const char *name, const dsv4_tensor *w, uin
     free(x), free(y), free(got), dfree(c, dx), dfree(c, dy);
 }
 
-/* The one-warp router (default) against the block router (DSV4_CUDA_ROUTER=block) on the same
- * device inputs: ids and weights bit for bit; logits in steps of 1/4 with no bias give many equal
- * scores (the lower index must win), and token 1 carries a NaN (the insertion-loop path); the ids
- * must also be the CPU's. */
-static void check_router_warp(chk *c, const dsv4_layer_weights *L, bool use_bias, bool hash, bool ties,
-                              uint32_t n) {
-    const dsv4_config *cf = &c->m->cfg;
-    const uint32_t NE = cf->n_expert, K = cf->n_expert_used;
-    if (hash && !dsv4_tensor_present(&L->ffn_gate_tid2eid)) return;
-    const dsv4_tensor *bias = use_bias && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
-    const dsv4_tensor *t2e = hash ? &L->ffn_gate_tid2eid : NULL;
-    float *lg = hrand(c, (size_t)n * NE, 4.0f);
-    if (ties)
-        for (size_t i = 0; i < (size_t)n * NE; i++) lg[i] = roundf(lg[i] * 4.0f) / 4.0f;
-    if (n > 1 && !hash) lg[NE + 5] = NAN;
-    int32_t *tok = malloc((size_t)n * 4), *sa = malloc((size_t)n * K * 4), *sb = malloc((size_t)n * K * 4),
-            *sc = malloc((size_t)n * K * 4);
-    float *wa = malloc((size_t)n * K * 4), *wb = malloc((size_t)n * K * 4), *wc = malloc((size_t)n * K * 4);
-    if (!tok || !sa || !sb || !sc || !wa || !wb || !wc) abort();
-    for (uint32_t t = 0; t < n; t++) tok[t] = (int32_t)((7 + 131 * t) % cf->n_vocab);
-    float *dlg = dcopy(c, lg, (size_t)n * NE * 4), *dw = dcopy(c, wa, (size_t)n * K * 4);
-    int32_t *ds = dcopy(c, sa, (size_t)n * K * 4);
-    dsv4_error ec = {0};
-    bool ok = true;
-    for (int pass = 0; pass < 2 && ok; pass++) {
-        env_saved e = env_set("DSV4_CUDA_ROUTER", pass ? "warp" : "block");
-        ok = GPU->router_select(GC, dlg, n, NE, K, bias, t2e, tok, cf->expert_weights_scale, ds, dw,
-                                &c->err) == DSV4_OK &&
-             GPU->read(GC, pass ? sb : sa, ds, (size_t)n * K * 4, &c->err) == DSV4_OK &&
-             GPU->read(GC, pass ? wb : wa, dw, (size_t)n * K * 4, &c->err) == DSV4_OK;
-        env_restore(&e);
-    }
-    ok = ok && CPU->router_select(CC, lg, n, NE, K, bias, t2e, tok, cf->expert_weights_scale, sc, wc, &ec) ==
-                   DSV4_OK;
-    const bool same = ok && !memcmp(sa, sb, (size_t)n * K * 4) && !memcmp(wa, wb, (size_t)n * K * 4);
-    const bool cpu_ids = ok && !memcmp(sb, sc, (size_t)n * K * 4);
-    printf("%s router warp == block %s%s%s n=%u: ids and weights %s, ids %s the CPU's\n",
-           same && cpu_ids ? "ok  " : "FAIL",
-           hash   ? "hash"
-           : bias ? "bias"
-                  : "no-bias",
-           ties ? " ties" : "", n > 1 && !hash ? " nan" : "", n, same ? "bitwise equal" : "DIFFER",
-           cpu_ids ? "equal to" : "differ from");
-    c->fails += !(same && cpu_ids);
-    c->checks++;
-    free(lg), free(tok), free(sa), free(sb), free(sc), free(wa), free(wb), free(wc);
-    dfree(c, dlg), dfree(c, dw), dfree(c, ds);
-}
-
 /* Routed experts of one token or a prefill chunk: the CPU router's selection for random logits,
  * then the op on both backends; the device result must equal the CPU's bit for bit (n == 1: the
  * fused decode path of cuda_ops_moe.cu; n >= 2: the grouped path, cuda_ops_moe_grouped.cu). */
@@ -1813,15 +1764,6 @@ int main(int argc, char **argv) {
             cmp_f(c, lb, o, dout, (size_t)n * E);
         free(lg), free(sel), free(wt), free(x), free(o);
         dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
-    }
-    /* ---- the one-warp router against the block router ---- */
-    {
-        const uint32_t ns[3] = {1, 3, 2048};
-        for (int k = 0; k < 3; k++) {
-            check_router_warp(c, LN, true, false, false, ns[k]);
-            check_router_warp(c, LN, false, false, true, ns[k]);
-            check_router_warp(c, L0, false, true, false, ns[k]);
-        }
     }
     /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path), then timing ---- */
     if (numerics == DSV4_NUMERICS_DS4) {

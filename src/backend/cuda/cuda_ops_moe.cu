@@ -94,88 +94,6 @@ __global__ void __launch_bounds__(ROUTER_THREADS)
     for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
 }
 
-/* The same selection and weights with one warp per token (n_expert <= 32 * J): expert e = lane +
- * 32 j in registers, the k passes as warp argmaxes under the same total order (so the same
- * winners), no block barriers. The winner's unbiased score travels with it; lane 0 writes the ids
- * and the weights in slot order as the block kernel does. NaN scores: the CPU's insertion loop on
- * lane 0 over the scores put in shared memory. DSV4_CUDA_ROUTER=block: the block kernel. */
-template <int J>
-__global__ void __launch_bounds__(32)
-    router_warp_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias,
-                       const int32_t *hash, const int32_t *tok, const cu_tok_arg tk, float scale,
-                       int32_t *sel, float *weights) {
-    cu_pdl_enter();
-    __shared__ float sp[32 * J], ss[32 * J];
-    const uint32_t t = blockIdx.x, lane = threadIdx.x;
-    const float *lg = logits + (uint64_t)t * n_expert;
-    int32_t *st = sel + (uint64_t)t * k;
-    float *wt = weights + (uint64_t)t * k;
-    float pv[J], sv[J];
-    bool nan = false;
-#pragma unroll
-    for (int j = 0; j < J; j++) {
-        const uint32_t e = lane + 32u * j;
-        pv[j] = sv[j] = 0.0f;
-        if (e < n_expert) {
-            pv[j] = sqrtf(cu_softplus(lg[e]));
-            sv[j] = bias ? pv[j] + bias[e] : pv[j];
-            nan |= isnan(sv[j]);
-        }
-    }
-    float sum = 0.0f;
-    if (hash || __any_sync(0xffffffffu, nan)) {
-        /* rare shapes of the work: the block kernel's code on lane 0 over shared copies */
-#pragma unroll
-        for (int j = 0; j < J; j++) sp[lane + 32 * j] = pv[j], ss[lane + 32 * j] = sv[j];
-        __syncwarp();
-        if (lane != 0) return;
-        if (hash) {
-            const int32_t *row = hash + (uint64_t)(tok ? tok[t] : tk.v[t]) * k;
-            for (uint32_t i = 0; i < k; i++) st[i] = row[i];
-        } else {
-            for (uint32_t i = 0; i < k; i++) st[i] = -1;
-            for (uint32_t i = 0; i < n_expert; i++)
-                for (uint32_t j = 0; j < k; j++)
-                    if (st[j] < 0 || ss[i] > ss[st[j]]) {
-                        for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
-                        st[j] = (int32_t)i;
-                        break;
-                    }
-        }
-        for (uint32_t i = 0; i < k; i++) {
-            const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
-            wt[i] = ok ? sp[st[i]] : __int_as_float(0x7fc00000);
-            sum += wt[i];
-        }
-    } else {
-        uint32_t taken = 0;
-        for (uint32_t i = 0; i < k; i++) {
-            float v = 0.0f, bp = 0.0f;
-            int32_t b = -1;
-#pragma unroll
-            for (int j = 0; j < J; j++) {
-                const int32_t e = (int32_t)(lane + 32u * j);
-                if ((uint32_t)e < n_expert && !((taken >> j) & 1u) && rtu_before(sv[j], e, v, b))
-                    v = sv[j], b = e, bp = pv[j];
-            }
-            for (int o = 16; o > 0; o >>= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, v, o), op = __shfl_xor_sync(0xffffffffu, bp, o);
-                const int32_t ob = __shfl_xor_sync(0xffffffffu, b, o);
-                if (rtu_before(ov, ob, v, b)) v = ov, b = ob, bp = op;
-            }
-            if (b >= 0 && (uint32_t)(b & 31) == lane) taken |= 1u << (b >> 5);
-            if (lane == 0) {
-                st[i] = b;
-                wt[i] = b >= 0 ? bp : __int_as_float(0x7fc00000);
-                sum += wt[i];
-            }
-        }
-        if (lane != 0) return;
-    }
-    if (sum < ROUTER_SUM_FLOOR) sum = ROUTER_SUM_FLOOR;
-    for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
-}
-
 dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                              const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens,
                              float scale, int32_t *sel, float *weights, dsv4_error *err) {
@@ -216,21 +134,8 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
     const size_t smem = (size_t)2 * n_expert * sizeof(float) + n_expert;
     if (smem > 48 * 1024)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 5461 on CUDA)", n_expert);
-    const char *rv = getenv("DSV4_CUDA_ROUTER");
-    const bool block = (rv && !strcmp(rv, "block")) || k > 32;
-    const uint32_t J = (n_expert + 31) / 32;
-    if (!block && J <= 2)
-        router_warp_kernel<2>
-            <<<n, 32, 0, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel, weights);
-    else if (!block && J <= 4)
-        router_warp_kernel<4>
-            <<<n, 32, 0, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel, weights);
-    else if (!block && J <= 8)
-        router_warp_kernel<8>
-            <<<n, 32, 0, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel, weights);
-    else
-        router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale,
-                                                              sel, weights);
+    router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel,
+                                                          weights);
     return cu_launched(err, "router select");
 }
 
@@ -513,8 +418,5 @@ extern "C" int cu_pdl_kernels_moe(const void **out) {
     out[1] = (const void *)moe_mid_q8k_kernel;
     out[2] = (const void *)moe_sum_kernel;
     out[3] = (const void *)moe_mid_q8k_wide_kernel;
-    out[4] = (const void *)router_warp_kernel<2>;
-    out[5] = (const void *)router_warp_kernel<4>;
-    out[6] = (const void *)router_warp_kernel<8>;
-    return 7;
+    return 4;
 }
