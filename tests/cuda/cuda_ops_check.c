@@ -411,11 +411,11 @@ static void check_multi_blas(chk *c, const char *name, const dsv4_tensor *const 
     free(x), dfree(c, dx);
 }
 
-/* Timing of a 2048-token product: cuBLAS against the own tensor-core kernel (DSV4_CUDA_BLAS=0), the
- * same inputs; the two results compared (rel <= 2e-3). */
+/* Seconds per GPU matmul of n tokens (after one warm-up) with the switch `env` set to `value` for the
+ * call (the switches are read on every call); dy receives the device result. */
 static double time_matmul_env(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
-                              float *dy, const char *blas, int reps) {
-    env_saved e = env_set("DSV4_CUDA_BLAS", blas);
+                              float *dy, const char *env, const char *value, int reps) {
+    env_saved e = env_set(env, value);
     double t = -1;
     if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
         GPU->sync(GC, &c->err) == DSV4_OK) {
@@ -428,8 +428,13 @@ static double time_matmul_env(chk *c, const dsv4_tensor *w, uint64_t n_out, cons
     env_restore(&e);
     return t;
 }
-static void time_blas(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
-    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+
+/* One product of n random tokens timed twice, `env` = va (reps_a calls) then vb (reps_b), the two
+ * device results compared: *ta, *tb (seconds, -1 on failure), *differ (values not bitwise equal)
+ * and *rel (max|a - b| / max|b|). false (and a FAIL line under `what`) when the buffers fail. */
+static bool time_pair(chk *c, const char *what, const char *name, const dsv4_tensor *w, uint32_t n,
+                      const char *env, const char *va, int reps_a, const char *vb, int reps_b, double *ta,
+                      double *tb, size_t *differ, double *rel) {
     const uint64_t in = w->ne[0], n_out = w->ne[1];
     const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
     float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
@@ -437,24 +442,42 @@ static void time_blas(chk *c, const char *name, const dsv4_tensor *w, uint32_t n
     float *dx = dcopy(c, x, xs * 4), *dy = NULL, *dy2 = NULL;
     if (GPU->buf_alloc(GC, ys * 4, (void **)&dy, &c->err) != DSV4_OK ||
         GPU->buf_alloc(GC, ys * 4, (void **)&dy2, &c->err) != DSV4_OK) {
-        printf("FAIL blas timing %s: %s\n", name, c->err.msg);
+        printf("FAIL %s %s: %s\n", what, name, c->err.msg);
         c->fails++, c->checks++;
         free(x), free(a), free(b), dfree(c, dx);
         if (dy) dfree(c, dy);
-        return;
+        return false;
     }
-    const double tb = time_matmul_env(c, w, n_out, dx, n, dy, "1", 5);
-    const double to = time_matmul_env(c, w, n_out, dx, n, dy2, "0", 5);
+    *ta = time_matmul_env(c, w, n_out, dx, n, dy, env, va, reps_a);
+    *tb = time_matmul_env(c, w, n_out, dx, n, dy2, env, vb, reps_b);
+    *differ = ys;
     double maxd = 0, maxr = 0;
-    bool ok = tb > 0 && to > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
-              GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK;
-    for (size_t i = 0; ok && i < ys; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= maxd)) maxd = d;
-        if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
+    if (*ta > 0 && *tb > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+        GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+        *differ = 0;
+        for (size_t i = 0; i < ys; i++) {
+            *differ += memcmp(&a[i], &b[i], 4) != 0;
+            const double d = fabs((double)a[i] - (double)b[i]);
+            if (!(d <= maxd)) maxd = d;
+            if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
+        }
     }
-    const double rel = maxr > 0 ? maxd / maxr : maxd, fl = 2.0 * (double)in * (double)n_out * n;
-    ok = ok && rel <= 2e-3;
+    *rel = maxr > 0 ? maxd / maxr : maxd;
+    free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
+    return true;
+}
+
+/* Timing of a 2048-token product: cuBLAS against the own tensor-core kernel (DSV4_CUDA_BLAS=0), the
+ * same inputs; the two results compared (rel <= 2e-3). */
+static void time_blas(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
+    if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
+    double tb, to, rel;
+    size_t differ;
+    if (!time_pair(c, "blas timing", name, w, n, "DSV4_CUDA_BLAS", "1", 5, "0", 5, &tb, &to, &differ, &rel))
+        return;
+    const uint64_t in = w->ne[0], n_out = w->ne[1];
+    const double fl = 2.0 * (double)in * (double)n_out * n;
+    const bool ok = tb > 0 && to > 0 && rel <= 2e-3;
     printf(
         "%s blas timing %-22s %s %llu->%llu n=%u: cuBLAS %.3f ms (%.1f TFLOPS), own kernel %.3f ms (%.2fx); "
         "rel %.2e\n",
@@ -462,77 +485,28 @@ static void time_blas(chk *c, const char *name, const dsv4_tensor *w, uint32_t n
         (unsigned long long)n_out, n, tb * 1e3, fl / tb / 1e12, to * 1e3, to / tb, rel);
     c->fails += !ok;
     c->checks++;
-    free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
-}
-
-/* Seconds per GPU matmul of n tokens (after one warm-up), with the tensor-core prefill path on or off
- * (DSV4_CUDA_PREFILL_MMA is read on every call); dy receives the device result. */
-static double time_matmul(chk *c, const dsv4_tensor *w, uint64_t n_out, const float *dx, uint32_t n,
-                          float *dy, bool mma, int reps) {
-    /* the switch of the weight type's tensor-core path */
-    const char *env = w->type == DSV4_TYPE_F16 ? "DSV4_CUDA_PREFILL_F16" : "DSV4_CUDA_PREFILL_MMA";
-    const char *prev = getenv(env);
-    char saved[16] = "";
-    if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv(env, mma ? "1" : "0", 1);
-    double t = -1;
-    if (GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK &&
-        GPU->sync(GC, &c->err) == DSV4_OK) {
-        const double t0 = now_s();
-        bool ok = true;
-        for (int r = 0; r < reps && ok; r++)
-            ok = GPU->matmul(GC, w, 0, n_out, dx, w->ne[0], n, dy, n_out, &c->err) == DSV4_OK;
-        if (ok && GPU->sync(GC, &c->err) == DSV4_OK) t = (now_s() - t0) / reps;
-    }
-    if (prev)
-        setenv(env, saved, 1);
-    else
-        unsetenv(env);
-    return t;
 }
 
 /* Prefill timing of a Q8_0 weight: tensor cores against the generic kernel, same inputs; the two
- * device results must agree bit for bit (both are the CPU's numbers). */
+ * device results must agree bit for bit (both are the CPU's numbers). F16: the weight type's own
+ * switch, the results only compared (not bitwise). */
 static void time_prefill(chk *c, const char *name, const dsv4_tensor *w, uint32_t n) {
     if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
-    const bool f16 = w->type == DSV4_TYPE_F16; /* not bitwise: the two results are only compared */
+    const bool f16 = w->type == DSV4_TYPE_F16;
+    const char *env = f16 ? "DSV4_CUDA_PREFILL_F16" : "DSV4_CUDA_PREFILL_MMA";
+    double tm, tg, rel;
+    size_t differ;
+    if (!time_pair(c, "prefill timing", name, w, n, env, "1", 5, "0", 2, &tm, &tg, &differ, &rel)) return;
     const uint64_t in = w->ne[0], n_out = w->ne[1];
-    const size_t xs = (size_t)in * n, ys = (size_t)n_out * n;
-    float *x = hrand(c, xs, 1.0f), *a = malloc(ys * 4), *b = malloc(ys * 4);
-    if (!a || !b) abort();
-    float *dx = dcopy(c, x, xs * 4), *dy = NULL, *dy2 = NULL;
-    if (GPU->buf_alloc(GC, ys * 4, (void **)&dy, &c->err) != DSV4_OK ||
-        GPU->buf_alloc(GC, ys * 4, (void **)&dy2, &c->err) != DSV4_OK) {
-        printf("FAIL prefill timing %s: %s\n", name, c->err.msg);
-        c->fails++, c->checks++;
-        free(x), free(a), free(b), dfree(c, dx);
-        if (dy) dfree(c, dy);
-        return;
-    }
-    const double tm = time_matmul(c, w, n_out, dx, n, dy, true, 5);
-    const double tg = time_matmul(c, w, n_out, dx, n, dy2, false, 2);
-    size_t differ = ys;
-    double maxd = 0, maxr = 0;
-    if (tm > 0 && tg > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
-        GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
-        differ = 0;
-        for (size_t i = 0; i < ys; i++) {
-            differ += memcmp(&a[i], &b[i], 4) != 0;
-            const double d = fabs((double)a[i] - (double)b[i]);
-            if (!(d <= maxd)) maxd = d;
-            if (fabs((double)b[i]) > maxr) maxr = fabs((double)b[i]);
-        }
-    }
-    const double ops = 2.0 * (double)in * (double)n_out * n, rel = maxr > 0 ? maxd / maxr : maxd;
+    const double ops = 2.0 * (double)in * (double)n_out * n;
     const bool bad = f16 ? !(tm > 0 && tg > 0 && rel <= 2e-3) : differ != 0;
     printf("%s prefill timing %-22s %llu->%llu n=%u: tensor cores %.3f ms (%.1f %s, %.2f us/token), "
            "generic %.3f ms (%.1fx); %zu of %zu differ (rel %.2e)\n",
            bad ? "FAIL" : "ok  ", name, (unsigned long long)in, (unsigned long long)n_out, n, tm * 1e3,
-           ops / tm / 1e12, f16 ? "TFLOPS f16" : "TOPS int8", tm * 1e6 / n, tg * 1e3, tg / tm, differ, ys,
-           rel);
+           ops / tm / 1e12, f16 ? "TFLOPS f16" : "TOPS int8", tm * 1e6 / n, tg * 1e3, tg / tm, differ,
+           (size_t)n_out * n, rel);
     c->fails += bad;
     c->checks++;
-    free(x), free(a), free(b), dfree(c, dx), dfree(c, dy), dfree(c, dy2);
 }
 
 /* F16 weights with n >= 8 tokens: the tensor-core GEMM with f16-rounded activations
