@@ -150,21 +150,24 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
         jstr(f, di.backend);
         fprintf(f, ", \"name\": ");
         jstr(f, di.name);
-        fprintf(f,
-                ", \"total_mem\": %llu, \"free_mem\": %llu, \"weight_bytes\": %llu, \"buffer_bytes\": %llu, "
-                "\"scratch_bytes\": %llu, \"used_mem\": %llu, \"step_graphs\": {\"launched\": %llu, "
-                "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
-                "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
-                "\"instantiate\": %.3f}}}",
-                (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
-                (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
-                (unsigned long long)di.scratch_bytes,
-                (unsigned long long)(di.total_mem > di.free_mem ? di.total_mem - di.free_mem : 0),
-                (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
-                (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
-                (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale,
-                di.steps_capture_us * 1e-3, di.steps_pdl_us * 1e-3, di.steps_update_us * 1e-3,
-                di.steps_instantiate_us * 1e-3);
+        fprintf(
+            f,
+            ", \"total_mem\": %llu, \"free_mem\": %llu, \"weight_bytes\": %llu, \"buffer_bytes\": %llu, "
+            "\"scratch_bytes\": %llu, \"used_mem\": %llu, \"step_graphs\": {\"launched\": %llu, "
+            "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
+            "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
+            "\"instantiate\": %.3f}}, \"blas\": {\"ready\": %s, \"products\": %llu, \"conversions_shared\": "
+            "%llu}}",
+            (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
+            (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
+            (unsigned long long)di.scratch_bytes,
+            (unsigned long long)(di.total_mem > di.free_mem ? di.total_mem - di.free_mem : 0),
+            (unsigned long long)di.steps_launched, (unsigned long long)di.steps_updated,
+            (unsigned long long)di.steps_instantiated, (unsigned long long)di.steps_update_failed,
+            (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale,
+            di.steps_capture_us * 1e-3, di.steps_pdl_us * 1e-3, di.steps_update_us * 1e-3,
+            di.steps_instantiate_us * 1e-3, di.blas_loaded ? "true" : "false",
+            (unsigned long long)di.blas_products, (unsigned long long)di.blas_shared);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -58,6 +58,10 @@ typedef struct dsv4_device_info {
     uint64_t steps_pdl_edges; /* programmatic kernel -> kernel edges set in recorded steps (cuda_pdl.h) */
     /* host microseconds spent recording them: capture, programmatic edge pass, updates, instantiations */
     uint64_t steps_capture_us, steps_pdl_us, steps_update_us, steps_instantiate_us;
+    /* prefill products on cuBLAS (CUDA, cuda_gemm_blas.h): library loaded, products run, activation
+     * conversions shared inside matmul_multi */
+    bool blas_loaded;
+    uint64_t blas_products, blas_shared;
 } dsv4_device_info;
 
 dsv4_status dsv4_backend_device_info(const dsv4_backend *b, dsv4_device_info *out, dsv4_error *err);

@@ -511,5 +511,8 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->steps_pdl_us = c->step_stats.pdl_us;
     out->steps_update_us = c->step_stats.update_us;
     out->steps_instantiate_us = c->step_stats.instantiate_us;
+    out->blas_loaded = c->blas_state > 0;
+    out->blas_products = c->blas_calls;
+    out->blas_shared = c->blas_shared;
     return DSV4_OK;
 }
