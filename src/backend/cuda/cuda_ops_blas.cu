@@ -10,11 +10,11 @@
  *     tensor, on its first product here).
  * Anything else returns DSV4_ERR_UNSUPPORTED with nothing launched, and the caller runs its own
  * kernels. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern "C" {
+#include "common/log.h"
 #include "quant/quant.h"
 }
 #include "backend/cuda/cuda_backend.h"
@@ -43,6 +43,8 @@ static bool blas_ready(cuda_ctx *c) {
         dsv4_error e;
         memset(&e, 0, sizeof e);
         c->blas_state = dsv4_cuda_blas_create(&c->blas, &e) == DSV4_OK ? 1 : -1;
+        if (c->blas_state < 0)
+            DSV4_LOGI("cuda%d: %s; prefill products run on the own kernels", c->device, e.msg);
         if (c->blas_state > 0 && cudaMalloc((void **)&c->d_blas_scan, sizeof(uint32_t)) != cudaSuccess) {
             cudaGetLastError();
             dsv4_cuda_blas_destroy(c->blas);
@@ -203,8 +205,8 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
     if (c->bx_valid) c->bx_x = x, c->bx_stride = x_stride, c->bx_n = n, c->bx_width = width, c->bx_q8 = q8;
     if (st == DSV4_OK) c->blas_calls++, c->blas_shared += reuse;
     if (st == DSV4_ERR_UNSUPPORTED) { /* cuBLAS refused: the conversions wrote scratch only */
-        fprintf(stderr, "dsv4: %s; prefill products go back to the own kernels\n",
-                err ? err->msg : "cuBLAS failed");
+        DSV4_LOGW("cuda%d: %s; prefill products go back to the own kernels", c->device,
+                  err ? err->msg : "cuBLAS failed");
         c->blas_state = -1;
     }
     return st;
