@@ -160,7 +160,8 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 # index arithmetic, decoders and reduction orders against the CPU reference; all must pass.
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
-	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check
+	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
+	blas_loader_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -213,6 +214,11 @@ $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/c
 		src/backend/cuda/cuda_gemm_q8_0_mma2.cuh src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+# Host-only check of the cuBLAS loader (dlopen / dlsym only; runs anywhere).
+$(BUILD)/cuda/blas_loader_check: tests/cuda/blas_loader_check.cu src/backend/cuda/cuda_blas.cu src/backend/cuda/cuda_blas.h \
+		$(call libs_for,common)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< src/backend/cuda/cuda_blas.cu $(call libs_for,common) -ldl -lpthread
 # Host-only check of the cuBLAS prefill products' operand units (runs anywhere).
 $(BUILD)/cuda/gemm_blas_emu_check: tests/cuda/gemm_blas_emu_check.cu src/backend/cuda/cuda_gemm_blas.cuh \
 		src/backend/cuda/cuda_act_quant.cuh $(call libs_for,quant)
