@@ -6,8 +6,9 @@
  *   - Q8_0 or F16 weights; DSV4_CUDA_BLAS=0 turns the path off, =q8 / =f16 keeps one type (read on
  *     every call);
  *   - the library found (cuda_blas.h) and a handle made on this device;
- *   - a Q8_0 tensor whose largest block scale keeps every element a finite f16 (scanned once per
- *     tensor, on its first product here).
+ *   - a Q8_0 tensor whose largest block scale keeps every element a finite f16 (every tensor is
+ *     scanned at backend creation, cu_blas_prepare; one created with the path off is scanned on its
+ *     first product here).
  * Anything else returns DSV4_ERR_UNSUPPORTED with nothing launched, and the caller runs its own
  * kernels. */
 #include <stdlib.h>
