@@ -33,6 +33,17 @@ __device__ __forceinline__ float4 xb_load4(const float *p, bool vec) {
     return make_float4(p[0], p[1], p[2], p[3]);
 }
 
+/* A float4 group's f16 operands before rounding: its Q8_0 values (q8; the block's 8 groups sit in 8
+ * consecutive lanes, every lane calling) or the values, times the row scale s. */
+__device__ __forceinline__ float4 xb_group(float4 v, float s, int q8) {
+    if (!q8) return make_float4(xb_mul(v.x, s), xb_mul(v.y, s), xb_mul(v.z, s), xb_mul(v.w, s));
+    float bm = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    for (int o = 1; o < 8; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+    const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
+    return make_float4(xb_act_q8_0(v.x, d, id, s), xb_act_q8_0(v.y, d, id, s), xb_act_q8_0(v.z, d, id, s),
+                       xb_act_q8_0(v.w, d, id, s));
+}
+
 /* One token row of L floats -> f16 (Q8_0 values when q8), scaled by 2^-e; e_tok[t] = e.
  * CTA of 256 per row: the row's max |x| first, then the blocks (8 lanes per block of 32). */
 __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, int q8, __half *x16,
@@ -59,16 +70,7 @@ __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, in
         const uint32_t g = base + threadIdx.x;
         const bool live = g < G;
         const float4 v = live ? xb_load4(xr + 4 * g, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
-        float4 r;
-        if (q8) {
-            float bm = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-            for (int o = 1; o < 8; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
-            const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
-            r = make_float4(xb_act_q8_0(v.x, d, id, s), xb_act_q8_0(v.y, d, id, s),
-                            xb_act_q8_0(v.z, d, id, s), xb_act_q8_0(v.w, d, id, s));
-        } else {
-            r = make_float4(xb_mul(v.x, s), xb_mul(v.y, s), xb_mul(v.z, s), xb_mul(v.w, s));
-        }
+        const float4 r = xb_group(v, s, q8);
         if (live) {
             out[2 * g] = __floats2half2_rn(r.x, r.y);
             out[2 * g + 1] = __floats2half2_rn(r.z, r.w);
@@ -104,16 +106,7 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
     for (int k = 0; k < V; k++) {
         const uint32_t g = k * T + threadIdx.x;
-        float4 r;
-        if (q8) {
-            float bm = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
-            for (int o = 1; o < 8; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
-            const float d = act_q8_0_d(bm), id = act_q8_0_id(d);
-            r = make_float4(xb_act_q8_0(v[k].x, d, id, s), xb_act_q8_0(v[k].y, d, id, s),
-                            xb_act_q8_0(v[k].z, d, id, s), xb_act_q8_0(v[k].w, d, id, s));
-        } else {
-            r = make_float4(xb_mul(v[k].x, s), xb_mul(v[k].y, s), xb_mul(v[k].z, s), xb_mul(v[k].w, s));
-        }
+        const float4 r = xb_group(v[k], s, q8);
         out[2 * g] = __floats2half2_rn(r.x, r.y);
         out[2 * g + 1] = __floats2half2_rn(r.z, r.w);
     }
