@@ -161,7 +161,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
-	blas_loader_check
+	blas_loader_check moe_half_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -182,6 +182,11 @@ $(BUILD)/cuda/attn_tc_emu_check: tests/cuda/attn_tc_emu_check.cu src/backend/cud
 	$(NVCC) $(NVFLAGS) -o $@ $< -lm
 $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend/cuda/cuda_attn_fast.cuh \
 		$(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
+# Host-only emulation of the f16 tensor-core MoE gate/up against float64 and quant_dot_* (runs anywhere).
+$(BUILD)/cuda/moe_half_emu_check: tests/cuda/moe_half_emu_check.cu src/backend/cuda/cuda_moe_half.cuh \
+		src/backend/cuda/cuda_moe_wide.cuh src/backend/cuda/cuda_gemm_blas.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the wide-tile tensor-core grouped MoE products against quant_dot_* (runs anywhere).

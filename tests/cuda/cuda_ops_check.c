@@ -646,6 +646,83 @@ static double time_moe(chk *c, const dsv4_layer_weights *L, float clamp, const f
     return t;
 }
 
+static uint64_t moe_f16_calls(chk *c) {
+    dsv4_device_info di;
+    return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_f16_products : 0;
+}
+
+/* Routed experts of a large chunk with the f16 gate/up (cuda_ops_moe_half.cu, n >= 256): not
+ * bitwise. Per token, max|d| / max|ref| against the CPU must stay <= 1e-2 (f16 operands in gate and
+ * up; the mid's Q8_K rounding then moves some codes by one step); token 1 is scaled by 1e5 (the
+ * row's power-of-two scaling); the path must have run (its counter grew). Then the time against
+ * the exact wide kernel (DSV4_CUDA_MOE_F16=0) on the same selection. */
+static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool timing) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
+    if (L->ffn_gate_exps.type != DSV4_TYPE_IQ2_XXS) return;
+    const dsv4_tensor *bias = dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+    float *lg = hrand(c, (size_t)n * NE, 4.0f), *x = hrand(c, (size_t)n * E, 1.0f);
+    float *wt = malloc((size_t)n * K * 4), *o = malloc((size_t)n * E * 4), *got = malloc((size_t)n * E * 4);
+    int32_t *sel = malloc((size_t)n * K * 4);
+    if (!wt || !o || !got || !sel) abort();
+    if (n > 2)
+        for (uint32_t i = 0; i < E; i++) x[E + i] *= 1.0e5f;
+    dsv4_error ec = {0};
+    char lb[96];
+    snprintf(lb, sizeof lb, "moe f16 %s/%s n=%u", dsv4_type_name(L->ffn_gate_exps.type),
+             dsv4_type_name(L->ffn_down_exps.type), n);
+    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) !=
+        DSV4_OK) {
+        printf("FAIL %-34s cpu router: %s\n", lb, ec.msg);
+        c->fails++, c->checks++;
+        free(lg), free(x), free(wt), free(o), free(got), free(sel);
+        return;
+    }
+    float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
+    int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
+    float *dout = dcopy(c, o, (size_t)n * E * 4);
+    const uint64_t calls0 = moe_f16_calls(c);
+    if (ran(c, lb,
+            CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp, o,
+                     &ec),
+            GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp,
+                     dout, &c->err),
+            &ec)) {
+        const bool read_ok = GPU->read(GC, got, dout, (size_t)n * E * 4, &c->err) == DSV4_OK;
+        const uint64_t calls = moe_f16_calls(c) - calls0;
+        double worst = read_ok ? 0 : 1e30, med_sum = 0;
+        uint32_t worst_t = 0;
+        for (uint32_t t = 0; read_ok && t < n; t++) {
+            double d = 0, r = 0;
+            for (uint32_t i = 0; i < E; i++) {
+                const double g = got[(size_t)t * E + i], ref = o[(size_t)t * E + i];
+                if (!(fabs(g - ref) <= d)) d = fabs(g - ref);
+                if (fabs(ref) > r) r = fabs(ref);
+            }
+            const double rel = r > 0 ? d / r : d;
+            med_sum += rel;
+            if (!(rel <= worst)) worst = rel, worst_t = t;
+        }
+        const bool ok = read_ok && worst <= 1e-2 && calls >= 1;
+        printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 gate/up "
+               "products\n",
+               ok ? "ok  " : "FAIL", lb, worst, worst_t, med_sum / n, (unsigned long long)calls);
+        c->fails += !ok;
+        c->checks++;
+        if (timing) {
+            const double th = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_F16", true, 5);
+            const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_F16", false, 5);
+            printf("%s moe f16 timing %s/%s n=%u: f16 gate/up %.3f ms, exact wide %.3f ms (%.2fx)\n",
+                   th > 0 && tw > 0 ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type),
+                   dsv4_type_name(L->ffn_down_exps.type), n, th * 1e3, tw * 1e3, th > 0 ? tw / th : 0.0);
+            c->fails += !(th > 0 && tw > 0);
+            c->checks++;
+        }
+    }
+    dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dout);
+    free(lg), free(x), free(wt), free(o), free(got), free(sel);
+}
+
 /* Timing of the routed experts: for n >= 2 grouped against generic, for n == 1 the fused decode
  * path (5 launches) against the unfused one (7), on the same CPU-router selection; the two device
  * results must agree bit for bit. */
@@ -1739,10 +1816,12 @@ int main(int argc, char **argv) {
         free(lg), free(sel), free(wt), free(x), free(o);
         dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
     }
-    /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path), then timing ---- */
+    /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path, the f16 gate/up off),
+     * then timing; then the f16 gate/up on its own ---- */
     if (numerics == DSV4_NUMERICS_DS4) {
         const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
         const uint32_t ns[7] = {1, 2, 7, 37, 64, 200, 256};
+        env_saved f16_off = env_set("DSV4_CUDA_MOE_F16", "0");
         for (int k = 0; k < 7; k++) check_moe_bitwise(c, LN, clamp, ns[k]);
         if (!strcmp(against, "cuda")) {
             time_moe_prefill(c, LN, clamp, 1); /* decode: fused against unfused, bitwise */
@@ -1750,6 +1829,10 @@ int main(int argc, char **argv) {
             time_moe_prefill(c, LN, clamp, 256);
             time_moe_prefill(c, LN, clamp, 2048);
         }
+        env_restore(&f16_off);
+        check_moe_half(c, LN, clamp, 256, false);
+        check_moe_half(c, LN, clamp, 300, false);
+        check_moe_half(c, LN, clamp, 2048, !strcmp(against, "cuda"));
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);

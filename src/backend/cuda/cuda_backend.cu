@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_blas.h"
+#include "backend/cuda/cuda_moe_half.h"
 
 dsv4_status cu_fail(dsv4_error *err, cudaError_t e, const char *what) {
     return dsv4_fail(err, e == cudaErrorMemoryAllocation ? DSV4_ERR_NOMEM : DSV4_ERR_IO, "cuda %s: %s (%s)",
@@ -412,6 +413,7 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     }
     if (st == DSV4_OK) st = cu_weights_upload(c, p->model, p->on_upload, p->upload_user, err);
     if (st == DSV4_OK) cu_blas_prepare(c, p->model, p->prefill_chunk);
+    if (st == DSV4_OK) cu_moe_half_prepare(c);
     const dsv4_backend_ops *ops = &cuda_ops;
     if (st == DSV4_OK && cu_prof_requested()) st = cu_prof_create(c, &cuda_ops, &ops, err);
     if (st != DSV4_OK) {
@@ -514,5 +516,6 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_loaded = c->blas_state > 0;
     out->blas_products = c->blas_calls;
     out->blas_shared = c->blas_shared;
+    out->moe_f16_products = c->moe_half_calls;
     return DSV4_OK;
 }

@@ -58,6 +58,9 @@ typedef struct cu_weight {
     uint64_t bytes;
     uint32_t type; /* the tensor's type */
     int8_t f16_ok; /* Q8_0: may its elements become f16 (cuda_gemm_blas.h)? 0 not known yet, 1, -1 */
+    int8_t
+        half_state; /* IQ2_XXS: may the f16 MoE gate/up take it (cuda_moe_half.h)? 0 not known yet, 1, -1 */
+    int8_t half_shift; /* its power-of-two shift p (cuda_moe_half.cuh) */
 } cu_weight;
 
 typedef struct cu_buf {
@@ -136,6 +139,9 @@ typedef struct cuda_ctx {
     uint32_t bx_n;
     int bx_q8;
     uint64_t blas_shared; /* conversions saved */
+    /* the f16 MoE gate/up (cuda_moe_half.h): its shared-memory limit raised, products run */
+    bool moe_half_attr;
+    uint64_t moe_half_calls;
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;

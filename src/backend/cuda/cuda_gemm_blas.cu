@@ -143,11 +143,11 @@ __global__ void xb_rescale_kernel(float *y, uint64_t y_stride, uint64_t width, c
     for (uint64_t i = threadIdx.x; i < width; i += blockDim.x) yr[i] *= s;
 }
 
-__global__ void xb_max_d_kernel(const uint8_t *w, uint64_t blocks, uint32_t *out) {
+__global__ void xb_max_d_kernel(const uint8_t *w, uint64_t blocks, uint32_t block_bytes, uint32_t *out) {
     uint32_t m = 0;
     for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
          b += (uint64_t)gridDim.x * blockDim.x) {
-        const uint32_t v = *(const uint16_t *)(w + 34 * b) & 0x7fffu;
+        const uint32_t v = *(const uint16_t *)(w + block_bytes * b) & 0x7fffu;
         m = v > m ? v : m;
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -233,12 +233,21 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
     return DSV4_OK;
 }
 
-extern "C" dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,
-                                            cudaStream_t stream, dsv4_error *err) {
+extern "C" dsv4_status dsv4_cuda_block_max_d(const void *w, uint64_t blocks, uint32_t block_bytes,
+                                             uint32_t d_offset, uint32_t *out_bits, cudaStream_t stream,
+                                             dsv4_error *err) {
     const uint64_t want = (blocks + 255) / 256;
+    if (block_bytes % 2 || d_offset % 2)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "block max d: %u-byte blocks, scale at %u", block_bytes,
+                         d_offset);
     xb_max_d_kernel<<<(unsigned)(want < 4096 ? (want ? want : 1) : 4096), 256, 0, stream>>>(
-        (const uint8_t *)w, blocks, out_bits);
+        (const uint8_t *)w + d_offset, blocks, block_bytes, out_bits);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK
-                            : dsv4_fail(err, DSV4_ERR_INVALID, "q8_0 max d: %s", cudaGetErrorString(e));
+                            : dsv4_fail(err, DSV4_ERR_INVALID, "block max d: %s", cudaGetErrorString(e));
+}
+
+extern "C" dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,
+                                            cudaStream_t stream, dsv4_error *err) {
+    return dsv4_cuda_block_max_d(w, blocks, 34, 0, out_bits, stream, err);
 }

@@ -50,6 +50,10 @@ dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w
  * which the caller zeroes first. */
 dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,
                                  struct CUstream_st *stream, dsv4_error *err);
+/* The same for any blocks of block_bytes with an f16 scale at byte d_offset (both even; the
+ * cuda_moe_half.h scan: IQ2_XXS, 66 and 0). */
+dsv4_status dsv4_cuda_block_max_d(const void *w, uint64_t blocks, uint32_t block_bytes, uint32_t d_offset,
+                                  uint32_t *out_bits, struct CUstream_st *stream, dsv4_error *err);
 /* May every element of a Q8_0 tensor whose largest |d| has these half bits become an f16? */
 bool dsv4_cuda_gemm_blas_d_safe(uint32_t max_abs_bits);
 

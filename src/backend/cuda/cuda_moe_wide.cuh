@@ -175,31 +175,39 @@ struct mw_copy {
     }
 };
 
-/* Thread tid (of MW_THREADS) issues its copies of step (row block rb, superblock s) of tile (e,
- * start, mt) into stage st. Weights: warp w copies staged rows 32w..32w+31, 8 rows at a time, 4
- * lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes).
- * Activations: rows 0..8*nact-1 of the tile (rows past mt repeat its last pair). */
+/* Thread tid (of MW_THREADS) issues its weight copies of step (row block rb, superblock s) of
+ * expert e into the staged rows at w: warp w copies staged rows 32w..32w+31, 8 rows at a time, 4
+ * lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes). */
 template <int K, bool DUAL>
-MX_HD void mw_load_stage(const mw_params &p, int e, int start, int mt, int rb, int s, uint8_t *st, int tid) {
+MX_HD void mw_load_weights(const uint8_t *w0, const uint8_t *w1, uint64_t row_bytes, uint64_t expert_bytes,
+                           int n_out, int e, int rb, int s, uint8_t *w, int tid) {
     const mw_copy cp;
     constexpr int NW = K == GM_IQ2_XXS ? 17 : K == GM_Q2_K ? 21 : 9;
     constexpr int SZ = K == GM_Q4_K ? 16 : 4;
     constexpr int WR = K == GM_IQ2_XXS ? 72 : K == GM_Q2_K ? 96 : 160;
-    const uint8_t *e0 = p.w0 + (uint64_t)e * p.expert_bytes,
-                  *e1 = DUAL ? p.w1 + (uint64_t)e * p.expert_bytes : e0;
+    const uint8_t *e0 = w0 + (uint64_t)e * expert_bytes, *e1 = DUAL ? w1 + (uint64_t)e * expert_bytes : e0;
     const uint64_t so = mw_wsrc(K, s, 0);
     const int lane = tid & 31, q4 = lane & 3, dof = mw_wdst(K, s, 0) + SZ * q4;
     MG_UNROLL
     for (int pass = 0; pass < 4; pass++) {
         const int rr = 32 * (tid >> 5) + 8 * pass + (lane >> 2);
         int which;
-        const int row = mw_stage_row(DUAL, rb, rr, p.n_out, &which);
-        const uint8_t *src = (which ? e1 : e0) + (uint64_t)row * p.row_bytes + so + SZ * q4;
-        uint8_t *dst = st + p.lay.w + rr * WR + dof;
+        const int row = mw_stage_row(DUAL, rb, rr, n_out, &which);
+        const uint8_t *src = (which ? e1 : e0) + (uint64_t)row * row_bytes + so + SZ * q4;
+        uint8_t *dst = w + rr * WR + dof;
         MG_UNROLL
         for (int u = 0; u < (NW + 3) / 4; u++)
             if (q4 + 4 * u < NW) cp(dst + 4 * SZ * u, src + 4 * SZ * u, SZ);
     }
+}
+
+/* Thread tid (of MW_THREADS) issues its copies of step (row block rb, superblock s) of tile (e,
+ * start, mt) into stage st: the weights (mw_load_weights), then the activations: rows
+ * 0..8*nact-1 of the tile (rows past mt repeat its last pair). */
+template <int K, bool DUAL>
+MX_HD void mw_load_stage(const mw_params &p, int e, int start, int mt, int rb, int s, uint8_t *st, int tid) {
+    const mw_copy cp;
+    mw_load_weights<K, DUAL>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s, st + p.lay.w, tid);
     const int rows = (mt + 7) & ~7;
     const uint64_t in = (uint64_t)p.in;
     for (int i = tid; i < rows * 16; i += MW_THREADS) {

@@ -44,7 +44,11 @@ typedef struct cu_moe_wide_args {
 
 /* Bytes of the activation packs (one product at a time). */
 size_t cu_moe_wide_scratch_bytes(uint32_t gu_type, uint32_t down_type, uint64_t P, uint64_t in, uint64_t ff);
-/* Pack, gate/up -> mid, pack, down -> y (all on c's stream). */
-dsv4_status cu_moe_wide_run(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err);
+/* Pack, gate/up -> mid (on c's stream). */
+dsv4_status cu_moe_wide_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err);
+/* Pack (the mid rows quantized to Q8_K), down -> y (on c's stream). */
+dsv4_status cu_moe_wide_down(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err);
+/* Row blocks per CTA for n_rb row blocks, P pairs over E experts. */
+int cu_moe_wide_rb_per_cta(const cuda_ctx *c, int n_rb, uint64_t P, uint64_t E);
 
 #endif

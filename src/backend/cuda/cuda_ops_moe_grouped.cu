@@ -15,12 +15,15 @@
  * take tensor-core products for steps 3 to 5: by default the wide-tile kernels of
  * cuda_ops_moe_wide.cu (tiles of 64 pairs, activations packed per product), else (shapes they do
  * not take, or DSV4_CUDA_MOE_MMA=old) those of cuda_ops_moe_mma.cu (tiles of 16 or 32 pairs);
- * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. */
+ * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. Chunks of >= 256 tokens with IQ2_XXS gate/up
+ * take the f16 tensor-core gate/up of cuda_ops_moe_half.cu instead (NOT bitwise; its gate there,
+ * DSV4_CUDA_MOE_F16=0 turns it off), with the wide kernel's exact down. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_moe_grouped.cuh"
 #include "backend/cuda/cuda_moe_grouped.h"
+#include "backend/cuda/cuda_moe_half.h"
 #include "backend/cuda/cuda_moe_mma.h"
 #include "backend/cuda/cuda_moe_wide.h"
 
@@ -281,10 +284,15 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     float *mid = idx ? (float *)cu_scratch(c, CU_SLOT_MID, P * ff * sizeof(float), err) : NULL;
     float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, P * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
-    void *pack = NULL; /* the wide kernels' activation packs */
-    if (wide &&
-        !(pack = cu_scratch(c, CU_SLOT_U, cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff), err)))
-        return DSV4_ERR_NOMEM;
+    /* the f16 gate/up (cuda_ops_moe_half.cu, not bitwise) in place of the wide one, large chunks */
+    float wsc[2], winv[2];
+    const bool half = wide && cu_moe_half_ok(c, gate, up, n, gd, ud, wsc, winv);
+    void *pack = NULL; /* the wide kernels' activation packs, or the f16 token rows */
+    if (wide) {
+        size_t pb = cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff);
+        const size_t hb = half ? cu_moe_half_scratch_bytes(n, in) : 0;
+        if (!(pack = cu_scratch(c, CU_SLOT_U, pb > hb ? pb : hb, err))) return DSV4_ERR_NOMEM;
+    }
     int4 *tiles = (int4 *)idx;
     int *n_tiles = (int *)(idx + tiles_bytes);
     int32_t *list = (int32_t *)(idx + tiles_bytes + 16);
@@ -309,7 +317,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
         a.weights = weights, a.clamp = clamp;
         a.mid = mid, a.y = y, a.scratch = pack;
-        if ((st = cu_moe_wide_run(c, &a, err)) != DSV4_OK) return st;
+        st = half ? cu_moe_half_gate_up(c, &a, n, wsc, winv, err) : cu_moe_wide_gate_up(c, &a, err);
+        if (st != DSV4_OK || (st = cu_moe_wide_down(c, &a, err)) != DSV4_OK) return st;
         mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
                                                                                  (uint32_t)embd, out);
         return cu_launched(err, "moe grouped sum");

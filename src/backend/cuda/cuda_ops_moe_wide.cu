@@ -324,7 +324,7 @@ size_t cu_moe_wide_scratch_bytes(uint32_t gu_type, uint32_t down_type, uint64_t 
 
 /* Row blocks per CTA: 4 (the pipeline runs on across them, so its fill is paid once per 4), fewer
  * when the grid would be under ~3 CTAs per SM (tiles: at least one per expert hit). */
-static int mw_rb_per_cta(const cuda_ctx *c, int n_rb, uint64_t P, uint64_t E) {
+int cu_moe_wide_rb_per_cta(const cuda_ctx *c, int n_rb, uint64_t P, uint64_t E) {
     uint64_t tiles = (P + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
     if (tiles < (E < P ? E : P)) tiles = E < P ? E : P;
     int g = 4;
@@ -338,22 +338,26 @@ static dsv4_status mw_launch(cuda_ctx *c, int kind, bool dual, mw_params *p, con
     if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe wide: no pipeline fits the device");
     p->lay = mw_layout_of(kind, st);
     p->n_rb = (p->n_out + mw_rb_rows(dual) - 1) / mw_rb_rows(dual);
-    p->rb_per_cta = mw_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
+    p->rb_per_cta = cu_moe_wide_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
     const dim3 grid((unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)a->max_tiles);
     mw_kernel_of(kind, dual)<<<grid, MW_THREADS, (size_t)p->lay.total, c->stream>>>(*p);
     return cu_launched(err, dual ? "moe wide gate/up" : "moe wide down");
 }
 
-dsv4_status cu_moe_wide_run(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err) {
-    const int kg = mw_kind_of(a->gu_type), kd = mw_kind_of(a->down_type);
-    if (kg == GM_NONE || kd == GM_NONE || a->max_tiles > 65535)
+static dsv4_status mw_check(const cu_moe_wide_args *a, dsv4_error *err) {
+    if (mw_kind_of(a->gu_type) == GM_NONE || mw_kind_of(a->down_type) == GM_NONE || a->max_tiles > 65535)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe wide: %s/%s experts, %llu tiles",
                          dsv4_type_name(a->gu_type), dsv4_type_name(a->down_type),
                          (unsigned long long)a->max_tiles);
+    return DSV4_OK;
+}
+
+dsv4_status cu_moe_wide_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err) {
+    dsv4_status st = mw_check(a, err);
+    if (st != DSV4_OK) return st;
+    const int kg = mw_kind_of(a->gu_type);
     uint8_t *pack = (uint8_t *)a->scratch;
     const unsigned pack_threads = MW_PACK_WARPS * 32;
-    dsv4_status st;
-    /* ---- gate and up -> mid ---- */
     const mw_pack pg = mw_pack_of(a->P, a->in, mw_kq(kg));
     mw_pack_q8k_kernel<<<cu_blocks(a->P * pg.nblk * 32, pack_threads), pack_threads, 0, c->stream>>>(
         a->xq, a->xq_stride, (int)a->k, a->list, a->n_tiles, pg, mw_kq(kg), pack);
@@ -368,17 +372,27 @@ dsv4_status cu_moe_wide_run(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
     p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
-    if ((st = mw_launch(c, kg, true, &p, a, err)) != DSV4_OK) return st;
-    /* ---- down -> y ---- */
+    return mw_launch(c, kg, true, &p, a, err);
+}
+
+dsv4_status cu_moe_wide_down(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err) {
+    dsv4_status st = mw_check(a, err);
+    if (st != DSV4_OK) return st;
+    const int kd = mw_kind_of(a->down_type);
+    uint8_t *pack = (uint8_t *)a->scratch;
+    const unsigned pack_threads = MW_PACK_WARPS * 32;
     const mw_pack pd = mw_pack_of(a->P, a->ff, mw_kq(kd));
     mw_pack_f32_kernel<<<cu_blocks(a->P * pd.nblk * 32, pack_threads), pack_threads, 0, c->stream>>>(
         a->mid, a->ff, a->list, a->n_tiles, pd, mw_kq(kd), pack);
     if ((st = cu_launched(err, "moe wide pack down")) != DSV4_OK) return st;
+    mw_params p;
+    memset(&p, 0, sizeof p);
     p.w0 = a->dd, p.w1 = NULL;
     p.row_bytes = a->down_row_bytes, p.expert_bytes = a->embd * a->down_row_bytes;
     p.n_out = (int)a->embd, p.in = (int)a->ff;
-    p.pk = pd;
-    p.weights = NULL;
+    p.pack = pack, p.pk = pd;
+    p.tiles = a->tiles, p.n_tiles = a->n_tiles, p.list = a->list;
     p.out = a->y, p.out_stride = a->embd;
+    p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
     return mw_launch(c, kd, false, &p, a, err);
 }

@@ -1,0 +1,244 @@
+/* Units of the f16 tensor-core routed-expert gate/up product (cuda_ops_moe_half.cu), host and
+ * device: tests/cuda/moe_half_emu_check.cu runs these same functions on the CPU with an emulated
+ * mma.m16n8k16 f16 product.
+ *
+ * Not bitwise the CPU (the exact path is cuda_ops_moe_wide.cu; this one is its faster companion
+ * for large prefill chunks, as the cuBLAS path is for the dense products). What it computes:
+ *   - activations: the CPU's Q8_K values q * d (one rounding in f32) of each token row, times 2^-e
+ *     where the row's largest |value| is over XB_XMAX (the cuBLAS path's rule), rounded to f16;
+ *   - IQ2_XXS weights: the element is d * ls * g * sign / 8 (ls = 2 * (a1 >> 28) + 1 <= 31, g a
+ *     grid value <= 43). (g * sign) * ls is an exact f16 integer (|.| <= 1333), and d * 2^(p - 3)
+ *     is an exact f16 (d is one; p is the tensor's power-of-two shift), so the one rounding is
+ *     their product: f16(d * ls * g * sign * 2^(p - 3)), relative error <= 2^-11. p is chosen per
+ *     tensor from its largest |d| (one scan at backend creation) so that every element stays
+ *     below 2^15 in magnitude; the outputs are multiplied by 2^-p (exact);
+ *   - the sums: mma.m16n8k16 f16 x f16 -> f32 over the whole row (no per-superblock update).
+ * So each output is the exact dot product of the two rounded operand rows up to the tensor
+ * cores' f32 accumulation; against the CPU's quant_dot_iq2_xxs the difference is that of f16
+ * operands (~1e-3 of the row's sum of |w x| at worst, ~1e-4 typical).
+ *
+ * The CTA is cuda_moe_wide.cuh's: a tile of up to 64 pairs of one expert, row blocks of 128 gate
+ * + the same 128 up rows (8 warps, each two m16 tiles: rows 16w.. of gate and of up), superblock
+ * steps through a cp.async pipeline (the raw weight superblocks as the wide kernel stages them;
+ * the tile's f16 activations for the superblock). Lane t decodes elements 8t..8t+7 of its rows
+ * of a 32-element sub-block (one grid entry): the f16 grid and sign tables are replicated 8
+ * times, copy h read by lanes with lane % 8 == h, so each 16-byte table read of a quarter warp
+ * hits 8 distinct bank groups. The k order: element 8t + i of the sub-block is k 2t + i (i < 2),
+ * 2t + 8 + (i - 2) (i = 2, 3) of the first m16n8k16 and the same with 8t + 4 + i of the second,
+ * in A and B alike (a product over k is a sum). */
+#ifndef DSV4_CUDA_MOE_HALF_CUH
+#define DSV4_CUDA_MOE_HALF_CUH
+
+#include "backend/cuda/cuda_gemm_blas.cuh" /* xb_pow2, xb_row_exp, XB_XMAX */
+#include "backend/cuda/cuda_moe_wide.cuh"  /* mw_*: the staged IQ2_XXS rows, mw_decode8's words */
+
+#ifdef __CUDA_ARCH__
+#include <cuda_fp16.h>
+#endif
+
+enum {
+    MH_WARPS = MW_WARPS,
+    MH_THREADS = MW_THREADS,
+    MH_BN = MW_BN, /* pairs per tile */
+    MH_NT = MW_NT,
+    MH_MT = MW_MT,
+    MH_ROWS = MW_ROWS, /* staged rows (128 gate + 128 up) */
+    MH_WROW = 72,      /* a staged IQ2_XXS row, as mw_wrow */
+    /* a pair's 256 f16 activations per stage + 64 B: 576 = 64 mod 128, so the two pairs of a
+     * quarter warp's 16-byte reads (4 lanes each, 64 contiguous bytes) fill the 32 banks */
+    MH_XROW = 576,
+    MH_REP = 8,                        /* copies of the f16 tables */
+    MH_GRID_BYTES = 256 * MH_REP * 16, /* 256 grid entries as 4 half2 words */
+    MH_SIGN_BYTES = 128 * MH_REP * 16, /* 128 sign indices as 4 words of 0x8000 bits */
+    MH_MAX_STAGES = 3,
+    MH_ELEM_MAX = 1333 /* 43 * 31: the largest |g * ls| */
+};
+
+/* The shared-memory image of a CTA (byte offsets). */
+struct mh_layout {
+    int pid, xs, grid, sign, stage0, stage_bytes, w, x, total, stages;
+};
+MX_HD mh_layout mh_layout_of(int stages) {
+    mh_layout l;
+    l.stages = stages;
+    l.pid = 0;
+    l.xs = 4 * MH_BN;
+    l.grid = l.xs + 4 * MH_BN;
+    l.sign = l.grid + MH_GRID_BYTES;
+    l.stage0 = l.sign + MH_SIGN_BYTES;
+    l.w = 0;
+    l.x = MH_ROWS * MH_WROW;
+    l.stage_bytes = l.x + MH_BN * MH_XROW;
+    l.total = l.stage0 + stages * l.stage_bytes;
+    return l;
+}
+
+/* ---- f16 helpers (host: the same IEEE operations) ---- */
+MX_HD uint16_t mh_f2h(float f) {
+#ifdef __CUDA_ARCH__
+    return __half_as_ushort(__float2half_rn(f));
+#else
+    return dsv4_f32_to_f16(f);
+#endif
+}
+/* a * b per half, rounded to nearest even (the f32 product of two halves is exact) */
+MX_HD uint32_t mh_hmul2(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    const uint16_t lo = mh_f2h(gm_f16((uint16_t)a) * gm_f16((uint16_t)b));
+    const uint16_t hi = mh_f2h(gm_f16((uint16_t)(a >> 16)) * gm_f16((uint16_t)(b >> 16)));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+#endif
+}
+MX_HD uint32_t mh_dup(uint16_t h) { return (uint32_t)h * 0x10001u; }
+
+/* ---- a tensor's shift p ----
+ * From the largest |d| of an IQ2_XXS tensor (half bits, sign dropped): the largest p with
+ * d_max * 2^(p - 3) * 1333 <= 2^15, so no element's f16 reaches 2^15 (room below 65504). 0 for
+ * an all-zero tensor. *ok is false for a non-finite d (such tensors stay on the exact path). */
+MX_HD int mh_shift_of(uint32_t max_abs_bits, bool *ok) {
+    *ok = max_abs_bits < 0x7c00u;
+    if (!*ok || max_abs_bits == 0) return 0;
+    const float d = gm_f16((uint16_t)max_abs_bits);
+    int p = 60; /* d >= 2^-24: 2^-24 * 2^57 * 1333 > 2^15, so the loop always runs */
+    while (p > -60 && d * xb_pow2(p - 3) * (float)MH_ELEM_MAX > 32768.0f) p--;
+    return p;
+}
+
+/* ---- the tables (built per CTA from the IQ2_XXS grid and the 7-bit sign patterns) ----
+ * grid[(i * 8 + h) * 4 + k] = half2 of grid bytes 2k, 2k + 1 of entry i;
+ * sign[(i * 8 + h) * 4 + k] = 0x8000 if element 2k of sign index i is negative, | 0x80000000 for
+ * element 2k + 1. */
+MX_HD void mh_fill_tables(uint32_t *grid_h, uint32_t *sign_h, const uint64_t *grid, const uint8_t *signs,
+                          int tid, int nthr) {
+    for (int i = tid; i < 256 * MH_REP * 4; i += nthr) {
+        const int e = i / (MH_REP * 4), k = i & 3;
+        const uint64_t gv = grid[e];
+        const uint32_t b0 = (uint32_t)(gv >> (16 * k)) & 0xff, b1 = (uint32_t)(gv >> (16 * k + 8)) & 0xff;
+        grid_h[i] = (uint32_t)mh_f2h((float)b0) | ((uint32_t)mh_f2h((float)b1) << 16);
+    }
+    for (int i = tid; i < 128 * MH_REP * 4; i += nthr) {
+        const int e = i / (MH_REP * 4), k = i & 3;
+        const uint32_t sg = signs[e];
+        sign_h[i] = (((sg >> (2 * k)) & 1u) << 15) | (((sg >> (2 * k + 1)) & 1u) << 31);
+    }
+}
+
+/* f16 d * 2^(p - 3) of rows r0 + g and r0 + g + 8 of the stage (superblock parity s), duplicated
+ * into both halves. wsc = 2^(p - 3). */
+MX_HD void mh_row_scales(const uint8_t *w, int r0, int s, int lane, float wsc, uint32_t dw2[2]) {
+    float dw[2], dm[2];
+    mw_row_scales<GM_IQ2_XXS>(w, r0, s, lane, dw, dm);
+    dw2[0] = mh_dup(mh_f2h(dw[0] * wsc)); /* exact: a power of two (normal range) */
+    dw2[1] = mh_dup(mh_f2h(dw[1] * wsc));
+}
+
+/* Elements 8t..8t+7 of sub-block j of a staged row (superblock parity s) as 4 half2 words:
+ * f16(g * sign * ls * d 2^(p-3)). */
+MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t *grid_h,
+                      const uint32_t *sign_h, uint32_t dw2, uint32_t h[4]) {
+    const int t = lane & 3;
+    uint32_t a0, a1;
+    if (s & 1) {
+        mw_ld64(row + 8 + 8 * j, &a0, &a1);
+    } else {
+        uint32_t w0, w1;
+        mw_ld64(row + 8 * j, &w0, &w1);
+        a0 = qm_mid32(w0, w1);
+        a1 = qm_mid32(w1, qm_ld32(row + 8 * j + 8));
+    }
+    const int rep = lane & (MH_REP - 1);
+    const uint32_t *G = grid_h + (((a0 >> (8 * t)) & 0xff) * MH_REP + rep) * 4;
+    const uint32_t *S = sign_h + (((a1 >> (7 * t)) & 127) * MH_REP + rep) * 4;
+    uint32_t gw[4], sw[4];
+#ifdef __CUDA_ARCH__
+    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
+    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
+    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
+#else
+    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
+#endif
+    /* ls = 2 * (a1 >> 28) + 1, an exact f16 integer */
+    const uint32_t ls = 2 * (a1 >> 28) + 1;
+    const uint32_t ls2 = mh_dup(mh_f2h((float)ls));
+    MG_UNROLL
+    for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
+}
+
+/* A fragments of sub-block j for rows r0 + g, r0 + g + 8: a[0..3] the first m16n8k16 (elements
+ * 8t..8t+3), a[4..7] the second (8t+4..8t+7). */
+MX_HD void mh_frag_a(const uint8_t *w, int r0, int s, int j, int lane, const uint32_t *grid_h,
+                     const uint32_t *sign_h, const uint32_t dw2[2], uint32_t a[8]) {
+    const uint8_t *lo = w + (r0 + (lane >> 2)) * MH_WROW;
+    uint32_t h0[4], h1[4];
+    mh_decode8(lo, s, j, lane, grid_h, sign_h, dw2[0], h0);
+    mh_decode8(lo + 8 * MH_WROW, s, j, lane, grid_h, sign_h, dw2[1], h1);
+    a[0] = h0[0], a[1] = h1[0], a[2] = h0[1], a[3] = h1[1];
+    a[4] = h0[2], a[5] = h1[2], a[6] = h0[3], a[7] = h1[3];
+}
+/* B fragments of sub-block j for pairs 8nt..: elements 8t..8t+7 of pair g (16 bytes) */
+MX_HD void mh_frag_b(const uint8_t *x, int nt, int j, int lane, uint32_t b[4]) {
+    const uint8_t *p = x + (8 * nt + (lane >> 2)) * MH_XROW + 64 * j + 16 * (lane & 3);
+#ifdef __CUDA_ARCH__
+    const uint4 v = *(const uint4 *)p;
+    b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+#else
+    for (int k = 0; k < 4; k++) b[k] = qm_ld32(p + 4 * k);
+#endif
+}
+
+/* ---- activations: f16 token rows ----
+ * Row r (a token): in halves of the Q8_K values times 2^-e; xs[r] = 2^e multiplies the outputs.
+ * Element v of block b of a Q8_K row (292 B: f32 d, int8 qs[256], int16 bsums[16]). */
+MX_HD float mh_act_value(const uint8_t *blk, int v, float scale) {
+    const float d = gm_bits(qm_ld32(blk));
+    return xb_mul(xb_mul((float)(int8_t)blk[4 + v], d), scale);
+}
+/* The row's largest |value| bound from its block scales: the Q8_K quantizer maps the block's
+ * largest |x| to |q| = 127 (or 128 for -128 = round(-127.5...)), so 128 |d| bounds every value. */
+MX_HD float mh_block_bound(const uint8_t *blk) { return 128.0f * fabsf(gm_bits(qm_ld32(blk))); }
+
+/* ---- operands of one gate/up product (device pointers) ---- */
+struct mh_params {
+    const uint8_t *w0, *w1; /* gate, up expert tensors (IQ2_XXS) */
+    uint64_t row_bytes, expert_bytes;
+    int n_out, in, kdiv;   /* kdiv: pairs per token (pair p is token p / kdiv) */
+    const uint16_t *xh;    /* [tokens][in] f16 */
+    const float *xs;       /* [tokens] 2^e */
+    float wsc[2], winv[2]; /* gate, up: 2^(p - 3), 2^-p */
+    const int4 *tiles;
+    const int *n_tiles;
+    const int32_t *list;
+    const float *weights;
+    float clamp;
+    int clamp_on;
+    float *out; /* mid: pair p's row at p * out_stride */
+    uint64_t out_stride;
+    const uint64_t *grid;
+    const uint8_t *signs;
+    int n_rb, rb_per_cta;
+    mh_layout lay;
+};
+
+/* Thread tid copies step (row block rb, superblock s) of tile (e, pairs pid[0..mt)) into stage st:
+ * the weights as the wide kernel stages them, then 16 bytes at a time the tile's f16 activations
+ * (rows past mt repeat its last pair). */
+template <bool DUAL>
+MX_HD void mh_load_stage(const mh_params &p, int e, const int *pid, int mt, int rb, int s, uint8_t *st,
+                         int tid) {
+    mw_load_weights<GM_IQ2_XXS, DUAL>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
+                                      st + p.lay.w, tid);
+    const mw_copy cp;
+    const int rows = (mt + 7) & ~7;
+    for (int i = tid; i < rows * 32; i += MH_THREADS) {
+        const int r = i >> 5, c = i & 31;
+        const uint64_t tok = (uint64_t)(pid[r < mt ? r : mt - 1] / p.kdiv);
+        cp(st + p.lay.x + r * MH_XROW + 16 * c,
+           (const uint8_t *)(p.xh + tok * (uint64_t)p.in + 256 * s) + 16 * c, 16);
+    }
+}
+
+#endif

@@ -1,0 +1,317 @@
+/* The routed experts' IQ2_XXS gate/up product of large prefill chunks on f16 tensor cores (units,
+ * operands and error in cuda_moe_half.cuh). NOT bitwise the CPU: the grouped path
+ * (cuda_ops_moe_grouped.cu) takes it in place of the exact wide kernel's gate/up when
+ *   - DS4 numerics, not DSV4_CUDA_MATVEC=generic, DSV4_CUDA_MOE_F16 is not "0" (read per call);
+ *   - the chunk has >= DSV4_CUDA_MOE_F16_MIN_N tokens (default 256, the cuBLAS path's bound: the
+ *     smaller chunks of the parity checks stay bitwise);
+ *   - IQ2_XXS gate and up whose largest block scales are finite (scanned once per tensor);
+ *   - an sm_80+ device whose shared memory holds the CTA image.
+ * Per product: the token rows' Q8_K values become f16 rows (one warp per block), then one CTA
+ * per (tile of <= 64 pairs of an expert, row blocks) runs the pipeline of the wide kernel with
+ * f16 A fragments decoded in registers and mma.m16n8k16 into f32 sums over the whole row; the
+ * row block ends with the mid row, as the wide kernel writes it. The down product stays on the
+ * exact wide kernel. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_gemm_blas.h" /* dsv4_cuda_block_max_d */
+#include "backend/cuda/cuda_moe_half.cuh"
+#include "backend/cuda/cuda_moe_half.h"
+
+/* d += a b, m16n8k16 f16 x f16 -> f32 */
+__device__ __forceinline__ void mh_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mh_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void mh_wait(int stages) {
+    if (stages >= 3)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+/* ---- f16 token rows from the Q8_K rows: a warp per (token, block) ---- */
+#define MH_PACK_WARPS 8
+__global__ void __launch_bounds__(MH_PACK_WARPS * 32)
+    mh_pack_kernel(const uint8_t *xq, uint64_t xq_stride, uint32_t n, int nblk, uint16_t *xh, float *xs) {
+    const uint64_t w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const uint64_t tok = w / (uint64_t)nblk;
+    if (tok >= n) return;
+    const int b = (int)(w - tok * (uint64_t)nblk), lane = threadIdx.x & 31;
+    const uint8_t *row = xq + tok * xq_stride;
+    float m = 0.0f;
+    for (int k = lane; k < nblk; k += 32) {
+        const float v = mh_block_bound(row + 292 * (uint64_t)k);
+        m = v > m ? v : m;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(0xffffffffu, m, o);
+        m = v > m ? v : m;
+    }
+    const int e = xb_row_exp(m);
+    const float scale = xb_pow2(-e);
+    const uint8_t *blk = row + 292 * (uint64_t)b;
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        h[k] = (uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k, scale)) |
+               ((uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k + 1, scale)) << 16);
+    *(uint4 *)(xh + tok * (uint64_t)nblk * 256 + 256 * (uint64_t)b + 8 * lane) =
+        make_uint4(h[0], h[1], h[2], h[3]);
+    if (b == 0 && lane == 0) xs[tok] = xb_pow2(e);
+}
+
+/* ---- the product ---- */
+template <int PAR>
+__device__ __forceinline__ void mh_superblock(const uint8_t *st, const mh_layout &lay, int warp, int lane,
+                                              int nact, const uint32_t *gh, const uint32_t *sh, float wsc0,
+                                              float wsc1, float (&acc)[MH_MT][MH_NT][4]) {
+    const uint8_t *W = st + lay.w, *X = st + lay.x;
+    uint32_t dw2[MH_MT][2];
+    mh_row_scales(W, mw_tile_row(true, warp, 0), PAR, lane, wsc0, dw2[0]);
+    mh_row_scales(W, mw_tile_row(true, warp, 1), PAR, lane, wsc1, dw2[1]);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint32_t a[MH_MT][8];
+#pragma unroll
+        for (int m = 0; m < MH_MT; m++)
+            mh_frag_a(W, mw_tile_row(true, warp, m), PAR, j, lane, gh, sh, dw2[m], a[m]);
+#pragma unroll
+        for (int nt = 0; nt < MH_NT; nt++) {
+            if (nt < nact) {
+                uint32_t b[4];
+                mh_frag_b(X, nt, j, lane, b);
+#pragma unroll
+                for (int m = 0; m < MH_MT; m++) {
+                    mh_mma(acc[m][nt], a[m], b[0], b[1]);
+                    mh_mma(acc[m][nt], a[m] + 4, b[2], b[3]);
+                }
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(MH_THREADS, 1) mh_kernel(const mh_params p) {
+    extern __shared__ __align__(16) uint8_t mh_smem[];
+    if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
+    const int4 tl = p.tiles[blockIdx.y];
+    const int e = tl.x, start = tl.y, mt = tl.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int S = p.lay.stages, nblk = p.in / 256, nact = (mt + 7) >> 3;
+    const int rb0 = (int)blockIdx.x * p.rb_per_cta;
+    const int nrb = min(p.rb_per_cta, p.n_rb - rb0), nsteps = nrb * nblk;
+    int *pid = (int *)(mh_smem + p.lay.pid);
+    float *xsc = (float *)(mh_smem + p.lay.xs);
+    uint32_t *gh = (uint32_t *)(mh_smem + p.lay.grid), *sh = (uint32_t *)(mh_smem + p.lay.sign);
+    uint8_t *stage0 = mh_smem + p.lay.stage0;
+    if (tid < mt) {
+        const int pr = p.list[start + tid];
+        pid[tid] = pr;
+        xsc[tid] = p.xs[pr / p.kdiv];
+    }
+    __syncthreads(); /* the loader reads pid */
+
+    int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
+    for (int i = 0; i < S - 1; i++) {
+        if (lq < nsteps) mh_load_stage<true>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        mh_commit();
+        lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
+        if (++ls == nblk) ls = 0, lrb++;
+    }
+    mh_fill_tables(gh, sh, p.grid, p.signs, tid, MH_THREADS);
+
+    float acc[MH_MT][MH_NT][4];
+#pragma unroll
+    for (int m = 0; m < MH_MT; m++)
+#pragma unroll
+        for (int nt = 0; nt < MH_NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][nt][i] = 0.0f;
+    int rb = rb0, s = 0, buf = 0;
+    for (int q = 0; q < nsteps; q++) {
+        mh_wait(S);
+        __syncthreads(); /* step q landed; every warp is done with the buffer refilled next */
+        if (lq < nsteps) mh_load_stage<true>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        mh_commit();
+        lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
+        if (++ls == nblk) ls = 0, lrb++;
+
+        const uint8_t *st = stage0 + buf * p.lay.stage_bytes;
+        if (s & 1)
+            mh_superblock<1>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
+        else
+            mh_superblock<0>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
+        if (s == nblk - 1) { /* end of the row block: the mid rows, then restart */
+            const int orow = rb * mw_rb_rows(true);
+#pragma unroll
+            for (int nt = 0; nt < MH_NT; nt++) {
+                if (nt < nact) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tok = 8 * nt + 2 * t + (i & 1);
+                        const int row = orow + mw_out_row(true, warp, 0) + g + 8 * (i >> 1);
+                        if (tok >= mt || row >= p.n_out) continue;
+                        const int pr = pid[tok];
+                        float gv = acc[0][nt][i] * p.winv[0] * xsc[tok],
+                              uv = acc[1][nt][i] * p.winv[1] * xsc[tok];
+                        if (p.clamp_on) { /* as the wide kernel and the CPU's store_mid */
+                            if (gv > p.clamp) gv = p.clamp;
+                            if (uv > p.clamp) uv = p.clamp;
+                            if (uv < -p.clamp) uv = -p.clamp;
+                        }
+                        p.out[(uint64_t)pr * p.out_stride + row] = cu_silu(gv) * uv * p.weights[pr];
+                    }
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < MH_MT; m++)
+#pragma unroll
+                for (int nt = 0; nt < MH_NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[m][nt][i] = 0.0f;
+        }
+        buf = buf + 1 == S ? 0 : buf + 1;
+        if (++s == nblk) s = 0, rb++;
+    }
+}
+
+/* ---- host ---- */
+
+static uint32_t mh_min_n(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_F16_MIN_N");
+    if (v && *v) {
+        const long n = strtol(v, NULL, 10);
+        return n < 2 ? 2u : (uint32_t)n;
+    }
+    return 256;
+}
+static bool mh_switch_on(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_F16");
+    return !(v && !strcmp(v, "0"));
+}
+
+/* The deepest pipeline (2..3 stages) whose image fits the device; 0 if none does. */
+static int mh_stages(const cuda_ctx *c) {
+    for (int s = MH_MAX_STAGES; s >= 2; s--)
+        if ((size_t)mh_layout_of(s).total <= c->caps.smem_per_block_optin) return s;
+    return 0;
+}
+
+/* Largest |d| of every IQ2_XXS tensor not yet known: one scan each, one wait. */
+static bool mh_scan(cuda_ctx *c, cu_weight *only) {
+    size_t nq = 0;
+    for (size_t i = 0; i < c->map_cap; i++) {
+        cu_weight *r = &c->map[i];
+        nq += r->host && r->type == DSV4_TYPE_IQ2_XXS && r->half_state == 0 && (!only || r == only);
+    }
+    if (!nq) return true;
+    uint32_t *d = NULL, *h = (uint32_t *)calloc(nq, sizeof *h);
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    bool ok = h && cudaMalloc((void **)&d, nq * sizeof *d) == cudaSuccess &&
+              cudaMemsetAsync(d, 0, nq * sizeof *d, c->stream) == cudaSuccess;
+    size_t k = 0;
+    for (size_t i = 0; ok && i < c->map_cap; i++) {
+        cu_weight *r = &c->map[i];
+        if (r->host && r->type == DSV4_TYPE_IQ2_XXS && r->half_state == 0 && (!only || r == only))
+            ok = dsv4_cuda_block_max_d(r->dev, r->bytes / 66, 66, 0, d + k++, c->stream, &e) == DSV4_OK;
+    }
+    ok = ok && cudaMemcpyAsync(h, d, nq * sizeof *d, cudaMemcpyDeviceToHost, c->stream) == cudaSuccess &&
+         cudaStreamSynchronize(c->stream) == cudaSuccess;
+    k = 0;
+    for (size_t i = 0; ok && i < c->map_cap; i++) {
+        cu_weight *r = &c->map[i];
+        if (r->host && r->type == DSV4_TYPE_IQ2_XXS && r->half_state == 0 && (!only || r == only)) {
+            bool fin;
+            r->half_shift = (int8_t)mh_shift_of(h[k++], &fin);
+            r->half_state = fin ? 1 : -1;
+        }
+    }
+    if (ok) c->n_sync[CU_SYNC_READ]++;
+    if (d) cudaFree(d);
+    free(h);
+    cudaGetLastError();
+    return ok;
+}
+
+void cu_moe_half_prepare(cuda_ctx *c) {
+    if (c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major < 8 || !mh_switch_on())
+        return;
+    mh_scan(c, NULL);
+}
+
+/* Shift of one tensor (scanned now if it was not at creation; never while a step is recorded). */
+static bool mh_tensor_shift(cuda_ctx *c, const dsv4_tensor *t, int *p) {
+    cu_weight *rec = cu_weight_rec(c, t);
+    if (!rec) return false;
+    if (rec->half_state == 0 && (c->step_capturing || !mh_scan(c, rec))) return false;
+    *p = rec->half_shift;
+    return rec->half_state > 0;
+}
+
+bool cu_moe_half_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, uint32_t n, const void *gd,
+                    const void *ud, float wsc[2], float winv[2]) {
+    if (n < mh_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major < 8 ||
+        !mh_switch_on())
+        return false;
+    if (gate->type != DSV4_TYPE_IQ2_XXS || up->type != DSV4_TYPE_IQ2_XXS) return false;
+    const uint64_t in = gate->ne[0];
+    if (in % 512 || in > (1u << 16) || gate->row_bytes != up->row_bytes || gate->row_bytes % 4 ||
+        gate->row_bytes < in / 256 * 66 || ((uintptr_t)gd | (uintptr_t)ud) % 4)
+        return false;
+    const int st = mh_stages(c);
+    if (!st) return false;
+    if (!c->moe_half_attr) {
+        if (cudaFuncSetAttribute((const void *)mh_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 mh_layout_of(st).total) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        c->moe_half_attr = true;
+    }
+    int pg, pu;
+    if (!mh_tensor_shift(c, gate, &pg) || !mh_tensor_shift(c, up, &pu)) return false;
+    wsc[0] = xb_pow2(pg - 3), wsc[1] = xb_pow2(pu - 3);
+    winv[0] = xb_pow2(-pg), winv[1] = xb_pow2(-pu);
+    return true;
+}
+
+size_t cu_moe_half_scratch_bytes(uint64_t n, uint64_t in) {
+    return (size_t)(n * in * 2 + ((n * 4 + 255) & ~255ull));
+}
+
+dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, const float wsc[2],
+                                const float winv[2], dsv4_error *err) {
+    const int st = mh_stages(c);
+    if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe f16: no pipeline fits the device");
+    uint16_t *xh = (uint16_t *)a->scratch;
+    float *xs = (float *)((uint8_t *)a->scratch + ((n * a->in * 2 + 255) & ~255ull));
+    const int nblk = (int)(a->in / 256);
+    const unsigned pack_threads = MH_PACK_WARPS * 32;
+    mh_pack_kernel<<<cu_blocks((uint64_t)n * nblk * 32, pack_threads), pack_threads, 0, c->stream>>>(
+        a->xq, a->xq_stride, n, nblk, xh, xs);
+    dsv4_status s = cu_launched(err, "moe f16 pack");
+    if (s != DSV4_OK) return s;
+    mh_params p;
+    memset(&p, 0, sizeof p);
+    p.w0 = a->gd, p.w1 = a->ud;
+    p.row_bytes = a->gu_row_bytes, p.expert_bytes = a->ff * a->gu_row_bytes;
+    p.n_out = (int)a->ff, p.in = (int)a->in, p.kdiv = (int)a->k;
+    p.xh = xh, p.xs = xs;
+    p.wsc[0] = wsc[0], p.wsc[1] = wsc[1], p.winv[0] = winv[0], p.winv[1] = winv[1];
+    p.tiles = a->tiles, p.n_tiles = a->n_tiles, p.list = a->list;
+    p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
+    p.out = a->mid, p.out_stride = a->ff;
+    p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
+    p.lay = mh_layout_of(st);
+    p.n_rb = (p.n_out + mw_rb_rows(true) - 1) / mw_rb_rows(true);
+    p.rb_per_cta = cu_moe_wide_rb_per_cta(c, p.n_rb, a->P, a->n_expert);
+    const dim3 grid((unsigned)((p.n_rb + p.rb_per_cta - 1) / p.rb_per_cta), (unsigned)a->max_tiles);
+    mh_kernel<<<grid, MH_THREADS, (size_t)p.lay.total, c->stream>>>(p);
+    s = cu_launched(err, "moe f16 gate/up");
+    if (s == DSV4_OK) c->moe_half_calls++;
+    return s;
+}
