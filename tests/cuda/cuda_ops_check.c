@@ -653,10 +653,14 @@ static uint64_t moe_f16_calls(chk *c) {
 
 /* Routed experts of a large chunk with the f16 gate/up (cuda_ops_moe_half.cu, n >= 256): not
  * bitwise. Per token, max|d| / max|ref| against the CPU must stay <= 1e-2 (f16 operands in gate and
- * up; the mid's Q8_K rounding then moves some codes by one step); token 1 is scaled by 1e5 (the
- * row's power-of-two scaling); the path must have run (its counter grew). Then the time against
- * the exact wide kernel (DSV4_CUDA_MOE_F16=0) on the same selection. */
-static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool timing) {
+ * up; the mid's Q8_K rounding then moves some codes by one step); the path must have run (its
+ * counter grew). `big`: token 1 scaled by 1e5 (the row's power-of-two scaling), run without the
+ * SwiGLU clamp: with it nearly every gate and up of that token saturate and the few near the clamp
+ * or near 0 decide the output, where an f16 operand's error moves them (a property of the
+ * arithmetic, not of the scaling). `timing`: the time against the exact wide kernel
+ * (DSV4_CUDA_MOE_F16=0) and the 8-warp variant (DSV4_CUDA_MOE_F16_WARPS=8) on the same selection. */
+static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool big,
+                           bool timing) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
     if (L->ffn_gate_exps.type != DSV4_TYPE_IQ2_XXS) return;
@@ -665,12 +669,13 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
     float *wt = malloc((size_t)n * K * 4), *o = malloc((size_t)n * E * 4), *got = malloc((size_t)n * E * 4);
     int32_t *sel = malloc((size_t)n * K * 4);
     if (!wt || !o || !got || !sel) abort();
-    if (n > 2)
+    if (big)
         for (uint32_t i = 0; i < E; i++) x[E + i] *= 1.0e5f;
     dsv4_error ec = {0};
     char lb[96];
-    snprintf(lb, sizeof lb, "moe f16 %s/%s n=%u", dsv4_type_name(L->ffn_gate_exps.type),
-             dsv4_type_name(L->ffn_down_exps.type), n);
+    const char *wv = getenv("DSV4_CUDA_MOE_F16_WARPS");
+    snprintf(lb, sizeof lb, "moe f16 %s/%s n=%u%s%s%s", dsv4_type_name(L->ffn_gate_exps.type),
+             dsv4_type_name(L->ffn_down_exps.type), n, big ? " big" : "", wv ? " warps=" : "", wv ? wv : "");
     if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) !=
         DSV4_OK) {
         printf("FAIL %-34s cpu router: %s\n", lb, ec.msg);
@@ -711,11 +716,18 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
         c->checks++;
         if (timing) {
             const double th = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_F16", true, 5);
+            env_saved w8 = env_set("DSV4_CUDA_MOE_F16_WARPS", "8");
+            const double t8 = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_F16", true, 5);
+            env_restore(&w8);
             const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_F16", false, 5);
-            printf("%s moe f16 timing %s/%s n=%u: f16 gate/up %.3f ms, exact wide %.3f ms (%.2fx)\n",
-                   th > 0 && tw > 0 ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type),
-                   dsv4_type_name(L->ffn_down_exps.type), n, th * 1e3, tw * 1e3, th > 0 ? tw / th : 0.0);
-            c->fails += !(th > 0 && tw > 0);
+            const bool tok = th > 0 && t8 > 0 && tw > 0;
+            printf("%s moe f16 timing %s/%s n=%u: f16 gate/up %.3f ms, 8 warps %.3f ms, exact "
+                   "(DSV4_CUDA_MOE_F16=0) "
+                   "%.3f ms (%.2fx)\n",
+                   tok ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type),
+                   dsv4_type_name(L->ffn_down_exps.type), n, th * 1e3, t8 * 1e3, tw * 1e3,
+                   th > 0 ? tw / th : 0.0);
+            c->fails += !tok;
             c->checks++;
         }
     }
@@ -1830,9 +1842,13 @@ int main(int argc, char **argv) {
             time_moe_prefill(c, LN, clamp, 2048);
         }
         env_restore(&f16_off);
-        check_moe_half(c, LN, clamp, 256, false);
-        check_moe_half(c, LN, clamp, 300, false);
-        check_moe_half(c, LN, clamp, 2048, !strcmp(against, "cuda"));
+        check_moe_half(c, LN, clamp, 256, false, false);
+        check_moe_half(c, LN, clamp, 300, false, !strcmp(against, "cuda"));
+        check_moe_half(c, LN, 0.0f, 300, true, false);
+        env_saved w8 = env_set("DSV4_CUDA_MOE_F16_WARPS", "8");
+        check_moe_half(c, LN, clamp, 300, false, false);
+        env_restore(&w8);
+        check_moe_half(c, LN, clamp, 2048, false, !strcmp(against, "cuda"));
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);

@@ -155,7 +155,7 @@ static void check_shift(void) {
 }
 
 /* ---- 3. whole products ---- */
-static void emu_cta(const mh_params &p, int ti, int bx, uint8_t *sm) {
+template <int W> static void emu_cta(const mh_params &p, int ti, int bx, uint8_t *sm) {
     const int4 tl = p.tiles[ti];
     const int e = tl.x, start = tl.y, mt = tl.z;
     const int S = p.lay.stages, nblk = p.in / 256, nact = (mt + 7) >> 3;
@@ -167,23 +167,23 @@ static void emu_cta(const mh_params &p, int ti, int bx, uint8_t *sm) {
     uint32_t *gh = (uint32_t *)(sm + p.lay.grid), *sh = (uint32_t *)(sm + p.lay.sign);
     for (int t = 0; t < mt; t++) pid[t] = p.list[start + t], xsc[t] = p.xs[pid[t] / p.kdiv];
     mh_fill_tables(gh, sh, p.grid, p.signs, 0, 1);
-    static float acc[MH_WARPS][MH_MT][MH_NT][32][4];
+    static float acc[W][MH_MT][MH_NT][32][4];
     memset(acc, 0, sizeof acc);
     for (int q = 0; q < nsteps; q++) {
         const int rb = rb0 + q / nblk, s = q % nblk;
         uint8_t *st = sm + p.lay.stage0 + (q % S) * p.lay.stage_bytes;
-        for (int tid = 0; tid < MH_THREADS; tid++) mh_load_stage<true>(p, e, pid, mt, rb, s, st, tid);
-        const uint8_t *W = st + p.lay.w, *X = st + p.lay.x;
-        for (int warp = 0; warp < MH_WARPS; warp++) {
+        for (int tid = 0; tid < 32 * W; tid++) mh_load_stage<W>(p, e, pid, mt, rb, s, st, tid);
+        const uint8_t *WS = st + p.lay.w, *X = st + p.lay.x;
+        for (int warp = 0; warp < W; warp++) {
             static uint32_t dw2[MH_MT][32][2];
             for (int m = 0; m < MH_MT; m++)
                 for (int lane = 0; lane < 32; lane++)
-                    mh_row_scales(W, mw_tile_row(true, warp, m), s & 1, lane, p.wsc[m], dw2[m][lane]);
+                    mh_row_scales(WS, mh_tile_row(W, warp, m), s & 1, lane, p.wsc[m], dw2[m][lane]);
             for (int j = 0; j < 8; j++) {
                 static uint32_t a[MH_MT][32][8], a0[32][4], a1[32][4], b0[32][2], b1[32][2];
                 for (int m = 0; m < MH_MT; m++)
                     for (int lane = 0; lane < 32; lane++)
-                        mh_frag_a(W, mw_tile_row(true, warp, m), s & 1, j, lane, gh, sh, dw2[m][lane],
+                        mh_frag_a(WS, mh_tile_row(W, warp, m), s & 1, j, lane, gh, sh, dw2[m][lane],
                                   a[m][lane]);
                 for (int nt = 0; nt < MH_NT && nt < nact; nt++) {
                     for (int lane = 0; lane < 32; lane++) {
@@ -201,13 +201,13 @@ static void emu_cta(const mh_params &p, int ti, int bx, uint8_t *sm) {
                 }
             }
             if (s != nblk - 1) continue;
-            const int orow = rb * mw_rb_rows(true);
+            const int orow = rb * mh_rb_rows(W);
             for (int lane = 0; lane < 32; lane++) {
                 const int g = lane >> 2, t = lane & 3;
                 for (int nt = 0; nt < MH_NT && nt < nact; nt++)
                     for (int i = 0; i < 4; i++) {
                         const int tok = 8 * nt + 2 * t + (i & 1);
-                        const int row = orow + mw_out_row(true, warp, 0) + g + 8 * (i >> 1);
+                        const int row = orow + 16 * warp + g + 8 * (i >> 1);
                         if (tok >= mt || row >= p.n_out) continue;
                         const int pr = pid[tok];
                         float gv = acc[warp][0][nt][lane][i] * p.winv[0] * xsc[tok],
@@ -244,8 +244,8 @@ static void emu_pack(const uint8_t *xq, size_t xq_stride, int n, int in, uint16_
     }
 }
 
-static int run_case(const char *name, int in, int ff, int E, int n, int k, int random_bytes, float dscale,
-                    float clamp, int rb_per_cta, int stages) {
+static int run_case(const char *name, int W, int in, int ff, int E, int n, int k, int random_bytes,
+                    float dscale, float clamp, int rb_per_cta, int stages) {
     const int P = n * k;
     uint64_t rbw;
     uint8_t *gate = make_rows(in, ff * E, random_bytes, dscale, &rbw);
@@ -313,12 +313,15 @@ static int run_case(const char *name, int in, int ff, int E, int n, int k, int r
     p.weights = wt, p.clamp = clamp, p.clamp_on = clamp > 1.0e-6f;
     p.out = mid, p.out_stride = ff;
     p.grid = dsv4_iq2xxs_grid, p.signs = dsv4_ksigns_iq2xs;
-    p.n_rb = (ff + mw_rb_rows(true) - 1) / mw_rb_rows(true), p.rb_per_cta = rb_per_cta;
-    p.lay = mh_layout_of(stages);
+    p.n_rb = (ff + mh_rb_rows(W) - 1) / mh_rb_rows(W), p.rb_per_cta = rb_per_cta;
+    p.lay = mh_layout_of(stages, W);
     uint8_t *sm = (uint8_t *)malloc((size_t)p.lay.total);
     const int gx = (p.n_rb + p.rb_per_cta - 1) / p.rb_per_cta;
     for (int ti = 0; ti < n_tiles; ti++)
-        for (int bx = 0; bx < gx; bx++) emu_cta(p, ti, bx, sm);
+        for (int bx = 0; bx < gx; bx++) {
+            if (W == 8) emu_cta<8>(p, ti, bx, sm);
+            if (W == 16) emu_cta<16>(p, ti, bx, sm);
+        }
 
     /* references per (pair, row): the float64 sum of the rounded operands, and the CPU */
     float *wg = (float *)malloc(in * sizeof(float)), *wu = (float *)malloc(in * sizeof(float));
@@ -374,11 +377,11 @@ static int run_case(const char *name, int in, int ff, int E, int n, int k, int r
         }
     }
     const bool ok = bad == 0;
-    printf(
-        "%s %-28s in=%d ff=%d E=%d n=%d k=%d p=%d/%d rb/cta=%d stages=%d: %d tiles, %lld of %lld mids out of "
-        "bounds (worst error/bound: operands %.3f, cpu %.3f)\n",
-        ok ? "ok  " : "FAIL", name, in, ff, E, n, k, pw[0], pw[1], rb_per_cta, stages, n_tiles, bad,
-        (long long)P * ff, worst_op, worst_cpu);
+    printf("%s %-20s W=%d in=%d ff=%d E=%d n=%d k=%d p=%d/%d rb/cta=%d stages=%d: %d tiles, %lld of %lld "
+           "mids out "
+           "of bounds (worst error/bound: operands %.3f, cpu %.3f)\n",
+           ok ? "ok  " : "FAIL", name, W, in, ff, E, n, k, pw[0], pw[1], rb_per_cta, stages, n_tiles, bad,
+           (long long)P * ff, worst_op, worst_cpu);
     free(gate), free(up), free(sel), free(wt), free(list), free(tiles), free(xq), free(xf), free(xh),
         free(xsv);
     free(mid), free(sm), free(wg), free(wu);
@@ -391,11 +394,12 @@ int main(void) {
     check_decode(1, 2.0f, 10);
     check_decode(1, 1e-6f, 30);
     check_shift();
-    /* name, in, ff, E, n, k, random bytes, d scale, clamp, rb/cta, stages */
-    fails += run_case("ragged tiles", 512, 320, 6, 37, 3, 0, 0.01f, 0.0f, 2, 3);
-    fails += run_case("random bytes", 1024, 256, 5, 29, 2, 1, 0.01f, 0.0f, 1, 2);
-    fails += run_case(">64 pairs, clamp", 512, 384, 3, 150, 2, 0, 0.01f, 0.02f, 3, 3);
-    fails += run_case("tiny scales", 512, 128, 4, 23, 2, 1, 1e-5f, 0.0f, 1, 3);
+    /* name, warps, in, ff, E, n, k, random bytes, d scale, clamp, rb/cta, stages */
+    fails += run_case("ragged tiles", 8, 512, 320, 6, 37, 3, 0, 0.01f, 0.0f, 2, 3);
+    fails += run_case("random bytes", 16, 1024, 256, 5, 29, 2, 1, 0.01f, 0.0f, 1, 2);
+    fails += run_case(">64 pairs, clamp", 16, 512, 640, 3, 120, 2, 0, 0.01f, 0.3f, 2, 2);
+    fails += run_case(">64 pairs, clamp", 8, 512, 384, 3, 120, 2, 0, 0.01f, 0.02f, 3, 3);
+    fails += run_case("tiny scales", 16, 512, 128, 4, 23, 2, 1, 1e-5f, 0.0f, 1, 2);
     printf("%s: %d check(s) failed\n", fails ? "MOE F16 EMULATION FAILED" : "MOE F16 EMULATION PASSED",
            fails);
     return fails ? 1 : 0;

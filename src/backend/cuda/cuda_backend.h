@@ -139,8 +139,8 @@ typedef struct cuda_ctx {
     uint32_t bx_n;
     int bx_q8;
     uint64_t blas_shared; /* conversions saved */
-    /* the f16 MoE gate/up (cuda_moe_half.h): its shared-memory limit raised, products run */
-    bool moe_half_attr;
+    /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
+    int moe_half_attr; /* bit 0: the 8-warp kernel, bit 1: the 16-warp one */
     uint64_t moe_half_calls;
     /* weights: open addressing on the host pointer */
     cu_weight *map;

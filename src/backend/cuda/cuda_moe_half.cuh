@@ -17,15 +17,14 @@
  * cores' f32 accumulation; against the CPU's quant_dot_iq2_xxs the difference is that of f16
  * operands (~1e-3 of the row's sum of |w x| at worst, ~1e-4 typical).
  *
- * The CTA is cuda_moe_wide.cuh's: a tile of up to 64 pairs of one expert, row blocks of 128 gate
- * + the same 128 up rows (8 warps, each two m16 tiles: rows 16w.. of gate and of up), superblock
- * steps through a cp.async pipeline (the raw weight superblocks as the wide kernel stages them;
- * the tile's f16 activations for the superblock). Lane t decodes elements 8t..8t+7 of its rows
- * of a 32-element sub-block (one grid entry): the f16 grid and sign tables are replicated 8
- * times, copy h read by lanes with lane % 8 == h, so each 16-byte table read of a quarter warp
- * hits 8 distinct bank groups. The k order: element 8t + i of the sub-block is k 2t + i (i < 2),
- * 2t + 8 + (i - 2) (i = 2, 3) of the first m16n8k16 and the same with 8t + 4 + i of the second,
- * in A and B alike (a product over k is a sum). */
+ * The CTA is cuda_moe_wide.cuh's with W = 8 or 16 warps: a tile of up to 64 pairs of one expert,
+ * row blocks of 16 W gate + the same 16 W up rows (each warp two m16 tiles: rows 16w.. of gate and
+ * of up), superblock steps through a cp.async pipeline (the raw weight superblocks as the wide kernel stages
+ * them; the tile's f16 activations for the superblock). Lane t decodes elements 8t..8t+7 of its rows of a
+ * 32-element sub-block (one grid entry): the f16 grid and sign tables are replicated 8 times, copy h read by
+ * lanes with lane % 8 == h, so each 16-byte table read of a quarter warp hits 8 distinct bank groups. The k
+ * order: element 8t + i of the sub-block is k 2t + i (i < 2), 2t + 8 + (i - 2) (i = 2, 3) of the first
+ * m16n8k16 and the same with 8t + 4 + i of the second, in A and B alike (a product over k is a sum). */
 #ifndef DSV4_CUDA_MOE_HALF_CUH
 #define DSV4_CUDA_MOE_HALF_CUH
 
@@ -37,28 +36,30 @@
 #endif
 
 enum {
-    MH_WARPS = MW_WARPS,
-    MH_THREADS = MW_THREADS,
     MH_BN = MW_BN, /* pairs per tile */
     MH_NT = MW_NT,
     MH_MT = MW_MT,
-    MH_ROWS = MW_ROWS, /* staged rows (128 gate + 128 up) */
-    MH_WROW = 72,      /* a staged IQ2_XXS row, as mw_wrow */
+    MH_WROW = 72, /* a staged IQ2_XXS row, as mw_wrow */
     /* a pair's 256 f16 activations per stage + 64 B: 576 = 64 mod 128, so the two pairs of a
      * quarter warp's 16-byte reads (4 lanes each, 64 contiguous bytes) fill the 32 banks */
     MH_XROW = 576,
     MH_REP = 8,                        /* copies of the f16 tables */
     MH_GRID_BYTES = 256 * MH_REP * 16, /* 256 grid entries as 4 half2 words */
     MH_SIGN_BYTES = 128 * MH_REP * 16, /* 128 sign indices as 4 words of 0x8000 bits */
-    MH_MAX_STAGES = 3,
-    MH_ELEM_MAX = 1333 /* 43 * 31: the largest |g * ls| */
+    MH_ELEM_MAX = 1333                 /* 43 * 31: the largest |g * ls| */
 };
+/* A CTA of W warps (8 or 16) stages 32 W weight rows per step: 16 W gate rows and the same up
+ * rows; warp w owns gate rows 16w.. (m = 0) and up rows 16w.. (m = 1). */
+MX_HD int mh_rows(int W) { return 32 * W; }
+MX_HD int mh_rb_rows(int W) { return 16 * W; }
+MX_HD int mh_tile_row(int W, int w, int m) { return m * 16 * W + 16 * w; }
+MX_HD int mh_max_stages(int W) { return W >= 16 ? 2 : 3; }
 
 /* The shared-memory image of a CTA (byte offsets). */
 struct mh_layout {
     int pid, xs, grid, sign, stage0, stage_bytes, w, x, total, stages;
 };
-MX_HD mh_layout mh_layout_of(int stages) {
+MX_HD mh_layout mh_layout_of(int stages, int W) {
     mh_layout l;
     l.stages = stages;
     l.pid = 0;
@@ -67,7 +68,7 @@ MX_HD mh_layout mh_layout_of(int stages) {
     l.sign = l.grid + MH_GRID_BYTES;
     l.stage0 = l.sign + MH_SIGN_BYTES;
     l.w = 0;
-    l.x = MH_ROWS * MH_WROW;
+    l.x = mh_rows(W) * MH_WROW;
     l.stage_bytes = l.x + MH_BN * MH_XROW;
     l.total = l.stage0 + stages * l.stage_bytes;
     return l;
@@ -79,6 +80,14 @@ MX_HD uint16_t mh_f2h(float f) {
     return __half_as_ushort(__float2half_rn(f));
 #else
     return dsv4_f32_to_f16(f);
+#endif
+}
+/* an unsigned integer <= 2048 as f16 (exact) */
+MX_HD uint16_t mh_u2h(uint32_t v) {
+#ifdef __CUDA_ARCH__
+    return __half_as_ushort(__uint2half_rn(v));
+#else
+    return dsv4_f32_to_f16((float)v);
 #endif
 }
 /* a * b per half, rounded to nearest even (the f32 product of two halves is exact) */
@@ -151,7 +160,8 @@ MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t
         a1 = qm_mid32(w1, qm_ld32(row + 8 * j + 8));
     }
     const int rep = lane & (MH_REP - 1);
-    const uint32_t *G = grid_h + (((a0 >> (8 * t)) & 0xff) * MH_REP + rep) * 4;
+    /* grid index: byte t of a0 (one PRMT); sign index: bits 7t.. of a1 */
+    const uint32_t *G = grid_h + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) * MH_REP + rep) * 4;
     const uint32_t *S = sign_h + (((a1 >> (7 * t)) & 127) * MH_REP + rep) * 4;
     uint32_t gw[4], sw[4];
 #ifdef __CUDA_ARCH__
@@ -163,7 +173,7 @@ MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t
 #endif
     /* ls = 2 * (a1 >> 28) + 1, an exact f16 integer */
     const uint32_t ls = 2 * (a1 >> 28) + 1;
-    const uint32_t ls2 = mh_dup(mh_f2h((float)ls));
+    const uint32_t ls2 = mh_dup(mh_u2h(ls));
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }
@@ -223,17 +233,17 @@ struct mh_params {
     mh_layout lay;
 };
 
-/* Thread tid copies step (row block rb, superblock s) of tile (e, pairs pid[0..mt)) into stage st:
- * the weights as the wide kernel stages them, then 16 bytes at a time the tile's f16 activations
- * (rows past mt repeat its last pair). */
-template <bool DUAL>
+/* Thread tid (of 32 W) copies step (row block rb, superblock s) of tile (e, pairs pid[0..mt)) into
+ * stage st: the weights as the wide kernel stages them (32 W rows), then 16 bytes at a time the
+ * tile's f16 activations (rows past mt repeat its last pair). */
+template <int W>
 MX_HD void mh_load_stage(const mh_params &p, int e, const int *pid, int mt, int rb, int s, uint8_t *st,
                          int tid) {
-    mw_load_weights<GM_IQ2_XXS, DUAL>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
-                                      st + p.lay.w, tid);
+    mw_load_weights<GM_IQ2_XXS, true, 32 * W>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
+                                              st + p.lay.w, tid);
     const mw_copy cp;
     const int rows = (mt + 7) & ~7;
-    for (int i = tid; i < rows * 32; i += MH_THREADS) {
+    for (int i = tid; i < rows * 32; i += 32 * W) {
         const int r = i >> 5, c = i & 31;
         const uint64_t tok = (uint64_t)(pid[r < mt ? r : mt - 1] / p.kdiv);
         cp(st + p.lay.x + r * MH_XROW + 16 * c,

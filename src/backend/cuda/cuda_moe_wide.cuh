@@ -114,13 +114,14 @@ MX_HD void mw_pack_block(const uint8_t *blk, int lane, const mw_pack &k, uint64_
 
 /* ---- the CTA's work ---- */
 
-/* Rows of output per row block: gate/up 128 (each as a gate row and an up row), down 256. */
-MX_HD int mw_rb_rows(bool dual) { return dual ? MW_ROWS / 2 : MW_ROWS; }
-/* Weight row of staged row rr in row block rb; *which: 0 gate (or down), 1 up. Rows past n_out
- * read the last row (their results are not stored). */
-MX_HD int mw_stage_row(bool dual, int rb, int rr, int n_out, int *which) {
-    *which = dual && rr >= MW_ROWS / 2;
-    const int r = rb * mw_rb_rows(dual) + (dual ? rr % (MW_ROWS / 2) : rr);
+/* Rows of output per row block: gate/up 128 (each as a gate row and an up row), down 256 (rows:
+ * the staged rows of a step, MW_ROWS here; the f16 kernel of cuda_moe_half.cuh stages more). */
+MX_HD int mw_rb_rows(bool dual, int rows = MW_ROWS) { return dual ? rows / 2 : rows; }
+/* Weight row of staged row rr (of `rows`) in row block rb; *which: 0 gate (or down), 1 up. Rows
+ * past n_out read the last row (their results are not stored). */
+MX_HD int mw_stage_row(bool dual, int rb, int rr, int n_out, int *which, int rows = MW_ROWS) {
+    *which = dual && rr >= rows / 2;
+    const int r = rb * mw_rb_rows(dual, rows) + (dual ? rr % (rows / 2) : rr);
     return r < n_out ? r : n_out - 1;
 }
 /* First staged row of m-tile m of warp w, and its first output row within the row block. */
@@ -175,10 +176,10 @@ struct mw_copy {
     }
 };
 
-/* Thread tid (of MW_THREADS) issues its weight copies of step (row block rb, superblock s) of
- * expert e into the staged rows at w: warp w copies staged rows 32w..32w+31, 8 rows at a time, 4
- * lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes). */
-template <int K, bool DUAL>
+/* Thread tid (of ROWS threads) issues its weight copies of step (row block rb, superblock s) of
+ * expert e into the ROWS staged rows at w: warp w copies staged rows 32w..32w+31, 8 rows at a time,
+ * 4 lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes). */
+template <int K, bool DUAL, int ROWS = MW_ROWS>
 MX_HD void mw_load_weights(const uint8_t *w0, const uint8_t *w1, uint64_t row_bytes, uint64_t expert_bytes,
                            int n_out, int e, int rb, int s, uint8_t *w, int tid) {
     const mw_copy cp;
@@ -192,7 +193,7 @@ MX_HD void mw_load_weights(const uint8_t *w0, const uint8_t *w1, uint64_t row_by
     for (int pass = 0; pass < 4; pass++) {
         const int rr = 32 * (tid >> 5) + 8 * pass + (lane >> 2);
         int which;
-        const int row = mw_stage_row(DUAL, rb, rr, n_out, &which);
+        const int row = mw_stage_row(DUAL, rb, rr, n_out, &which, ROWS);
         const uint8_t *src = (which ? e1 : e0) + (uint64_t)row * row_bytes + so + SZ * q4;
         uint8_t *dst = w + rr * WR + dof;
         MG_UNROLL

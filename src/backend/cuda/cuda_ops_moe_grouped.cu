@@ -260,12 +260,17 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     if (((uintptr_t)gd | (uintptr_t)ud | (uintptr_t)dd) & 3) return DSV4_ERR_UNSUPPORTED;
     /* the wide tensor-core products (cuda_ops_moe_wide.cu) where they apply, else the older ones
      * (cuda_ops_moe_mma.cu), else the scalar ones */
-    const int mode = mg_mma_chunk(gate->type, n, P, E) ? cu_moe_mma_mode() : 0;
+    const int mma_mode = cu_moe_mma_mode(), mode = mg_mma_chunk(gate->type, n, P, E) ? mma_mode : 0;
     const uint64_t wide_tiles =
         (P + (CU_MOE_WIDE_TILE - 1) * (E < P ? E : P) + CU_MOE_WIDE_TILE - 1) / CU_MOE_WIDE_TILE;
-    const bool wide =
-        mode == 2 && wide_tiles <= 65535u &&
+    const bool wide_ok =
+        mma_mode == 2 && wide_tiles <= 65535u &&
         cu_moe_wide_ok(c, gate->type, down->type, in, ff, embd, gate->row_bytes, down->row_bytes, gd, ud, dd);
+    /* the f16 gate/up (cuda_ops_moe_half.cu, not bitwise) where it applies, whatever the exact
+     * kernels' crossover says, with the wide kernel's down */
+    float wsc[2], winv[2];
+    const bool half = wide_ok && cu_moe_half_ok(c, gate, up, n, gd, ud, wsc, winv);
+    const bool wide = half || (mode == 2 && wide_ok);
     const int mma_bn = cu_moe_mma_tile(P, E);
     const bool mma =
         !wide && mode >= 1 && embd <= 65535u * 128u &&
@@ -284,9 +289,6 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     float *mid = idx ? (float *)cu_scratch(c, CU_SLOT_MID, P * ff * sizeof(float), err) : NULL;
     float *y = mid ? (float *)cu_scratch(c, CU_SLOT_Y, P * embd * sizeof(float), err) : NULL;
     if (!y) return DSV4_ERR_NOMEM;
-    /* the f16 gate/up (cuda_ops_moe_half.cu, not bitwise) in place of the wide one, large chunks */
-    float wsc[2], winv[2];
-    const bool half = wide && cu_moe_half_ok(c, gate, up, n, gd, ud, wsc, winv);
     void *pack = NULL; /* the wide kernels' activation packs, or the f16 token rows */
     if (wide) {
         size_t pb = cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff);

@@ -65,20 +65,20 @@ __global__ void __launch_bounds__(MH_PACK_WARPS * 32)
 }
 
 /* ---- the product ---- */
-template <int PAR>
+template <int W, int PAR>
 __device__ __forceinline__ void mh_superblock(const uint8_t *st, const mh_layout &lay, int warp, int lane,
                                               int nact, const uint32_t *gh, const uint32_t *sh, float wsc0,
                                               float wsc1, float (&acc)[MH_MT][MH_NT][4]) {
-    const uint8_t *W = st + lay.w, *X = st + lay.x;
+    const uint8_t *W8 = st + lay.w, *X = st + lay.x;
     uint32_t dw2[MH_MT][2];
-    mh_row_scales(W, mw_tile_row(true, warp, 0), PAR, lane, wsc0, dw2[0]);
-    mh_row_scales(W, mw_tile_row(true, warp, 1), PAR, lane, wsc1, dw2[1]);
+    mh_row_scales(W8, mh_tile_row(W, warp, 0), PAR, lane, wsc0, dw2[0]);
+    mh_row_scales(W8, mh_tile_row(W, warp, 1), PAR, lane, wsc1, dw2[1]);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         uint32_t a[MH_MT][8];
 #pragma unroll
         for (int m = 0; m < MH_MT; m++)
-            mh_frag_a(W, mw_tile_row(true, warp, m), PAR, j, lane, gh, sh, dw2[m], a[m]);
+            mh_frag_a(W8, mh_tile_row(W, warp, m), PAR, j, lane, gh, sh, dw2[m], a[m]);
 #pragma unroll
         for (int nt = 0; nt < MH_NT; nt++) {
             if (nt < nact) {
@@ -94,7 +94,7 @@ __device__ __forceinline__ void mh_superblock(const uint8_t *st, const mh_layout
     }
 }
 
-__global__ void __launch_bounds__(MH_THREADS, 1) mh_kernel(const mh_params p) {
+template <int W> __global__ void __launch_bounds__(32 * W, 1) mh_kernel(const mh_params p) {
     extern __shared__ __align__(16) uint8_t mh_smem[];
     if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
     const int4 tl = p.tiles[blockIdx.y];
@@ -116,12 +116,12 @@ __global__ void __launch_bounds__(MH_THREADS, 1) mh_kernel(const mh_params p) {
 
     int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
     for (int i = 0; i < S - 1; i++) {
-        if (lq < nsteps) mh_load_stage<true>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        if (lq < nsteps) mh_load_stage<W>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
         mh_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
     }
-    mh_fill_tables(gh, sh, p.grid, p.signs, tid, MH_THREADS);
+    mh_fill_tables(gh, sh, p.grid, p.signs, tid, 32 * W);
 
     float acc[MH_MT][MH_NT][4];
 #pragma unroll
@@ -134,25 +134,25 @@ __global__ void __launch_bounds__(MH_THREADS, 1) mh_kernel(const mh_params p) {
     for (int q = 0; q < nsteps; q++) {
         mh_wait(S);
         __syncthreads(); /* step q landed; every warp is done with the buffer refilled next */
-        if (lq < nsteps) mh_load_stage<true>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        if (lq < nsteps) mh_load_stage<W>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
         mh_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
 
         const uint8_t *st = stage0 + buf * p.lay.stage_bytes;
         if (s & 1)
-            mh_superblock<1>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
+            mh_superblock<W, 1>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
         else
-            mh_superblock<0>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
+            mh_superblock<W, 0>(st, p.lay, warp, lane, nact, gh, sh, p.wsc[0], p.wsc[1], acc);
         if (s == nblk - 1) { /* end of the row block: the mid rows, then restart */
-            const int orow = rb * mw_rb_rows(true);
+            const int orow = rb * mh_rb_rows(W);
 #pragma unroll
             for (int nt = 0; nt < MH_NT; nt++) {
                 if (nt < nact) {
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         const int tok = 8 * nt + 2 * t + (i & 1);
-                        const int row = orow + mw_out_row(true, warp, 0) + g + 8 * (i >> 1);
+                        const int row = orow + 16 * warp + g + 8 * (i >> 1);
                         if (tok >= mt || row >= p.n_out) continue;
                         const int pr = pid[tok];
                         float gv = acc[0][nt][i] * p.winv[0] * xsc[tok],
@@ -193,10 +193,18 @@ static bool mh_switch_on(void) {
     return !(v && !strcmp(v, "0"));
 }
 
-/* The deepest pipeline (2..3 stages) whose image fits the device; 0 if none does. */
-static int mh_stages(const cuda_ctx *c) {
-    for (int s = MH_MAX_STAGES; s >= 2; s--)
-        if ((size_t)mh_layout_of(s).total <= c->caps.smem_per_block_optin) return s;
+/* Warps per CTA: DSV4_CUDA_MOE_F16_WARPS=8 or 16 (default 16), read per call. */
+static int mh_warps(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_F16_WARPS");
+    return v && !strcmp(v, "8") ? 8 : 16;
+}
+typedef void (*mh_fn)(const mh_params);
+static mh_fn mh_kernel_of(int W) { return W == 8 ? mh_kernel<8> : mh_kernel<16>; }
+
+/* The deepest pipeline (2..mh_max_stages) whose image fits the device; 0 if none does. */
+static int mh_stages(const cuda_ctx *c, int W) {
+    for (int s = mh_max_stages(W); s >= 2; s--)
+        if ((size_t)mh_layout_of(s, W).total <= c->caps.smem_per_block_optin) return s;
     return 0;
 }
 
@@ -262,15 +270,15 @@ bool cu_moe_half_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
     if (in % 512 || in > (1u << 16) || gate->row_bytes != up->row_bytes || gate->row_bytes % 4 ||
         gate->row_bytes < in / 256 * 66 || ((uintptr_t)gd | (uintptr_t)ud) % 4)
         return false;
-    const int st = mh_stages(c);
+    const int W = mh_warps(), st = mh_stages(c, W);
     if (!st) return false;
-    if (!c->moe_half_attr) {
-        if (cudaFuncSetAttribute((const void *)mh_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 mh_layout_of(st).total) != cudaSuccess) {
+    if (!(c->moe_half_attr & (W == 8 ? 1 : 2))) {
+        if (cudaFuncSetAttribute((const void *)mh_kernel_of(W), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 mh_layout_of(st, W).total) != cudaSuccess) {
             cudaGetLastError();
             return false;
         }
-        c->moe_half_attr = true;
+        c->moe_half_attr |= W == 8 ? 1 : 2;
     }
     int pg, pu;
     if (!mh_tensor_shift(c, gate, &pg) || !mh_tensor_shift(c, up, &pu)) return false;
@@ -285,7 +293,7 @@ size_t cu_moe_half_scratch_bytes(uint64_t n, uint64_t in) {
 
 dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, const float wsc[2],
                                 const float winv[2], dsv4_error *err) {
-    const int st = mh_stages(c);
+    const int W = mh_warps(), st = mh_stages(c, W);
     if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe f16: no pipeline fits the device");
     uint16_t *xh = (uint16_t *)a->scratch;
     float *xs = (float *)((uint8_t *)a->scratch + ((n * a->in * 2 + 255) & ~255ull));
@@ -306,11 +314,11 @@ dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
     p.grid = c->d_iq2_grid, p.signs = c->d_iq2_signs;
-    p.lay = mh_layout_of(st);
-    p.n_rb = (p.n_out + mw_rb_rows(true) - 1) / mw_rb_rows(true);
+    p.lay = mh_layout_of(st, W);
+    p.n_rb = (p.n_out + mh_rb_rows(W) - 1) / mh_rb_rows(W);
     p.rb_per_cta = cu_moe_wide_rb_per_cta(c, p.n_rb, a->P, a->n_expert);
     const dim3 grid((unsigned)((p.n_rb + p.rb_per_cta - 1) / p.rb_per_cta), (unsigned)a->max_tiles);
-    mh_kernel<<<grid, MH_THREADS, (size_t)p.lay.total, c->stream>>>(p);
+    mh_kernel_of(W)<<<grid, 32 * W, (size_t)p.lay.total, c->stream>>>(p);
     s = cu_launched(err, "moe f16 gate/up");
     if (s == DSV4_OK) c->moe_half_calls++;
     return s;
