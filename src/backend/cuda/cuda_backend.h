@@ -140,7 +140,7 @@ typedef struct cuda_ctx {
     int bx_q8;
     uint64_t blas_shared; /* conversions saved */
     /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
-    int moe_half_attr; /* bit 0: the 8-warp kernel, bit 1: the 16-warp one */
+    int moe_half_attr; /* limits raised: bits 0/1 gate/up 8/16 warps, bits 2/3 down 8/16 warps */
     uint64_t moe_half_calls;
     /* weights: open addressing on the host pointer */
     cu_weight *map;

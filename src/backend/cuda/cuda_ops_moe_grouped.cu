@@ -16,8 +16,8 @@
  * cuda_ops_moe_wide.cu (tiles of 64 pairs, activations packed per product), else (shapes they do
  * not take, or DSV4_CUDA_MOE_MMA=old) those of cuda_ops_moe_mma.cu (tiles of 16 or 32 pairs);
  * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. Chunks of >= 256 tokens with IQ2_XXS gate/up
- * take the f16 tensor-core gate/up of cuda_ops_moe_half.cu instead (NOT bitwise; its gate there,
- * DSV4_CUDA_MOE_F16=0 turns it off), with the wide kernel's exact down. */
+ * or Q2_K down take the f16 tensor-core products of cuda_ops_moe_half.cu instead (NOT bitwise; the
+ * gate there, DSV4_CUDA_MOE_F16=0 turns them off), the other product on the wide kernel. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,8 +268,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         cu_moe_wide_ok(c, gate->type, down->type, in, ff, embd, gate->row_bytes, down->row_bytes, gd, ud, dd);
     /* the f16 gate/up (cuda_ops_moe_half.cu, not bitwise) where it applies, whatever the exact
      * kernels' crossover says, with the wide kernel's down */
-    float wsc[2], winv[2];
-    const bool half = wide_ok && cu_moe_half_ok(c, gate, up, n, gd, ud, wsc, winv);
+    cu_moe_half_plan plan;
+    const int half = wide_ok ? cu_moe_half_ok(c, gate, up, down, n, gd, ud, dd, &plan) : 0;
     const bool wide = half || (mode == 2 && wide_ok);
     const int mma_bn = cu_moe_mma_tile(P, E);
     const bool mma =
@@ -292,8 +292,10 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     void *pack = NULL; /* the wide kernels' activation packs, or the f16 token rows */
     if (wide) {
         size_t pb = cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff);
-        const size_t hb = half ? cu_moe_half_scratch_bytes(n, in) : 0;
-        if (!(pack = cu_scratch(c, CU_SLOT_U, pb > hb ? pb : hb, err))) return DSV4_ERR_NOMEM;
+        const size_t hg = (half & 1) ? cu_moe_half_scratch_bytes(n, in) : 0,
+                     hd = (half & 2) ? cu_moe_half_scratch_bytes(P, ff) : 0;
+        pb = pb > hg ? pb : hg;
+        if (!(pack = cu_scratch(c, CU_SLOT_U, pb > hd ? pb : hd, err))) return DSV4_ERR_NOMEM;
     }
     int4 *tiles = (int4 *)idx;
     int *n_tiles = (int *)(idx + tiles_bytes);
@@ -319,8 +321,10 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
         a.weights = weights, a.clamp = clamp;
         a.mid = mid, a.y = y, a.scratch = pack;
-        st = half ? cu_moe_half_gate_up(c, &a, n, wsc, winv, err) : cu_moe_wide_gate_up(c, &a, err);
-        if (st != DSV4_OK || (st = cu_moe_wide_down(c, &a, err)) != DSV4_OK) return st;
+        st = (half & 1) ? cu_moe_half_gate_up(c, &a, n, &plan, err) : cu_moe_wide_gate_up(c, &a, err);
+        if (st != DSV4_OK) return st;
+        st = (half & 2) ? cu_moe_half_down(c, &a, &plan, err) : cu_moe_wide_down(c, &a, err);
+        if (st != DSV4_OK) return st;
         mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
                                                                                  (uint32_t)embd, out);
         return cu_launched(err, "moe grouped sum");
