@@ -651,14 +651,15 @@ static uint64_t moe_f16_calls(chk *c) {
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_f16_products : 0;
 }
 
-/* Routed experts of a large chunk with the f16 gate/up (cuda_ops_moe_half.cu, n >= 256): not
- * bitwise. Per token, max|d| / max|ref| against the CPU must stay <= 1e-2 (f16 operands in gate and
- * up; the mid's Q8_K rounding then moves some codes by one step); the path must have run (its
- * counter grew). `big`: token 1 scaled by 1e5 (the row's power-of-two scaling), run without the
+/* Routed experts of a large chunk with the f16 products (cuda_ops_moe_half.cu, n >= 256): not
+ * bitwise. Per token, max|d| / max|ref| against the CPU must stay <= 1e-2 (f16 operands in gate,
+ * up and down; the mid's Q8_K rounding then moves some codes by one step); the path must have run
+ * (its counter grew). `big`: token 1 scaled by 1e5 (the row's power-of-two scaling), run without the
  * SwiGLU clamp: with it nearly every gate and up of that token saturate and the few near the clamp
  * or near 0 decide the output, where an f16 operand's error moves them (a property of the
- * arithmetic, not of the scaling). `timing`: the time against the exact wide kernel
- * (DSV4_CUDA_MOE_F16=0) and the 8-warp variant (DSV4_CUDA_MOE_F16_WARPS=8) on the same selection. */
+ * arithmetic, not of the scaling). `timing`: the time against the exact kernels
+ * (DSV4_CUDA_MOE_F16=0), the 8-warp variant (DSV4_CUDA_MOE_F16_WARPS=8) and the f16 gate/up alone
+ * (=gate_up) on the same selection. */
 static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool big,
                            bool timing) {
     const dsv4_config *cf = &c->m->cfg;
@@ -710,8 +711,7 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
             if (!(rel <= worst)) worst = rel, worst_t = t;
         }
         const bool ok = read_ok && worst <= 1e-2 && calls >= 1;
-        printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 gate/up "
-               "products\n",
+        printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 products\n",
                ok ? "ok  " : "FAIL", lb, worst, worst_t, med_sum / n, (unsigned long long)calls);
         c->fails += !ok;
         c->checks++;
@@ -1843,8 +1843,8 @@ int main(int argc, char **argv) {
         free(lg), free(sel), free(wt), free(x), free(o);
         dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
     }
-    /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path, the f16 gate/up off),
-     * then timing; then the f16 gate/up on its own ---- */
+    /* ---- routed experts of prefill chunks: bitwise the CPU (grouped path, the f16 products off),
+     * then timing; then the f16 products on their own ---- */
     if (numerics == DSV4_NUMERICS_DS4) {
         const float clamp = cf->swiglu_clamp ? cf->swiglu_clamp[lnh] : 0.0f;
         const uint32_t ns[7] = {1, 2, 7, 37, 64, 200, 256};
