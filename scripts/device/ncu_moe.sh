@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute detail (speed of light, compute and memory workload, scheduler, warp stalls,
 # instruction mix, occupancy) of the routed-MoE prefill gate/up kernels on the flash-width 4-layer q2
-# model at a 2048-token chunk: the f16 one (mh_kernel, default) and the exact wide one
-# (mw_kernel, DSV4_CUDA_MOE_F16=0). One launch each (layer 0's). Usage after pack + unpack:
+# model at a 2048-token chunk: the f16 ones (mh_kernel, default: layer 0's gate/up, then its down)
+# and the exact wide one (mw_kernel, DSV4_CUDA_MOE_F16=0). One launch each. Usage after pack + unpack:
 #   scripts/device/ncu_moe.sh [KERNEL_REGEX ENV ...]  -> $OUT/ncu-moe-*.txt and a digest on stdout
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,9 +19,9 @@ P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corp
 ARGS="-m $M --backend cuda --prompt-file $P --ctx-start 2048 --ctx-max 2048 --gen-tokens 2 --chunk 2048"
 SECT="--section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section SchedulerStats \
 --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats --section LaunchStats"
-prof() { # tag kernel-regex env
-  local tag=$1 k=$2 e=$3
-  env $e timeout 200 "$NCU" $SECT --print-details all -k "regex:$k" -c 1 "$B/cuda/dsv4-bench" $ARGS \
+prof() { # tag kernel-regex env [launches to skip]
+  local tag=$1 k=$2 e=$3 s=${4:-0}
+  env $e timeout 200 "$NCU" $SECT --print-details all -k "regex:$k" -s "$s" -c 1 "$B/cuda/dsv4-bench" $ARGS \
     >"$OUT/ncu-moe-$tag.txt" 2>&1
   echo "== $tag ($k, $e) rc $?"
   grep -E "Duration|DRAM Throughput|L1/TEX Hit|L2 Cache Throughput|Memory Throughput|Issue Slots Busy|Issued Ipc Active|SM Busy|Achieved Occupancy|Registers Per Thread|Eligible Warps|Active Warps Per|Executed Instructions  |Dynamic Shared|Shared Memory|Bank|Tensor|Pipe" \
@@ -30,4 +30,5 @@ prof() { # tag kernel-regex env
 }
 if [ $# -ge 2 ]; then prof custom "$1" "$2"; exit 0; fi
 prof f16 'mh_kernel' X=1
+prof f16down 'mh_kernel' X=1 1
 prof wide 'mw_kernel' DSV4_CUDA_MOE_F16=0
