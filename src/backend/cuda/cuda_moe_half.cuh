@@ -89,14 +89,6 @@ MX_HD uint16_t mh_f2h(float f) {
     return dsv4_f32_to_f16(f);
 #endif
 }
-/* an unsigned integer <= 2048 as f16 (exact) */
-MX_HD uint16_t mh_u2h(uint32_t v) {
-#ifdef __CUDA_ARCH__
-    return __half_as_ushort(__uint2half_rn(v));
-#else
-    return dsv4_f32_to_f16((float)v);
-#endif
-}
 /* a * b per half, rounded to nearest even (the f32 product of two halves is exact) */
 MX_HD uint32_t mh_hmul2(uint32_t a, uint32_t b) {
 #ifdef __CUDA_ARCH__
@@ -176,26 +168,24 @@ MX_HD void mh_fill_tables(uint32_t *grid_h, uint32_t *sign_h, const uint64_t *gr
     }
 }
 
-/* The superblock scales of rows r0 + g and r0 + g + 8 of the stage (IQ2_XXS: parity s).
- * IQ2_XXS: dw2 = f16 d 2^(p - 3) in both halves (exact: a power of two, normal range), wsc =
- * 2^(p - 3); Q2_K: sd = d 2^p, sm = dmin 2^p (f32, exact), wsc = 2^p. */
+/* The superblock scales of rows r0 + g and r0 + g + 8 of the stage (IQ2_XXS: parity s), as f16 in
+ * both halves; exact, as an f16 times a power of two that keeps it in the normal range. IQ2_XXS:
+ * dw2 = d 2^(p - 3) (wsc = 2^(p - 3)); Q2_K: dw2 = d 2^p, nm2 = -dmin 2^p (wsc = 2^p). */
 struct mh_scales {
-    uint32_t dw2[2];
-    float sd[2], sm[2];
+    uint32_t dw2[2], nm2[2];
 };
 template <int K>
 MX_HD void mh_row_scales(const uint8_t *w, int r0, int s, int lane, float wsc, mh_scales *o) {
     float dw[2], dm[2];
     mw_row_scales<K>(w, r0, s, lane, dw, dm);
     for (int h = 0; h < 2; h++) {
-        if (K == GM_IQ2_XXS) {
-            o->dw2[h] = mh_dup(mh_f2h(dw[h] * wsc));
-        } else {
-            o->sd[h] = dw[h] * wsc;
-            o->sm[h] = dm[h] * wsc;
-        }
+        o->dw2[h] = mh_dup(mh_f2h(dw[h] * wsc));
+        o->nm2[h] = K == GM_Q2_K ? mh_dup(mh_f2h(-(dm[h] * wsc))) : 0u;
     }
 }
+/* v <= 1023 as an f16 integer in both halves without a conversion instruction: the halves
+ * 0x6400 | v are 1024 + v, and adding -1024 (0xE400) is exact */
+MX_HD uint32_t mh_small2(uint32_t v) { return mh_hadd2(v * 0x10001u + 0x64006400u, 0xE400E400u); }
 
 /* Elements 8t..8t+7 of sub-block j of a staged row (IQ2_XXS: superblock parity s) as 4 half2
  * words. IQ2_XXS: f16(g * sign * ls * d 2^(p-3)); Q2_K: fma(q, f16(d sc 2^p), f16(-dmin m 2^p)). */
@@ -209,8 +199,9 @@ MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t
         mw_ld64(row + 16 + 32 * hf + 8 * t, &q0, &q1);
         const uint32_t sw = qm_ld32(row + 8 * hf + 4 * ((j & 3) >> 1));
         const uint32_t sb = (sw >> (8 * (2 * (j & 1) + (t >> 1)))) & 0xff; /* sc | m << 4 */
-        const uint32_t a2 = mh_dup(mh_f2h(sc.sd[h2] * (float)(sb & 15)));
-        const uint32_t nb2 = mh_dup(mh_f2h(-(sc.sm[h2] * (float)(sb >> 4))));
+        /* f16(d sc 2^p) and f16(-dmin m 2^p): one rounding each of the exact products */
+        const uint32_t a2 = mh_hmul2(sc.dw2[h2], mh_small2(sb & 15));
+        const uint32_t nb2 = mh_hmul2(sc.nm2[h2], mh_small2(sb >> 4));
         const uint32_t x0 = (q0 >> sh) & 0x03030303u, x1 = (q1 >> sh) & 0x03030303u;
         /* 0x6400 | q is the half 1024 + q; minus 1024 (0xE400) is q, exactly */
         const uint32_t m1024 = 0xE400E400u;
@@ -242,7 +233,7 @@ MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t
     for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
 #endif
     /* ls = 2 * (a1 >> 28) + 1, an exact f16 integer */
-    const uint32_t ls2 = mh_dup(mh_u2h(2 * (a1 >> 28) + 1));
+    const uint32_t ls2 = mh_small2(2 * (a1 >> 28) + 1);
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), sc.dw2[h2]);
 }
