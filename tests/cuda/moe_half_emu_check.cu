@@ -318,6 +318,38 @@ template <int K, int W, bool DUAL> static void emu_cta(const mh_params &p, int t
     }
 }
 
+/* n tokens with k distinct experts each of E (a third of the slots on experts 0-2, so some hold
+ * several tiles), route weights, and the per-expert lists and tiles of <= MH_BN pairs as the device
+ * index kernel cuts them */
+static void make_routes(int n, int k, int E, int32_t **sel_out, float **wt_out, int32_t **list_out,
+                        int4 **tiles_out, int *n_tiles, int *listed) {
+    const int P = n * k;
+    int32_t *sel = (int32_t *)malloc(P * sizeof(int32_t)), *list = (int32_t *)malloc(P * sizeof(int32_t));
+    float *wt = (float *)malloc(P * sizeof(float));
+    int4 *tiles = (int4 *)malloc((P + E) * sizeof(int4));
+    for (int t = 0; t < n; t++)
+        for (int s = 0; s < k; s++) {
+            int ex;
+            for (;;) {
+                ex = nxt() % 3 == 0 ? (int)(nxt() % 3) : (int)(nxt() % E);
+                int dup = 0;
+                for (int q = 0; q < s; q++) dup |= sel[t * k + q] == ex;
+                if (!dup) break;
+            }
+            sel[t * k + s] = ex;
+            wt[t * k + s] = 0.1f + 0.5f * (uni() + 1.0f);
+        }
+    int nt = 0, at = 0;
+    for (int ex = 0; ex < E; ex++) {
+        const int first = at;
+        for (int i = 0; i < P; i++)
+            if (sel[i] == ex) list[at++] = i;
+        for (int o = first; o < at; o += MH_BN)
+            tiles[nt++] = make_int4(ex, o, at - o < MH_BN ? at - o : MH_BN, 0);
+    }
+    *sel_out = sel, *wt_out = wt, *list_out = list, *tiles_out = tiles, *n_tiles = nt, *listed = at;
+}
+
 /* the f16 token rows from Q8_K rows, as mh_pack_kernel computes them */
 static void emu_pack(const uint8_t *xq, size_t xq_stride, int n, int in, uint16_t *xh, float *xs) {
     const int nblk = in / 256;
@@ -342,30 +374,11 @@ static int run_case(const char *name, int W, int in, int ff, int E, int n, int k
     uint64_t rbw;
     uint8_t *gate = make_rows(in, ff * E, random_bytes, dscale, &rbw);
     uint8_t *up = make_rows(in, ff * E, random_bytes, dscale * 3.0f, &rbw);
-    int32_t *sel = (int32_t *)malloc(P * sizeof(int32_t));
-    float *wt = (float *)malloc(P * sizeof(float));
-    for (int t = 0; t < n; t++)
-        for (int s = 0; s < k; s++) {
-            int ex;
-            for (;;) {
-                ex = nxt() % 3 == 0 ? (int)(nxt() % 3) : (int)(nxt() % E);
-                int dup = 0;
-                for (int q = 0; q < s; q++) dup |= sel[t * k + q] == ex;
-                if (!dup) break;
-            }
-            sel[t * k + s] = ex;
-            wt[t * k + s] = 0.1f + 0.5f * (uni() + 1.0f);
-        }
-    int32_t *list = (int32_t *)malloc(P * sizeof(int32_t));
-    int4 *tiles = (int4 *)malloc((P + E) * sizeof(int4));
-    int n_tiles = 0, at = 0;
-    for (int ex = 0; ex < E; ex++) {
-        const int first = at;
-        for (int i = 0; i < P; i++)
-            if (sel[i] == ex) list[at++] = i;
-        for (int o = first; o < at; o += MH_BN)
-            tiles[n_tiles++] = make_int4(ex, o, at - o < MH_BN ? at - o : MH_BN, 0);
-    }
+    int32_t *sel, *list;
+    float *wt;
+    int4 *tiles;
+    int n_tiles, at;
+    make_routes(n, k, E, &sel, &wt, &list, &tiles, &n_tiles, &at);
     int nt_info[2] = {n_tiles, at};
     const size_t xs_b = (size_t)(in / 256) * sizeof(dsv4_q8_k);
     uint8_t *xq = (uint8_t *)malloc(xs_b * n);
@@ -517,27 +530,11 @@ static int run_down_case(const char *name, int W, int ff, int embd, int E, int n
             quant_quantize_row(DSV4_TYPE_Q2_K, wf, row, ff);
         }
     }
-    int32_t *sel = (int32_t *)malloc(P * sizeof(int32_t)), *list = (int32_t *)malloc(P * sizeof(int32_t));
-    for (int t = 0; t < n; t++)
-        for (int s = 0; s < k; s++) {
-            int ex;
-            for (;;) {
-                ex = nxt() % 3 == 0 ? (int)(nxt() % 3) : (int)(nxt() % E);
-                int dup = 0;
-                for (int q = 0; q < s; q++) dup |= sel[t * k + q] == ex;
-                if (!dup) break;
-            }
-            sel[t * k + s] = ex;
-        }
-    int4 *tiles = (int4 *)malloc((P + E) * sizeof(int4));
-    int n_tiles = 0, at = 0;
-    for (int ex = 0; ex < E; ex++) {
-        const int first = at;
-        for (int i = 0; i < P; i++)
-            if (sel[i] == ex) list[at++] = i;
-        for (int o = first; o < at; o += MH_BN)
-            tiles[n_tiles++] = make_int4(ex, o, at - o < MH_BN ? at - o : MH_BN, 0);
-    }
+    int32_t *sel, *list;
+    float *wt;
+    int4 *tiles;
+    int n_tiles, at;
+    make_routes(n, k, E, &sel, &wt, &list, &tiles, &n_tiles, &at);
     int nt_info[2] = {n_tiles, at};
     /* mid rows, some scaled past XB_XMAX, quantized to Q8_K; then f16 as mh_pack_mid_kernel */
     float *mid = (float *)malloc((size_t)P * ff * sizeof(float));
@@ -619,8 +616,8 @@ static int run_down_case(const char *name, int W, int ff, int embd, int E, int n
         "out of bounds (worst error/bound %.3f)\n",
         ok ? "ok  " : "FAIL", name, W, ff, embd, E, n, k, pd, rb_per_cta, stages, n_tiles, bad,
         (long long)P * embd, worst);
-    free(down), free(wf), free(sel), free(list), free(tiles), free(mid), free(mq), free(xh), free(xsv),
-        free(y);
+    free(down), free(wf), free(sel), free(wt), free(list), free(tiles), free(mid), free(mq), free(xh),
+        free(xsv), free(y);
     free(sm), free(xv);
     return ok ? 0 : 1;
 }

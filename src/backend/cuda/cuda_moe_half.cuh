@@ -212,14 +212,7 @@ MX_HD void mh_decode8(const uint8_t *row, int s, int j, int lane, const uint32_t
         return;
     }
     uint32_t a0, a1;
-    if (s & 1) {
-        mw_ld64(row + 8 + 8 * j, &a0, &a1);
-    } else {
-        uint32_t w0, w1;
-        mw_ld64(row + 8 * j, &w0, &w1);
-        a0 = qm_mid32(w0, w1);
-        a1 = qm_mid32(w1, qm_ld32(row + 8 * j + 8));
-    }
+    mw_iq2_words(row, s, j, &a0, &a1);
     const int rep = lane & (MH_REP - 1);
     /* grid index: byte t of a0 (one PRMT); sign index: bits 7t.. of a1 */
     const uint32_t *G = grid_h + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) * MH_REP + rep) * 4;

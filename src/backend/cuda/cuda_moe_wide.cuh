@@ -262,6 +262,18 @@ MX_HD uint32_t mw_perm(uint32_t a, uint32_t b, uint32_t sel) { /* selector nibbl
 #endif
 }
 
+/* The (a0, a1) words of IQ2_XXS sub-block j of a staged row (superblock parity s, mw_wdst): a0 the
+ * four grid indices, a1 the four 7-bit sign indices and the 4-bit scale. */
+MX_HD void mw_iq2_words(const uint8_t *row, int s, int j, uint32_t *a0, uint32_t *a1) {
+    if (s & 1) {
+        mw_ld64(row + 8 + 8 * j, a0, a1);
+    } else {
+        uint32_t w0, w1;
+        mw_ld64(row + 8 * j, &w0, &w1);
+        *a0 = qm_mid32(w0, w1);
+        *a1 = qm_mid32(w1, qm_ld32(row + 8 * j + 8));
+    }
+}
 /* Elements 8t..8t+7 of sub-block j of staged weight row `row` (superblock s) as (lo, hi) words,
  * and the sub-block's integer scale (IQ2_XXS ls, Q4_K sc; Q2_K: folded in, 1). */
 template <int K>
@@ -270,14 +282,7 @@ MX_HD void mw_decode8(const uint8_t *row, int s, int j, int lane, const uint64_t
     const int t = lane & 3;
     if (K == GM_IQ2_XXS) {
         uint32_t a0, a1;
-        if (s & 1) {
-            mw_ld64(row + 8 + 8 * j, &a0, &a1);
-        } else {
-            uint32_t w0, w1;
-            mw_ld64(row + 8 * j, &w0, &w1);
-            a0 = qm_mid32(w0, w1);
-            a1 = qm_mid32(w1, qm_ld32(row + 8 * j + 8));
-        }
+        mw_iq2_words(row, s, j, &a0, &a1);
         const int h = lane & (MW_REP - 1);
         const uint64_t g = grid_rep[((a0 >> (8 * t)) & 0xff) * MW_REP + h];
         const uint64_t m = grid_rep[(256 + ((a1 >> (7 * t)) & 127)) * MW_REP + h];

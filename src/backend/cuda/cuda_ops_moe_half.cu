@@ -35,6 +35,16 @@ __device__ __forceinline__ void mh_wait(int stages) {
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+/* Lane `lane` writes values 8 lane.. of Q8_K block blk, times scale, as f16 at out (16 bytes). */
+__device__ __forceinline__ void mh_store8(const uint8_t *blk, int lane, float scale, uint16_t *out) {
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        h[k] = (uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k, scale)) |
+               ((uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k + 1, scale)) << 16);
+    *(uint4 *)(out + 8 * lane) = make_uint4(h[0], h[1], h[2], h[3]);
+}
+
 /* ---- gate/up: f16 token rows from the Q8_K rows, a warp per (token, block) ---- */
 #define MH_PACK_WARPS 8
 __global__ void __launch_bounds__(MH_PACK_WARPS * 32)
@@ -55,14 +65,7 @@ __global__ void __launch_bounds__(MH_PACK_WARPS * 32)
     }
     const int e = xb_row_exp(m);
     const float scale = xb_pow2(-e);
-    const uint8_t *blk = row + 292 * (uint64_t)b;
-    uint32_t h[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        h[k] = (uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k, scale)) |
-               ((uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k + 1, scale)) << 16);
-    *(uint4 *)(xh + tok * (uint64_t)nblk * 256 + 256 * (uint64_t)b + 8 * lane) =
-        make_uint4(h[0], h[1], h[2], h[3]);
+    mh_store8(row + 292 * (uint64_t)b, lane, scale, xh + tok * (uint64_t)nblk * 256 + 256 * (uint64_t)b);
     if (b == 0 && lane == 0) xs[tok] = xb_pow2(e);
 }
 
@@ -95,13 +98,7 @@ __global__ void __launch_bounds__(MH_PACK_WARPS * 32)
         const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         act_q8_k_block(v, lane, blk);
         __syncwarp();
-        uint32_t h[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            h[k] = (uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k, scale)) |
-                   ((uint32_t)mh_f2h(mh_act_value(blk, 8 * lane + 2 * k + 1, scale)) << 16);
-        *(uint4 *)(xh + r * (uint64_t)nblk * 256 + 256 * (uint64_t)b + 8 * lane) =
-            make_uint4(h[0], h[1], h[2], h[3]);
+        mh_store8(blk, lane, scale, xh + r * (uint64_t)nblk * 256 + 256 * (uint64_t)b);
         __syncwarp(); /* the block buffer is rewritten next */
     }
     if (lane == 0) xs[r] = xb_pow2(e);
