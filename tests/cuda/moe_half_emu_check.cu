@@ -161,6 +161,15 @@ static void check_shift(void) {
     fails += bad != 0;
 }
 
+/* Element l of a Q2_K superblock (84 bytes) as d sc q and dmin m, read from the bytes by the
+ * format's layout (halves of 128, four 2-bit planes of 32, a scale byte per 16) */
+static void q2k_terms(const uint8_t *blk, int l, double *aq, double *bm) {
+    const int hf = l / 128, sh = 2 * ((l % 128) / 32), grp = 8 * hf + (l % 128) / 16;
+    const int q = (blk[16 + 32 * hf + l % 32] >> sh) & 3;
+    *aq = gm_f16p(blk + 80) * (blk[grp] & 15) * q;
+    *bm = gm_f16p(blk + 82) * (blk[grp] >> 4);
+}
+
 /* Q2_K decode: every element within three f16 roundings of (d sc q - dmin m) 2^p: the two scaled
  * block constants and the fused multiply-add, each <= 2^-11 relative (+ the f16 subnormal step) */
 static void check_decode_q2k(int random_bytes, float dscale, int p) {
@@ -201,12 +210,10 @@ static void check_decode_q2k(int random_bytes, float dscale, int p) {
                     const int row = g + 8 * h;
                     const uint8_t *blk = w + (size_t)row * rb + 84 * s;
                     quant_dequant_row(DSV4_TYPE_Q2_K, w + (size_t)row * rb, ref, in);
-                    const double d = gm_f16p(blk + 80), dm = gm_f16p(blk + 82);
                     for (int e = 0; e < 8; e++) {
                         const int l = 32 * j + 8 * t + e; /* element of the superblock */
-                        const int hf = l / 128, sh = 2 * ((l % 128) / 32), grp = 8 * hf + (l % 128) / 16;
-                        const int q = (blk[16 + 32 * hf + l % 32] >> sh) & 3;
-                        const double aq = d * (blk[grp] & 15) * q, bm = dm * (blk[grp] >> 4);
+                        double aq, bm;
+                        q2k_terms(blk, l, &aq, &bm);
                         const double want = (aq - bm) * two_p;
                         const double got = gm_f16((uint16_t)(a[2 * (e >> 1) + h] >> (16 * (e & 1))));
                         const double bound =
@@ -318,6 +325,23 @@ template <int K, int W, bool DUAL> static void emu_cta(const mh_params &p, int t
     }
 }
 
+/* Every CTA of one product (gate/up for IQ2_XXS, down for Q2_K) of W warps and `stages` stages. */
+static void emu_product(int kind, int W, int stages, int rb_per_cta, int n_tiles, mh_params *p) {
+    const bool dual = kind == GM_IQ2_XXS;
+    p->n_rb = (p->n_out + mh_rb_rows(W, dual) - 1) / mh_rb_rows(W, dual), p->rb_per_cta = rb_per_cta;
+    p->lay = mh_layout_of(kind, stages, W);
+    uint8_t *sm = (uint8_t *)malloc((size_t)p->lay.total);
+    const int gx = (p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta;
+    for (int ti = 0; ti < n_tiles; ti++)
+        for (int bx = 0; bx < gx; bx++) {
+            if (dual && W == 8) emu_cta<GM_IQ2_XXS, 8, true>(*p, ti, bx, sm);
+            if (dual && W == 16) emu_cta<GM_IQ2_XXS, 16, true>(*p, ti, bx, sm);
+            if (!dual && W == 8) emu_cta<GM_Q2_K, 8, false>(*p, ti, bx, sm);
+            if (!dual && W == 16) emu_cta<GM_Q2_K, 16, false>(*p, ti, bx, sm);
+        }
+    free(sm);
+}
+
 /* n tokens with k distinct experts each of E (a third of the slots on experts 0-2, so some hold
  * several tiles), route weights, and the per-expert lists and tiles of <= MH_BN pairs as the device
  * index kernel cuts them */
@@ -418,15 +442,7 @@ static int run_case(const char *name, int W, int in, int ff, int E, int n, int k
     p.weights = wt, p.clamp = clamp, p.clamp_on = clamp > 1.0e-6f;
     p.out = mid, p.out_stride = ff;
     p.grid = dsv4_iq2xxs_grid, p.signs = dsv4_ksigns_iq2xs;
-    p.n_rb = (ff + mh_rb_rows(W, true) - 1) / mh_rb_rows(W, true), p.rb_per_cta = rb_per_cta;
-    p.lay = mh_layout_of(GM_IQ2_XXS, stages, W);
-    uint8_t *sm = (uint8_t *)malloc((size_t)p.lay.total);
-    const int gx = (p.n_rb + p.rb_per_cta - 1) / p.rb_per_cta;
-    for (int ti = 0; ti < n_tiles; ti++)
-        for (int bx = 0; bx < gx; bx++) {
-            if (W == 8) emu_cta<GM_IQ2_XXS, 8, true>(p, ti, bx, sm);
-            if (W == 16) emu_cta<GM_IQ2_XXS, 16, true>(p, ti, bx, sm);
-        }
+    emu_product(GM_IQ2_XXS, W, stages, rb_per_cta, n_tiles, &p);
 
     /* references per (pair, row): the float64 sum of the rounded operands, and the CPU */
     float *wg = (float *)malloc(in * sizeof(float)), *wu = (float *)malloc(in * sizeof(float));
@@ -489,7 +505,7 @@ static int run_case(const char *name, int W, int in, int ff, int E, int n, int k
            (long long)P * ff, worst_op, worst_cpu);
     free(gate), free(up), free(sel), free(wt), free(list), free(tiles), free(xq), free(xf), free(xh),
         free(xsv);
-    free(mid), free(sm), free(wg), free(wu);
+    free(mid), free(wg), free(wu);
     return ok ? 0 : 1;
 }
 
@@ -498,12 +514,10 @@ static int run_case(const char *name, int W, int in, int ff, int E, int n, int k
 static double q2k_abs_terms(const uint8_t *row, int in, const double *x) {
     double s = 0;
     for (int b = 0; b < in / 256; b++) {
-        const uint8_t *blk = row + 84 * b;
-        const double d = gm_f16p(blk + 80), dm = gm_f16p(blk + 82);
         for (int l = 0; l < 256; l++) {
-            const int hf = l / 128, sh = 2 * ((l % 128) / 32), grp = 8 * hf + (l % 128) / 16;
-            const int q = (blk[16 + 32 * hf + l % 32] >> sh) & 3;
-            s += (fabs(d * (blk[grp] & 15) * q) + fabs(dm * (blk[grp] >> 4))) * fabs(x[256 * b + l]);
+            double aq, bm;
+            q2k_terms(row + 84 * b, l, &aq, &bm);
+            s += (fabs(aq) + fabs(bm)) * fabs(x[256 * b + l]);
         }
     }
     return s;
@@ -576,15 +590,7 @@ static int run_down_case(const char *name, int W, int ff, int embd, int E, int n
     p.wsc[0] = xb_pow2(pd), p.winv[0] = xb_pow2(-pd);
     p.tiles = tiles, p.n_tiles = nt_info, p.list = list;
     p.out = y, p.out_stride = embd;
-    p.n_rb = (embd + mh_rb_rows(W, false) - 1) / mh_rb_rows(W, false), p.rb_per_cta = rb_per_cta;
-    p.lay = mh_layout_of(GM_Q2_K, stages, W);
-    uint8_t *sm = (uint8_t *)malloc((size_t)p.lay.total);
-    const int gx = (p.n_rb + p.rb_per_cta - 1) / p.rb_per_cta;
-    for (int ti = 0; ti < n_tiles; ti++)
-        for (int bx = 0; bx < gx; bx++) {
-            if (W == 8) emu_cta<GM_Q2_K, 8, false>(p, ti, bx, sm);
-            if (W == 16) emu_cta<GM_Q2_K, 16, false>(p, ti, bx, sm);
-        }
+    emu_product(GM_Q2_K, W, stages, rb_per_cta, n_tiles, &p);
     /* y against the CPU's quant_dot_q2_k of the same Q8_K rows: within 2^-9 of the row's
      * sum of (|d sc q| + |dmin m|) |x| (three weight roundings and one activation rounding, each
      * <= 2^-11 of those terms), plus the f32 sums */
@@ -618,7 +624,7 @@ static int run_down_case(const char *name, int W, int ff, int embd, int E, int n
         (long long)P * embd, worst);
     free(down), free(wf), free(sel), free(wt), free(list), free(tiles), free(mid), free(mq), free(xh),
         free(xsv), free(y);
-    free(sm), free(xv);
+    free(xv);
     return ok ? 0 : 1;
 }
 
