@@ -54,6 +54,7 @@ typedef enum dsv4_fused_op {
                                         side lane while the query projections run */
     DSV4_FUSED_HC_POST_ADD = 5,      /* add(routed, shared) inside the FFN's hc_post */
     DSV4_FUSED_ATTN_ROPE = 6,        /* decode: the heads' inverse rope_tail inside the attention */
+    DSV4_FUSED_MOE_SUM_POST = 7,     /* decode: the routed experts' slot sum inside the FFN's hc_post */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -68,6 +69,7 @@ typedef struct dsv4_fused_query {
     uint32_t aux_type;      /* dsv4_type of the secondary weight (hc_pre_norm, kv_norm_rope_fp8: the
                                norm weight) */
     uint32_t tier, n_tiers; /* placement: the tier running the op and how many there are */
+    uint32_t width2;        /* a second width where the op has one (moe_sum_post: the experts' ff) */
 } dsv4_fused_query;
 
 struct dsv4_backend; /* copy_from takes the source tier's backend */
@@ -231,6 +233,16 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,
                                const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
                                dsv4_error *err);
+    /* moe without its slot sum: slots[(t * k + s) * embd + d] is slot s's weighted down output, so
+     * that moe's out[t][d] = 0.0f + slots[t][0][d] + ... + slots[t][k-1][d] (in that order). */
+    dsv4_status (*moe_slots)(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                             const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                             float clamp, float *slots, dsv4_error *err);
+    /* hc_post_add(a, b, ...) with a = the slot sum of moe_slots' output (moe's order); bitwise moe +
+     * hc_post_add. */
+    dsv4_status (*hc_post_slots)(void *ctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
+                                 const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                                 dsv4_error *err);
     /* attention(...) of one query token at position pos, then rope_tail(out, 1, n_head, head_dim,
      * pos, 1, rope, inverse); bitwise the pair. */
     dsv4_status (*attention_rope)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,

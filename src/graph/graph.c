@@ -136,6 +136,7 @@ static dsv4_status alloc_tier_ws(dsv4_graph *g, graph_tier *tr, uint32_t cap, ds
     A(rw, n * c->n_expert_used);
     A(rsel, n * c->n_expert_used);
     A(routed, n * e);
+    A(slots, (uint64_t)c->n_expert_used * e);
     A(shared, n * e);
     A(f, n * e);
     A(sg, n * g->shared_ff);

@@ -22,6 +22,7 @@ typedef struct graph_ws {
     float *rlog, *rw;           /* cap x n_expert, cap x n_used */
     int32_t *rsel;              /* cap x n_used */
     float *routed, *shared, *f; /* cap x n_embd */
+    float *slots;               /* n_used x n_embd: one token's routed slots (moe_sum_post) */
     float *sg, *su, *sm;        /* cap x shared ff */
     float *hy, *hyn, *logits;   /* head_rows x n_embd / n_vocab */
 } graph_ws;

@@ -382,6 +382,24 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     return OPS->hc_post(BCTX, w->attn_out, w->hc_cur, w->split, n, c->n_hc, E, w->hc_mid, err);
 }
 
+/* The routed experts: their k slot rows into w->slots when *slots (moe_sum_post; a failure there is
+ * the fusion's: counted, then the unfused moe runs and *slots turns false), else their sum into
+ * w->routed. */
+static dsv4_status routed_experts(dsv4_graph *g, const dsv4_layer_weights *L, uint32_t n, uint32_t k, float clamp,
+                                  bool *slots, dsv4_error *err) {
+    graph_ws *w = &g->w;
+    if (*slots) {
+        const dsv4_status st = OPS->moe_slots(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn,
+                                              n, w->rsel, w->rw, k, clamp, w->slots, err);
+        if (st == DSV4_OK) return DSV4_OK;
+        *slots = false;
+        g->stats.fusion[DSV4_FUSED_MOE_SUM_POST].fallback++;
+        dsv4_error_clear(err);
+    }
+    return OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
+                    clamp, w->routed, err);
+}
+
 dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
@@ -406,6 +424,19 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
                     clamp, w->routed, err));
         return OPS->hc_post(BCTX, w->routed, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
     }
+    /* One decode token: the routed slots summed inside the FFN's post (moe_sum_post), one launch
+     * less; the unfused moe and post below when it may not run or fails. */
+    const dsv4_fused_query sq = {.n_tokens = n,
+                                 .width = E,
+                                 .weight_type = L->ffn_down_exps.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = L->ffn_gate_exps.type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers,
+                                 .width2 = (uint32_t)L->ffn_gate_exps.ne[1]};
+    bool slots = n == 1 && k * E > 0 &&
+                 fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
     /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
      * buffers, so the same values; a failure joins the lanes and reruns both in order. */
     const dsv4_fused_query fq = {.n_tokens = n,
@@ -427,23 +458,30 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
             const dsv4_status sm = OPS->lanes(BCTX, DSV4_LANE_MAIN, &e2);
             if (sm != DSV4_OK) return dsv4_fail(err, sm, "%s", e2.msg);
         }
-        if (st == DSV4_OK)
-            st = OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel,
-                          w->rw, k, clamp, w->routed, err);
+        if (st == DSV4_OK) st = routed_experts(g, L, n, k, clamp, &slots, err);
         if (forked) {
             dsv4_error e2 = {0};
             const dsv4_status sj = OPS->lanes(BCTX, DSV4_LANE_JOIN, &e2);
             if (sj != DSV4_OK) return dsv4_fail(err, sj, "%s", e2.msg);
         }
-        float *const outs[3] = {w->sm, w->shared, w->routed};
-        const size_t n_outs[3] = {(size_t)n * ff, (size_t)n * E, (size_t)n * E};
+        float *const outs[3] = {w->sm, w->shared, slots ? w->slots : w->routed};
+        const size_t n_outs[3] = {(size_t)n * ff, (size_t)n * E, (size_t)n * (slots ? k : 1) * E};
         done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
     }
     if (!done) {
-        GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
-                    clamp, w->routed, err));
+        GB(routed_experts(g, L, n, k, clamp, &slots, err));
         GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
+    }
+    if (slots) {
+        const dsv4_status st =
+            OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+        float *const outs[1] = {w->hc_cur};
+        const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
+        if (fusion_result(g, DSV4_FUSED_MOE_SUM_POST, st, outs, n_outs, 1, err)) return DSV4_OK;
+        /* the unfused sequence from the routed sum on (moe is a function of its inputs) */
+        GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
+                    clamp, w->routed, err));
     }
     /* routed + shared inside the HC post (the add's float sums, then the post's expression) */
     const dsv4_fused_query pq = {.n_tokens = n,

@@ -107,6 +107,45 @@ static void cmp_i(chk *c, const char *name, const int32_t *ref, const int32_t *d
     free(got);
 }
 
+/* moe_sum_post on the device: moe_slots' rows summed in slot order from 0 are moe's output (dout) bit
+ * for bit, and hc_post_slots(slots, shared) is hc_post_add(moe, shared) bit for bit. */
+static void moe_sum_post_check(chk *c, const dsv4_layer_weights *L, const dsv4_config *cf, const float *dx,
+                               const int32_t *dsel, const float *dwt, float clamp, const float *dout) {
+    const dsv4_backend_ops *G = c->gpu.ops;
+    void *gc = c->gpu.ctx;
+    const uint32_t E = cf->n_embd, K = cf->n_expert_used, HC = cf->n_hc, NM = 2 * HC + HC * HC;
+    float *slots = calloc((size_t)K * E, 4), *sum = calloc(E, 4), *moe = calloc(E, 4);
+    float *dslots = dcopy(c, slots, (size_t)K * E * 4);
+    float *b = hrand(c, E, 1.0f), *xh = hrand(c, (size_t)HC * E, 1.0f), *sp = hrand(c, NM, 1.0f);
+    float *db = dcopy(c, b, (size_t)E * 4), *dxh = dcopy(c, xh, (size_t)HC * E * 4), *dsp = dcopy(c, sp, NM * 4);
+    float *dpa = dcopy(c, xh, (size_t)HC * E * 4), *dps = dcopy(c, xh, (size_t)HC * E * 4);
+    float *pa = calloc((size_t)HC * E, 4), *ps = calloc((size_t)HC * E, 4);
+    const dsv4_status s1 = G->moe_slots(gc, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, 1, dsel,
+                                        dwt, K, clamp, dslots, &c->err);
+    const dsv4_status s2 = s1 ? s1 : G->hc_post_add(gc, dout, db, dxh, dsp, 1, HC, E, dpa, &c->err);
+    const dsv4_status s3 = s2 ? s2 : G->hc_post_slots(gc, dslots, K, db, dxh, dsp, 1, HC, E, dps, &c->err);
+    if (s3 == DSV4_OK && G->read(gc, slots, dslots, (size_t)K * E * 4, &c->err) == DSV4_OK &&
+        G->read(gc, moe, dout, (size_t)E * 4, &c->err) == DSV4_OK &&
+        G->read(gc, pa, dpa, (size_t)HC * E * 4, &c->err) == DSV4_OK &&
+        G->read(gc, ps, dps, (size_t)HC * E * 4, &c->err) == DSV4_OK) {
+        for (uint32_t d = 0; d < E; d++) {
+            float acc = 0.0f;
+            for (uint32_t k = 0; k < K; k++) acc += slots[(size_t)k * E + d];
+            sum[d] = acc;
+        }
+        const bool ok1 = memcmp(sum, moe, (size_t)E * 4) == 0, ok2 = memcmp(pa, ps, (size_t)HC * E * 4) == 0;
+        printf("%s %-34s the slot rows summed in order == moe (bitwise)\n", ok1 ? "ok  " : "FAIL", "moe_slots n=1");
+        printf("%s %-34s == hc_post_add(moe, shared) (bitwise)\n", ok2 ? "ok  " : "FAIL", "hc_post_slots n=1");
+        c->fails += !ok1 + !ok2;
+        c->checks += 2;
+    } else {
+        printf("FAIL %-34s %s\n", "moe_sum_post n=1", c->err.msg);
+        c->fails++, c->checks++;
+    }
+    free(slots), free(sum), free(moe), free(b), free(xh), free(sp), free(pa), free(ps);
+    dfree(c, dslots), dfree(c, db), dfree(c, dxh), dfree(c, dsp), dfree(c, dpa), dfree(c, dps);
+}
+
 /* KV rows of `type` (backend.h: F32, F16, DSV4_KV_FP4) holding src's rows; *bytes gets the size */
 static void *typed_rows(const float *src, size_t n_rows, uint32_t width, uint32_t type, size_t *bytes) {
     const size_t rb = type == DSV4_KV_FP4     ? (size_t)width / 32 * DSV4_KV_FP4_BLOCK_BYTES
@@ -1807,12 +1846,20 @@ int main(int argc, char **argv) {
         int32_t *sel = calloc((size_t)n * K, 4), *dsel = dcopy(c, sel, (size_t)n * K * 4);
         float *wt = calloc((size_t)n * K, 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
         char lb[64];
-        for (int hash = 1; hash >= 0; hash--) {
-            const dsv4_layer_weights *L = hash ? L0 : LN;
-            if (hash && !dsv4_tensor_present(&L0->ffn_gate_tid2eid)) continue;
-            const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
-            const dsv4_tensor *t2e = hash ? &L->ffn_gate_tid2eid : NULL;
-            snprintf(lb, sizeof lb, "router %s n=%u", hash ? "hash" : "bias", n);
+        /* hash = -1: the top-k router on logits rounded to whole numbers (many tied scores; the
+         * device ranks them by index as the CPU's insertion does) */
+        for (int hash = 1; hash >= -1; hash--) {
+            const dsv4_layer_weights *L = hash > 0 ? L0 : LN;
+            if (hash > 0 && !dsv4_tensor_present(&L0->ffn_gate_tid2eid)) continue;
+            if (hash < 0) {
+                for (size_t i = 0; i < (size_t)n * NE; i++) lg[i] = roundf(lg[i]);
+                c->gpu.ops->write(GC, dlg, lg, (size_t)n * NE * 4, &c->err);
+            }
+            /* (the ties run without the bias, whose random values would separate them) */
+            const dsv4_tensor *bias = hash == 0 && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+            const dsv4_tensor *t2e = hash > 0 ? &L->ffn_gate_tid2eid : NULL;
+            const char *kind = hash > 0 ? "hash" : hash == 0 ? "bias" : "ties";
+            snprintf(lb, sizeof lb, "router %s n=%u", kind, n);
             if (!ran(c, lb,
                      CPU->router_select(CC, lg, n, NE, K, bias, t2e, tok, cf->expert_weights_scale, sel, wt,
                                         &ec),
@@ -1820,9 +1867,9 @@ int main(int argc, char **argv) {
                                         dwt, &c->err),
                      &ec))
                 continue;
-            snprintf(lb, sizeof lb, "router %s n=%u ids", hash ? "hash" : "bias", n);
+            snprintf(lb, sizeof lb, "router %s n=%u ids", kind, n);
             cmp_i(c, lb, sel, dsel, (size_t)n * K);
-            snprintf(lb, sizeof lb, "router %s n=%u weights", hash ? "hash" : "bias", n);
+            snprintf(lb, sizeof lb, "router %s n=%u weights", kind, n);
             cmp_f(c, lb, wt, dwt, (size_t)n * K);
         }
         /* moe on the CPU's selection (bias layer) */
@@ -1840,6 +1887,11 @@ int main(int argc, char **argv) {
                          clamp, dout, &c->err),
                 &ec))
             cmp_f(c, lb, o, dout, (size_t)n * E);
+        const dsv4_fused_query mq = {.n_tokens = n, .width = E, .weight_type = LN->ffn_down_exps.type,
+                                     .n_hc = cf->n_hc, .aux_type = LN->ffn_gate_exps.type, .n_tiers = 1,
+                                     .width2 = (uint32_t)LN->ffn_gate_exps.ne[1]};
+        if (GPU->moe_slots && GPU->hc_post_slots && GPU->fused_available(GC, DSV4_FUSED_MOE_SUM_POST, &mq))
+            moe_sum_post_check(c, LN, cf, dx, dsel, dwt, clamp, dout);
         free(lg), free(sel), free(wt), free(x), free(o);
         dfree(c, dlg), dfree(c, dsel), dfree(c, dwt), dfree(c, dx), dfree(c, dout);
     }

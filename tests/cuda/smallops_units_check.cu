@@ -3,9 +3,11 @@
  *  - the HC split: pre/post one element at a time, the combine rows and the Sinkhorn row and
  *    column passes run in reverse order (as independent lanes may) must give cpu_hc_split's
  *    bytes, with the CPU's expf as the exp function;
- *  - the router top-k: k passes of an argmax reduced the way router_kernel reduces (per-thread
- *    strided scan, xor butterfly over 32 lanes, warps in order), over scores with many ties,
- *    signed zeros and infinities, must give cpu_topk_desc's ids in its slot order;
+ *  - the router top-k: k passes of an argmax reduced the way the older router_kernel reduced
+ *    (per-thread strided scan, xor butterfly over 32 lanes, warps in order), and router_kernel's
+ *    rank selection (candidates at or above the k-th largest warp maximum, each ranked among them,
+ *    the candidates in a random order), over scores with many ties, signed zeros and infinities,
+ *    must give cpu_topk_desc's ids in its slot order;
  *  - the register combine matrix of the one-launch decode pre step (hcr_*, one element per lane,
  *    n_hc <= 5): 32 lanes emulated step by step (a shuffle reads the lanes' values before the step)
  *    must give the hcu_* passes' bytes and cpu_hc_split's, for 0..20 iterations and eps from 0 to
@@ -203,6 +205,35 @@ static void topk_emulated(const float *s, uint32_t n, uint32_t k, uint32_t threa
     free(b);
 }
 
+/* router_kernel's selection with `threads` threads: the warps' maxima of the strided scan, the
+ * candidates at or above their k-th largest (in a shuffled order: the kernel appends them by atomics),
+ * each candidate's rank among them as its slot. Slots no candidate takes stay -1. */
+static void topk_rank_emulated(const float *s, uint32_t n, uint32_t k, uint32_t threads, int32_t *out) {
+    float wmax[32];
+    const uint32_t nw = threads / 32;
+    for (uint32_t w = 0; w < nw; w++) {
+        wmax[w] = -INFINITY;
+        for (uint32_t t = 32 * w; t < 32 * w + 32; t++)
+            for (uint32_t e = t; e < n; e += threads) wmax[w] = fmaxf(wmax[w], s[e]);
+    }
+    const float lo = rtu_kth_max(wmax, nw, k);
+    int32_t *cand = (int32_t *)malloc(n * sizeof(int32_t));
+    uint32_t nc = 0;
+    for (uint32_t e = 0; e < n; e++)
+        if (s[e] >= lo) cand[nc++] = (int32_t)e;
+    for (uint32_t i = nc; i > 1; i--) { /* any order: ranks do not depend on it */
+        const uint32_t j = (uint32_t)(nxt() % i);
+        const int32_t x = cand[i - 1];
+        cand[i - 1] = cand[j], cand[j] = x;
+    }
+    for (uint32_t i = 0; i < k; i++) out[i] = -1;
+    for (uint32_t i = 0; i < nc; i++) {
+        const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
+        if (r < k) out[r] = cand[i];
+    }
+    free(cand);
+}
+
 static int check_topk(uint32_t n, uint32_t k, uint32_t threads, int levels) {
     float *s = (float *)malloc(n * sizeof(float));
     int32_t ref[512], got[512];
@@ -210,14 +241,29 @@ static int check_topk(uint32_t n, uint32_t k, uint32_t threads, int levels) {
         const uint64_t r = nxt();
         if (levels > 0) {
             const int q = (int)(r % (uint64_t)levels);
-            s[e] = q == 0 ? -0.0f : q == 1 ? 0.0f : q == 2 && levels > 6 ? INFINITY : (float)q * 0.25f;
+            s[e] = q == 0                 ? -0.0f
+                   : q == 1               ? 0.0f
+                   : q == 2 && levels > 6 ? INFINITY
+                   : q == 3 && levels > 8 ? -INFINITY
+                                          : (float)q * 0.25f;
         } else {
             s[e] = uni() * 3.0f;
         }
     }
     cpu_topk_desc(s, n, k, ref);
     topk_emulated(s, n, k, threads, got);
+    int32_t rk[512];
+    topk_rank_emulated(s, n, k, threads, rk);
     free(s);
+    if (memcmp(ref, rk, k * sizeof(int32_t)) != 0) {
+        for (uint32_t i = 0; i < k; i++)
+            if (ref[i] != rk[i]) {
+                fprintf(stderr, "FAIL rank top-k n=%u k=%u threads=%u levels=%d: slot %u is %d, cpu %d\n", n,
+                        k, threads, levels, i, rk[i], ref[i]);
+                break;
+            }
+        return 1;
+    }
     if (memcmp(ref, got, k * sizeof(int32_t)) != 0) {
         for (uint32_t i = 0; i < k; i++)
             if (ref[i] != got[i]) {

@@ -548,15 +548,29 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
         launch_ok(dsv4_cuda_rope_tail((dsv4_cuda_stream)g_stream, dref.p, 1, n_head, 512, pos, 1, &rp, true),
                   "rope_tail");
         CUDA_OK(cudaMemset(dfr.p, 0xff, dfr.n * 4));
+        /* the second variant also writes the heads' Q8_0 blocks (producer-side quantization) */
+        dbuf<uint8_t> dq8(q.size() / 32 * sizeof(dsv4_q8_0_act));
+        CUDA_OK(cudaMemset(dq8.p, 0xa5, dq8.n));
         launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
                                                 raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
-                                                dsinks.p, kq, dfr.p, scratch.p, pos, &rp),
+                                                dsinks.p, kq, dfr.p, scratch.p, pos, &rp, yarn ? dq8.p : nullptr),
                   "attention_fast_rope");
-        const bool ok = bits_equal(dref.get(), dfr.get());
+        const std::vector<float> fr = dfr.get();
+        const bool ok = bits_equal(dref.get(), fr);
         printf("%s attention_rope %uh raw %u comp %u sel %u %s %s: fused == fast + rope_tail (bitwise)\n",
                ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32",
                yarn ? "yarn" : "plain");
         (ok ? g_pass : g_fail)++;
+        if (yarn) { /* the blocks are quant_act_q8_0's bytes of the row it wrote */
+            std::vector<dsv4_q8_0_act> want(q.size() / 32);
+            quant_act_q8_0(fr.data(), want.data(), (int64_t)fr.size());
+            const std::vector<uint8_t> got = dq8.get();
+            const bool qok = got.size() == want.size() * sizeof(dsv4_q8_0_act) &&
+                             memcmp(got.data(), want.data(), got.size()) == 0;
+            printf("%s attention_rope %uh raw %u comp %u sel %u %s: its Q8_0 blocks == quant_act_q8_0 (bytes)\n",
+                   qok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32");
+            (qok ? g_pass : g_fail)++;
+        }
     }
     const std::vector<float> ex = dex.get();
     std::vector<const float *> rows;

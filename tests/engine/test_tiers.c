@@ -362,7 +362,7 @@ static void test_fusion_on_off_fault(void **state) {
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
                         PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
-                        AR = DSV4_FUSED_ATTN_ROPE;
+                        AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
@@ -371,7 +371,7 @@ static void test_fusion_on_off_fault(void **state) {
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
     eng_opts o_flt = {
         TIERS3, true, false, NULL,
-        "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_rope"};
+        "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_rope,moe_sum_post"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -403,12 +403,19 @@ static void test_fusion_on_off_fault(void **state) {
     expect_counts(&flt1, HC, calls, 0, 0, 0);
     expect_counts(&flt1, Q, attn, 0, 0, 0);
     expect_counts(&flt1, KV, 0, attn, attn, 0);
-    /* parallel_ffn (disabled by name in `dis`), parallel_attn, hc_post_add (every FFN half: all have a
-     * shared expert) and attn_rope (the decode attentions) */
+    /* parallel_ffn (disabled by name in `dis`), parallel_attn, attn_rope and moe_sum_post (the decode
+     * halves) */
     expect_run_counts(&on, &off, &dis, &flt, &flt1, PF, ffn, true);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, PA, dec, false);
-    expect_run_counts(&on, &off, &dis, &flt, &flt1, PA2, ffn, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, AR, dec, false);
+    expect_run_counts(&on, &off, &dis, &flt, &flt1, MS, dec, false);
+    /* hc_post_add: every FFN half (all have a shared expert) but the decode ones moe_sum_post took;
+     * where that one falls back (faulted), the decode halves ask for hc_post_add too */
+    expect_counts(&on, PA2, ffn - dec, 0, 0, 0);
+    expect_counts(&off, PA2, 0, 0, 0, ffn);
+    expect_counts(&dis, PA2, ffn - dec, 0, 0, 0);
+    expect_counts(&flt, PA2, 0, ffn, ffn, 0);
+    expect_counts(&flt1, PA2, ffn - dec, 0, 0, 0);
     /* a fallback leaves the other counters as they were */
     assert_memory_equal(on.tier_switches, flt.tier_switches, sizeof on.tier_switches);
     assert_memory_equal(on.tier_bytes, off.tier_bytes, sizeof on.tier_bytes);

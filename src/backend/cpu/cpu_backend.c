@@ -120,6 +120,7 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_PARALLEL_ATTN: return q->n_tokens == 1;
     case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0;
     case DSV4_FUSED_ATTN_ROPE: return q->n_tokens == 1 && q->width > 0;
+    case DSV4_FUSED_MOE_SUM_POST: return q->n_tokens == 1 && q->n_hc > 0;
     default: return false;
     }
 }
@@ -170,6 +171,8 @@ static const dsv4_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .attention_rope = cpu_attention_rope,
     .hc_post_add = cpu_hc_post_add,
+    .moe_slots = cpu_moe_slots,
+    .hc_post_slots = cpu_hc_post_slots,
     .router_select = cpu_router_select,
     .moe = cpu_moe,
     .hc_pre_norm = cpu_hc_pre_norm,

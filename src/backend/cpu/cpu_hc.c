@@ -184,6 +184,7 @@ typedef struct {
     uint32_t n_hc, n_embd;
     float *out;
     const float *f2; /* hc_post_add: f[d] + f2[d] (the add op's sum) in place of f[d]; else NULL */
+    uint32_t k;      /* hc_post_slots: f holds k slot rows per token, summed as moe sums them; else 0 */
 } post_job;
 
 static void post_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
@@ -195,14 +196,19 @@ static void post_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
     for (uint64_t i = i0; i < i1; i++) { /* item = (token, destination stream) */
         const uint64_t t = i / n_hc;
         const uint32_t dst = (uint32_t)(i % n_hc);
-        const float *f = j->f + t * j->n_embd;
+        const float *f = j->f + t * (j->k ? j->k : 1) * j->n_embd;
         const float *x = j->x + t * hd;
         const float *post = j->split + t * n_mix + n_hc;
         const float *comb = post + n_hc;
         float *o = j->out + t * hd + (uint64_t)dst * j->n_embd;
         const float *f2 = j->f2 ? j->f2 + t * j->n_embd : NULL;
         for (uint32_t d = 0; d < j->n_embd; d++) {
-            const float fd = f2 ? f[d] + f2[d] : f[d];
+            float fv = f[d];
+            if (j->k) { /* moe's slot sum, from 0 in slot order */
+                fv = 0.0f;
+                for (uint32_t sl = 0; sl < j->k; sl++) fv += f[(uint64_t)sl * j->n_embd + d];
+            }
+            const float fd = f2 ? fv + f2[d] : fv;
             float acc = fd * post[dst];
             for (uint32_t src = 0; src < n_hc; src++)
                 acc += comb[src * n_hc + dst] * x[(uint64_t)src * j->n_embd + d];
@@ -215,7 +221,7 @@ dsv4_status cpu_hc_post(void *vctx, const float *f, const float *x_hc, const flo
                         uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
     (void)err;
     cpu_ctx *c = vctx;
-    post_job j = {f, x_hc, split, n_hc, n_embd, out_hc, NULL};
+    post_job j = {f, x_hc, split, n_hc, n_embd, out_hc, NULL, 0};
     dsv4_tp_run(c->tp, (uint64_t)n * n_hc, 1, post_worker, &j);
     return DSV4_OK;
 }
@@ -224,7 +230,17 @@ dsv4_status cpu_hc_post_add(void *vctx, const float *a, const float *b, const fl
                             uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
     (void)err;
     cpu_ctx *c = vctx;
-    post_job j = {a, x_hc, split, n_hc, n_embd, out_hc, b};
+    post_job j = {a, x_hc, split, n_hc, n_embd, out_hc, b, 0};
+    dsv4_tp_run(c->tp, (uint64_t)n * n_hc, 1, post_worker, &j);
+    return DSV4_OK;
+}
+
+dsv4_status cpu_hc_post_slots(void *vctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
+                              const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                              dsv4_error *err) {
+    cpu_ctx *c = vctx;
+    if (k == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "hc_post_slots: no slots");
+    post_job j = {slots, x_hc, split, n_hc, n_embd, out_hc, b, k};
     dsv4_tp_run(c->tp, (uint64_t)n * n_hc, 1, post_worker, &j);
     return DSV4_OK;
 }

@@ -129,6 +129,9 @@ dsv4_status cpu_attention_rope(void *ctx, const float *q, uint32_t n_head, uint3
                                const dsv4_rope *rope, float *out, dsv4_error *err);
 dsv4_status cpu_hc_post_add(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
                             uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+dsv4_status cpu_hc_post_slots(void *ctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
+                              const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                              dsv4_error *err);
 dsv4_status cpu_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
                           const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                           const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
@@ -151,6 +154,9 @@ dsv4_status cpu_router_select(void *ctx, const float *logits, uint32_t n, uint32
 dsv4_status cpu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                     const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                     float clamp, float *out, dsv4_error *err);
+dsv4_status cpu_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                          const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                          float clamp, float *slots, dsv4_error *err);
 
 /* Weight type -> activation format + dot kernel (cpu_dot.c), shared by matmul and the experts. */
 typedef enum { CPU_ACT_F32, CPU_ACT_Q8_0, CPU_ACT_Q8_K } cpu_act_kind;

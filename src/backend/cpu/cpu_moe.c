@@ -166,10 +166,10 @@ static void down_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
     }
 }
 
-dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                    const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
-                    float clamp, float *out, dsv4_error *err) {
-    cpu_ctx *c = vctx;
+/* out: the slot sums (moe); slots: the slot rows themselves (moe_slots); one of the two. */
+static dsv4_status moe_run(cpu_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                           const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                           float clamp, float *out, float *slots, dsv4_error *err) {
     moe_job j;
     memset(&j, 0, sizeof(j));
     cpu_act_kind kup;
@@ -238,6 +238,10 @@ dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, 
         dsv4_tp_run(c->tp, (uint64_t)j.n_active * j.ff, 8, gate_up_worker, &j);
         dsv4_tp_run(c->tp, (uint64_t)nb * k, 4, quant_mid_worker, &j);
         dsv4_tp_run(c->tp, (uint64_t)j.n_active * j.embd, 8, down_worker, &j);
+        if (slots) {
+            memcpy(slots + (uint64_t)t0 * k * j.embd, j.y, (size_t)nb * k * j.embd * sizeof(float));
+            continue;
+        }
         for (uint32_t t = 0; t < nb; t++) {
             float *o = out + (uint64_t)(t0 + t) * j.embd;
             for (uint32_t d = 0; d < j.embd; d++) {
@@ -248,4 +252,16 @@ dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, 
         }
     }
     return DSV4_OK;
+}
+
+dsv4_status cpu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                    const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                    float clamp, float *out, dsv4_error *err) {
+    return moe_run(vctx, gate, up, down, x, n, sel, weights, k, clamp, out, NULL, err);
+}
+
+dsv4_status cpu_moe_slots(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                          const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                          float clamp, float *slots, dsv4_error *err) {
+    return moe_run(vctx, gate, up, down, x, n, sel, weights, k, clamp, NULL, slots, err);
 }

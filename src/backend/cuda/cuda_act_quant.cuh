@@ -64,6 +64,18 @@ static __device__ __forceinline__ void act_q8_0_store_group(float4 v, uint32_t g
     *(uint32_t *)(ob + 4 + 4 * (g & 7)) = q;
     if ((g & 7) == 0) *(float *)ob = d;
 }
+/* Producer-side Q8_0, one value per lane: the warp's 32 values (lane = element) are block b of a row,
+ * written at yq + 36 b with quant_act_q8_0's bytes. Every lane of the warp must call it. */
+static __device__ __forceinline__ void act_q8_0_store_lane(float v, uint64_t b, uint8_t *yq) {
+    float am = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    const float d = act_q8_0_d(am), id = act_q8_0_id(d);
+    uint8_t *ob = yq + b * 36;
+    const uint32_t lane = threadIdx.x & 31;
+    ob[4 + lane] = (uint8_t)(int8_t)act_q8_0_q(v, id);
+    if (lane == 0) *(float *)ob = d;
+}
 #endif
 
 /* One warp quantizes one block of 256 (dsv4_q8_k, 292 B at ob): lane owns elements 8*lane ..

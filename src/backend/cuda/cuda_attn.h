@@ -85,12 +85,14 @@ int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head
                              uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
                              void *scratch);
 /* dsv4_cuda_attention_fast, then the heads' inverse RoPE at position pos (dsv4_cuda_rope_tail(out, 1,
- * n_head, head_dim, pos, 1, rope, true)) inside the combine launch: the same bits as the two calls. */
+ * n_head, head_dim, pos, 1, rope, true)) inside the combine launch: the same bits as the two calls.
+ * outq (NULL: none): the combine also writes out's Q8_0 activation blocks there (n_head * head_dim / 32
+ * blocks of 36 B, quant_act_q8_0's bytes), so the output projection needs no quantizer launch. */
 int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
                                   uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                                   uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                   uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
-                                  void *scratch, uint32_t pos, const dsv4_rope *rope);
+                                  void *scratch, uint32_t pos, const dsv4_rope *rope, void *outq);
 int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
                                    uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
                                    const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,

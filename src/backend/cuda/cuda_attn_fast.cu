@@ -8,6 +8,7 @@
  * (F16 -> F32, masked rows -> zeros) after the copy lands. Four barriers per tile. Decode always
  * launches the split kernel and the combine, so a recorded step has the same two nodes at every
  * position (only grid sizes and arguments change). */
+#include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_fast.cuh"
 #include "backend/cuda/cuda_attn_rope.cuh"
@@ -240,6 +241,8 @@ __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args 
         }
     }
     a.out[th * FA_D + d] = v;
+    /* a warp's 32 values are one Q8_0 block (FA_CT and FA_D are multiples of 32) */
+    if (a.outq) act_q8_0_store_lane(v, (th * FA_D + d) >> 5, a.outq);
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -286,7 +289,7 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
                           uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                           uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                           uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out, void *scratch,
-                          const rope_args *rope_inv) {
+                          const rope_args *rope_inv, void *outq = nullptr) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
     if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
@@ -298,6 +301,7 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
     a.sel = sel;
     a.sinks = sinks_dev;
     a.out = out;
+    a.outq = (uint8_t *)outq;
     a.kv = nullptr;
     a.n_head = n_head;
     a.raw_cap = raw_cap;
@@ -325,11 +329,13 @@ extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q,
                                              uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                                              const void *comp, uint32_t n_comp, const int32_t *sel,
                                              uint32_t n_sel, const float *sinks_dev, float kq_scale,
-                                             float *out, void *scratch, uint32_t pos, const dsv4_rope *rope) {
+                                             float *out, void *scratch, uint32_t pos, const dsv4_rope *rope,
+                                             void *outq) {
     if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
+    if (outq && ((uintptr_t)outq & 3u) != 0) return (int)cudaErrorInvalidValue;
     const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                          n_sel, sinks_dev, kq_scale, out, scratch, &ra);
+                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq);
 }
 
 extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,

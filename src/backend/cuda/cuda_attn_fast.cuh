@@ -58,6 +58,7 @@ struct fa_args {
     const int32_t *sel;
     const float *sinks;
     float *out;      /* [n][n_head][FA_D] */
+    uint8_t *outq;   /* decode combine: out's Q8_0 activation blocks too (nullptr: none) */
     float *part;     /* scratch of the split partials, or nullptr: each CTA finishes its heads */
     const float *kv; /* attention_chunk: the chunk's own F32 rows (positions >= pos0); decode: nullptr */
     uint32_t n_head, raw_cap, raw_start, n_raw, n_comp, n_sel, pos0, ratio;

@@ -38,7 +38,8 @@ enum {
     CU_SLOT_ATTN = 13,  /* fast attention: split partials */
     CU_SLOT_PREQ = 14,  /* hc_pre_norm: its row's Q8_0 activation blocks (cu_preq_*) */
     CU_SLOT_PREQR = 15, /* rmsnorm of one weighted row: its Q8_0 blocks (cu_preq_*) */
-    CU_SLOTS = 16
+    CU_SLOT_PREQA = 16, /* attention_rope: the heads' Q8_0 blocks (cu_preq_*) */
+    CU_SLOTS = 17
 };
 
 /* DSV4_CUDA_HC_TAIL: the older one-launch pre step (off), its register tail in the last block
@@ -311,6 +312,9 @@ dsv4_status cu_attention_rope(void *ctx, const float *q, uint32_t n_head, uint32
                               float *out, dsv4_error *err);
 dsv4_status cu_hc_post_add(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
                            uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
+dsv4_status cu_hc_post_slots(void *ctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
+                             const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                             dsv4_error *err);
 bool cu_kv_norm_rope_fp8_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type);
 dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
                            float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
@@ -402,6 +406,11 @@ dsv4_status cu_router_select(void *ctx, const float *logits, uint32_t n, uint32_
 dsv4_status cu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                    const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                    float clamp, float *out, dsv4_error *err);
+dsv4_status cu_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                         const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                         float clamp, float *slots, dsv4_error *err);
+bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type, uint64_t in,
+                     uint64_t ff);
 
 /* ---- device helpers shared by the op kernels (CPU order, no FMA: cuda_ops_* build with
  * --fmad=false) ---- */

@@ -930,7 +930,7 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 /* Thread (d, t): token t's outputs dst = 0..n_hc-1 at dim d, so each input is read once (the
  * expression and its order per output are unchanged). */
 template <uint32_t NH> /* NH: n_hc at compile time (registers, unrolled), 0: from the argument */
-__global__ void hc_post_kernel(const float *f, const float *f2, const float *x, const float *split,
+__global__ void hc_post_kernel(const float *f, uint32_t k, const float *f2, const float *x, const float *split,
                                uint32_t n, uint32_t n_hc_arg, uint32_t n_embd, float *out) {
     cu_pdl_enter();
     const uint32_t n_hc = NH ? NH : n_hc_arg;
@@ -943,7 +943,13 @@ __global__ void hc_post_kernel(const float *f, const float *f2, const float *x, 
         const float *xt = x + (uint64_t)t * hd;
         float xs[HC_MAX];
         for (uint32_t src = 0; src < n_hc; src++) xs[src] = xt[(uint64_t)src * n_embd + d];
-        float fd = f[(uint64_t)t * n_embd + d];
+        float fd;
+        if (k) { /* hc_post_slots: f holds k slot rows per token, summed as moe_sum_kernel sums them */
+            fd = 0.0f;
+            for (uint32_t s = 0; s < k; s++) fd += f[((uint64_t)t * k + s) * n_embd + d];
+        } else {
+            fd = f[(uint64_t)t * n_embd + d];
+        }
         if (f2) fd = fd + f2[(uint64_t)t * n_embd + d]; /* hc_post_add: the add op's sum */
         for (uint32_t dst = 0; dst < n_hc; dst++) {
             float acc = fd * post[dst];
@@ -953,7 +959,7 @@ __global__ void hc_post_kernel(const float *f, const float *f2, const float *x, 
     }
 }
 
-static dsv4_status hc_post_launch(cuda_ctx *c, const float *f, const float *f2, const float *x_hc,
+static dsv4_status hc_post_launch(cuda_ctx *c, const float *f, uint32_t k, const float *f2, const float *x_hc,
                                   const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd,
                                   float *out_hc, dsv4_error *err) {
     const uint64_t hd = (uint64_t)n_hc * n_embd;
@@ -963,21 +969,30 @@ static dsv4_status hc_post_launch(cuda_ctx *c, const float *f, const float *f2, 
     if (n_hc > HC_MAX) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "hc post: %u streams", n_hc);
     const dim3 grid(cu_blocks(n_embd, 128), n < CU_GRID_Y ? n : CU_GRID_Y);
     if (n_hc == 4)
-        hc_post_kernel<4><<<grid, 128, 0, c->stream>>>(f, f2, x_hc, split, n, n_hc, n_embd, out_hc);
+        hc_post_kernel<4><<<grid, 128, 0, c->stream>>>(f, k, f2, x_hc, split, n, n_hc, n_embd, out_hc);
     else
-        hc_post_kernel<0><<<grid, 128, 0, c->stream>>>(f, f2, x_hc, split, n, n_hc, n_embd, out_hc);
-    return cu_launched(err, f2 ? "hc post add" : "hc post");
+        hc_post_kernel<0><<<grid, 128, 0, c->stream>>>(f, k, f2, x_hc, split, n, n_hc, n_embd, out_hc);
+    return cu_launched(err, k ? "hc post slots" : f2 ? "hc post add" : "hc post");
 }
 
 dsv4_status cu_hc_post(void *vctx, const float *f, const float *x_hc, const float *split, uint32_t n,
                        uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
-    return hc_post_launch((cuda_ctx *)vctx, f, NULL, x_hc, split, n, n_hc, n_embd, out_hc, err);
+    return hc_post_launch((cuda_ctx *)vctx, f, 0, NULL, x_hc, split, n, n_hc, n_embd, out_hc, err);
 }
 
 /* Fused hc_post_add (backend.h): the FFN's routed + shared sum inside the post, one launch less. */
 dsv4_status cu_hc_post_add(void *vctx, const float *a, const float *b, const float *x_hc, const float *split,
                            uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err) {
-    return hc_post_launch((cuda_ctx *)vctx, a, b, x_hc, split, n, n_hc, n_embd, out_hc, err);
+    return hc_post_launch((cuda_ctx *)vctx, a, 0, b, x_hc, split, n, n_hc, n_embd, out_hc, err);
+}
+
+/* Fused hc_post_slots (backend.h, moe_sum_post): the routed slot sum and the shared add inside the
+ * post, the moe's sum launch less. */
+dsv4_status cu_hc_post_slots(void *vctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
+                             const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
+                             dsv4_error *err) {
+    if (k == 0) return dsv4_fail(err, DSV4_ERR_INVALID, "hc_post_slots: no slots");
+    return hc_post_launch((cuda_ctx *)vctx, slots, k, b, x_hc, split, n, n_hc, n_embd, out_hc, err);
 }
 
 /* ---- hc_head ---- */

@@ -15,31 +15,38 @@
 #define ROUTER_THREADS 256
 
 /* One block per token. The scores in parallel; the top k (higher score first, ties to the lower
- * index: the order the CPU's insertion top-k gives) in k passes of a block argmax over the experts
- * not yet taken; the weights in slot order by thread 0, as the CPU. Scores with a NaN, whose
- * insertion order no ranking reproduces, take the CPU's insertion loop itself. An id that is not
- * an expert (a corrupt hash table) gets a NaN weight, which the products make visible. Hash
- * layers read the token id by value (tk) for a few tokens, else from tok. */
+ * index: the order the CPU's insertion top-k gives) by rank: the experts scoring at least the k-th
+ * largest warp maximum are the candidates (no other can take a slot, rtu_kth_max), and each candidate's
+ * rank among them, if below k, is its slot (three barriers in all, not two per slot). The weights in
+ * slot order by thread 0, as the CPU. Scores with a NaN, whose insertion order no ranking reproduces,
+ * take the CPU's insertion loop itself. An id that is not an expert (a corrupt hash table) gets a NaN
+ * weight, which the products make visible. Hash layers read the token id by value (tk) for a few
+ * tokens, else from tok. */
 __global__ void __launch_bounds__(ROUTER_THREADS)
     router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
                   const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights) {
     cu_pdl_enter();
     extern __shared__ float sh[];
     float *p = sh, *s = sh + n_expert;
-    uint8_t *taken = (uint8_t *)(s + n_expert);
-    __shared__ float win_s[ROUTER_THREADS / 32];
-    __shared__ int32_t win_i[ROUTER_THREADS / 32];
-    const uint32_t t = blockIdx.x;
+    int32_t *cand = (int32_t *)(s + n_expert);
+    __shared__ float wmax[ROUTER_THREADS / 32];
+    __shared__ uint32_t n_cand;
+    const uint32_t t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *lg = logits + (uint64_t)t * n_expert;
     int32_t *st = sel + (uint64_t)t * k;
     float *wt = weights + (uint64_t)t * k;
     int has_nan = 0;
+    float mx = -INFINITY;
     for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
         p[e] = sqrtf(cu_softplus(lg[e]));
         s[e] = bias ? p[e] + bias[e] : p[e];
-        taken[e] = 0;
         has_nan |= isnan(s[e]) ? 1 : 0;
+        mx = fmaxf(mx, s[e]);
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) wmax[warp] = mx;
+    if (threadIdx.x == 0) n_cand = 0;
     const bool serial = __syncthreads_or(has_nan) != 0;
     if (hash) {
         if (threadIdx.x == 0) {
@@ -60,29 +67,17 @@ __global__ void __launch_bounds__(ROUTER_THREADS)
             }
         }
     } else {
-        const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        for (uint32_t i = 0; i < k; i++) {
-            /* the order is total without NaN: every lane and warp ends with the same winner */
-            float v = 0.0f;
-            int32_t b = -1;
-            for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-                if (!taken[e] && rtu_before(s[e], (int32_t)e, v, b)) v = s[e], b = (int32_t)e;
-            for (int o = 16; o > 0; o >>= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-                const int32_t ob = __shfl_xor_sync(0xffffffffu, b, o);
-                if (rtu_before(ov, ob, v, b)) v = ov, b = ob;
-            }
-            if (lane == 0) win_s[warp] = v, win_i[warp] = b;
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                for (uint32_t w = 1; w < ROUTER_THREADS / 32; w++)
-                    if (rtu_before(win_s[w], win_i[w], v, b)) v = win_s[w], b = win_i[w];
-                st[i] = b;
-                if (b >= 0) taken[b] = 1;
-            }
-            __syncthreads();
+        const float lo = rtu_kth_max(wmax, ROUTER_THREADS / 32, k);
+        for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+            if (s[e] >= lo) cand[atomicAdd(&n_cand, 1u)] = (int32_t)e;
+        __syncthreads();
+        const uint32_t nc = n_cand;
+        for (uint32_t i = threadIdx.x; i < nc; i += blockDim.x) {
+            const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
+            if (r < k) st[r] = cand[i];
         }
     }
+    __syncthreads(); /* st (global) written by other threads of the block */
     if (threadIdx.x != 0) return;
     float sum = 0.0f;
     for (uint32_t i = 0; i < k; i++) {
@@ -131,9 +126,9 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
             if (st != DSV4_OK) return st;
         }
     }
-    const size_t smem = (size_t)2 * n_expert * sizeof(float) + n_expert;
+    const size_t smem = (size_t)3 * n_expert * sizeof(float); /* p, s, the candidates */
     if (smem > 48 * 1024)
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 5461 on CUDA)", n_expert);
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 4096 on CUDA)", n_expert);
     router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel,
                                                           weights);
     return cu_launched(err, "router select");
@@ -294,7 +289,7 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
 static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *down,
                                     const uint8_t *gd, const uint8_t *ud, const uint8_t *dd, const float *x,
                                     const int32_t *sel, const float *weights, uint32_t k, float clamp,
-                                    float *out, const uint8_t *xq_pre, dsv4_error *err) {
+                                    float *out, float *slots, const uint8_t *xq_pre, dsv4_error *err) {
     const uint64_t n_expert = gate->ne[2], in = gate->ne[0], ff = gate->ne[1], embd = down->ne[1];
     const bool kq = down->type == DSV4_TYPE_Q2_K || down->type == DSV4_TYPE_Q4_K ||
                     down->type == DSV4_TYPE_IQ2_XXS; /* down consumes Q8_K activations */
@@ -306,7 +301,7 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     const size_t mqb = cu_act_bytes(down->type, ff);
     float *gu = (float *)cu_scratch(c, CU_SLOT_G, (size_t)2 * k * ff * sizeof(float), err);
     uint8_t *mq = gu ? (uint8_t *)cu_scratch(c, CU_SLOT_MIDQ, mqb * k, err) : NULL;
-    float *y = mq ? (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err) : NULL;
+    float *y = !mq ? NULL : slots ? slots : (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err);
     if (!y) return DSV4_ERR_NOMEM;
     const void *xq = NULL;
     uint64_t xq_stride = 0;
@@ -330,7 +325,7 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     if ((st = cu_launched(err, "moe mid q8_k")) != DSV4_OK) return st;
     st = dsv4_cuda_matvec_experts(&c->mv, down->type, dd, (int64_t)ff, (int64_t)embd, (int64_t)n_expert, sel,
                                   (int)k, mq, (int64_t)mqb, y, c->stream, err);
-    if (st != DSV4_OK) return st;
+    if (st != DSV4_OK || slots) return st; /* moe_slots: the post sums them */
     moe_sum_kernel<<<cu_blocks(embd, 256), 256, 0, c->stream>>>(y, 1, k, (uint32_t)embd, out);
     return cu_launched(err, "moe sum");
 }
@@ -365,7 +360,7 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
         dsv4_status fs = moe_decode_2l(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, err);
         if (fs != DSV4_ERR_UNSUPPORTED) return fs;
         dsv4_error_clear(err);
-        fs = moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, xq_pre, err);
+        fs = moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, out, NULL, xq_pre, err);
         if (fs != DSV4_ERR_UNSUPPORTED) return fs;
         dsv4_error_clear(err);
     }
@@ -410,6 +405,44 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     if (st != DSV4_OK) return st;
     moe_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, n, k, (uint32_t)embd, out);
     return cu_launched(err, "moe sum");
+}
+
+/* Gate of moe_sum_post (backend.h fused_available): one decode token whose experts take the 5-launch
+ * decode path (K-quant down rows); the remaining shape checks run in cu_moe_slots, which declines
+ * with nothing launched. */
+bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type, uint64_t in,
+                     uint64_t ff) {
+    uint64_t grb = 0, drb = 0; /* the tuned matvec's row conditions (cu_mv_ok) */
+    return n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && moe_decode_fused_enabled() &&
+           !moe_decode_is("2launch") && !moe_decode_is("nopdl") &&
+           (down_type == DSV4_TYPE_Q2_K || down_type == DSV4_TYPE_Q4_K || down_type == DSV4_TYPE_IQ2_XXS) &&
+           ff % 256 == 0 && dsv4_type_row_bytes(gate_type, in, &grb) && grb % 16 == 0 &&
+           dsv4_type_row_bytes(down_type, ff, &drb) && drb % 16 == 0 && cu_mv_ok(c, gate_type, NULL, grb, in) &&
+           cu_mv_ok(c, down_type, NULL, drb, ff);
+}
+
+/* moe_slots (backend.h): the 5-launch decode path without its slot-sum launch; the slot rows go to
+ * `slots` for hc_post_slots to sum. DSV4_ERR_UNSUPPORTED (nothing launched) where that path does not
+ * apply: the graph then runs moe. */
+dsv4_status cu_moe_slots(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                         const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
+                         float clamp, float *slots, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_moe_slots_ok(c, n, gate->type, down->type, gate->ne[0], gate->ne[1]) ||
+        !cu_weight_type_ok(gate->type) || gate->type != up->type ||
+        up->ne[0] != gate->ne[0] || up->ne[1] != gate->ne[1] || down->ne[0] != gate->ne[1] ||
+        up->ne[2] != gate->ne[2] || down->ne[2] != gate->ne[2] || k == 0)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe_slots: not on the one-token decode path here");
+    const uint64_t in = gate->ne[0];
+    const uint8_t *xq_pre = c->preqk_x && c->preqk_x == x && c->preqk_n == in ? c->preqk_q : NULL;
+    const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
+    const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
+    const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
+    if (!dd) return DSV4_ERR_INVALID;
+    const dsv4_status st =
+        moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, NULL, slots, xq_pre, err);
+    if (st != DSV4_ERR_UNSUPPORTED) c->preqk_x = NULL; /* taken (declined: the moe op takes it) */
+    return st;
 }
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */

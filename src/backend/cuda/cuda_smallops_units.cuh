@@ -184,6 +184,29 @@ __host__ __device__ inline bool rtu_before(float sa, int32_t a, float sb, int32_
     return sa > sb || (sa == sb && a < b);
 }
 
+/* The pruning bound of the rank top-k (router_kernel): the k-th largest of the n warp maxima m (with
+ * multiplicity), or -inf when k > n. k distinct experts score >= it, so an expert scoring below it
+ * has k experts strictly before it and cannot take a slot. */
+__host__ __device__ inline float rtu_kth_max(const float *m, uint32_t n, uint32_t k) {
+    float t = -INFINITY;
+    if (k > n) return t;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t ge = 0;
+        for (uint32_t j = 0; j < n; j++) ge += m[j] >= m[i];
+        if (ge >= k && m[i] > t) t = m[i];
+    }
+    return t;
+}
+
+/* Expert e's rank among the candidates cand[0..nc) (rtu_before's order): its slot when < k. Every
+ * expert before e is a candidate (rtu_kth_max), so this is its rank among all experts. */
+__host__ __device__ inline uint32_t rtu_rank(const float *s, const int32_t *cand, uint32_t nc, int32_t e) {
+    const float se = s[e];
+    uint32_t r = 0;
+    for (uint32_t j = 0; j < nc; j++) r += rtu_before(s[cand[j]], cand[j], se, e) ? 1u : 0u;
+    return r;
+}
+
 /* Token ids passed by value in the launch (no upload, no host wait) when a call has few. */
 #define CU_TOK_INLINE 32
 struct cu_tok_arg {
