@@ -404,6 +404,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         cu_hc_tail_init(c);
         const char *pq = getenv("DSV4_CUDA_PREQ");
         c->preq_on = !(pq && strcmp(pq, "0") == 0);
+        const char *pa = getenv("DSV4_CUDA_PREQ_ATTN"); /* 0: not from the attention's combine */
+        c->preq_attn = c->preq_on && !(pa && strcmp(pa, "0") == 0);
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *ma = getenv("DSV4_CUDA_MVW_ACT");

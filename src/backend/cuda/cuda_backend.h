@@ -115,6 +115,7 @@ typedef struct cuda_ctx {
      * write, copy, fill, copy_from) clears it. The Q8_K record (preqk_*: the same row for the
      * routed experts) holds past matmul_multi and the router until the moe op takes it. */
     bool preq_on;
+    bool preq_attn; /* and from the decode attention's combine (the heads, for the output projection) */
     const float *preq_x; /* the row (NULL: no record) */
     uint64_t preq_n;     /* its length */
     const uint8_t *preq_q;
