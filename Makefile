@@ -311,6 +311,7 @@ run: programs
 # 60 s fuzz of the GGUF reader, then the whole CPU suite (its summary line comes last).
 check:
 	$(MAKE) cuda
+	$(MAKE) cuda-tests
 	$(MAKE) cuda-host-checks
 	$(MAKE) SAN=1 test-gguf
 	$(MAKE) fuzz-run

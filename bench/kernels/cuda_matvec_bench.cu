@@ -561,6 +561,13 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
     {16384, 3, 2, DSV4_MV_IQ2_SEL},
     {65536, 2, 2, DSV4_MV_IQ2_SEL},
     {0, 0, 0, DSV4_MV_IQ2_MASK},
+    /* session 10: more resident CTAs (IQ2_XXS 3, Q2_K 4 per SM) with smaller stages */
+    {16384, 2, 3, DSV4_MV_IQ2_SEL},
+    {12288, 3, 3, DSV4_MV_IQ2_SEL},
+    {8192, 4, 3, DSV4_MV_IQ2_SEL},
+    {32768, 2, 4, 0},
+    {16384, 2, 4, 0},
+    {16384, 3, 4, 0},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 
@@ -838,6 +845,7 @@ int main(int argc, char **argv) {
         {"Q8_0 8192->4096", DSV4_TYPE_Q8_0, 8192, 4096, 0, 1, 0, 0},
         {"F16 4096->1024", DSV4_TYPE_F16, 4096, 1024, 0, 1, 0, 0},
         {"IQ2_XXS gate 4096->2048 x6", DSV4_TYPE_IQ2_XXS, 4096, 2048, 256, 6, 0, 0},
+        {"IQ2_XXS gate+up 4096->2048 x12", DSV4_TYPE_IQ2_XXS, 4096, 2048, 256, 12, 0, 0},
         {"Q2_K down 2048->4096 x6", DSV4_TYPE_Q2_K, 2048, 4096, 256, 6, 1, 0},
         {"Q4_K gate 4096->2048 x6", DSV4_TYPE_Q4_K, 4096, 2048, 256, 6, 0, 0},
         {"Q4_K down 2048->4096 x6", DSV4_TYPE_Q4_K, 2048, 4096, 256, 6, 1, 0},

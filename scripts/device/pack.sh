@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
-make -j2 BUILD="$BUILD" programs ${CUDA:+cuda} >/dev/null
+make -j2 BUILD="$BUILD" programs ${CUDA:+cuda cuda-tests} >/dev/null # cuda-tests: no stale GPU tests
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 for p in "$BUILD"/dsv4*; do [ -x "$p" ] && [ -f "$p" ] && cp "$p" .carry/bin/; done
 for extra in "$@"; do cp "$extra" .carry/bin/; done

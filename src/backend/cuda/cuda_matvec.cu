@@ -99,10 +99,15 @@ static __device__ __forceinline__ void mv_grid_async(const uint64_t *grid, uint8
     for (int i = tid; i < 256 * 16; i += MV_THREADS) cp_async8(lut + 8 * i, grid + (i >> 4));
 }
 
+/* Resident CTAs per SM the registers are sized for (__launch_bounds__): 3 for IQ2_XXS and 4 for Q2_K
+ * (64 registers either way: the same code as with 2 and 3) so that a smaller plan can hold more
+ * warps per SM (DSV4_CUDA_MV_PLAN_*); 3 for the rest. */
+static constexpr int mv_min_blocks(int f) { return f == MV_Q2_K ? 4 : 3; }
+
 /* V: the IQ2_XXS decoder (0: sign masks, unit_iq2_xxs; 1: PRMT selectors, unit_iq2_xxs_sel; the same
  * bits); 0 for every other format. */
 template <int F, int V>
-__global__ void __launch_bounds__(MV_THREADS, F == MV_IQ2_XXS ? 2 : 3) mv_kernel(const mv_params p) {
+__global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int RPL = mv_rpl(F);
     uint8_t *lut = smem;
@@ -263,6 +268,16 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
                                  mv_format_name(f), cudaGetErrorString(e));
         }
+    /* per-format plans for A/B runs: "tile,stages,ctas" (bench/NOTES.md, session 10) */
+    const char *plan_env[2] = {"DSV4_CUDA_MV_PLAN_IQ2", "DSV4_CUDA_MV_PLAN_Q2K"};
+    const int plan_fmt[2] = {MV_IQ2_XXS, MV_Q2_K};
+    for (int i = 0; i < 2; i++) {
+        const char *pv = getenv(plan_env[i]);
+        dsv4_cuda_mv_tuning t = {0, 0, 0, 0};
+        if (pv && sscanf(pv, "%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm) == 3 && t.tile_bytes >= 0 &&
+            t.stages >= 0 && t.ctas_per_sm >= 0)
+            ctx->fmt_tune[plan_fmt[i]] = t;
+    }
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");
     /* selectors by default: 12.8 vs 17.0 us on the decode shape, 194 vs 204 us steady state, decode
      * p50 7.65 / 7.67 vs 7.77 / 7.89 ms on the full flash q2 (session 7, the same bits) */
@@ -324,14 +339,19 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
      * CTA) was best at 32 KB x 3 stages, 2 CTAs/SM on the steady-state case. */
     /* Q2_K: 32 KB x 2 x 3 CTAs/SM, best in session 7's sweep at both the decode (11.40 vs 12.25 us) and
      * the steady-state shape (157 vs 163 us; bench/results/2026-11-29-s7-c1-*) */
+    const dsv4_cuda_mv_tuning *ft = &ctx->fmt_tune[f];
     const int tile = ctx->tune.tile_bytes > 0          ? ctx->tune.tile_bytes
+                     : ft->tile_bytes > 0              ? ft->tile_bytes
                      : f == MV_IQ2_XXS || f == MV_Q2_K ? 32768
                                                        : 65536;
-    int S = ctx->tune.stages > 0 ? ctx->tune.stages : (f == MV_IQ2_XXS ? 3 : 2);
+    int S = ctx->tune.stages > 0 ? ctx->tune.stages : ft->stages > 0 ? ft->stages : (f == MV_IQ2_XXS ? 3 : 2);
     if (S < 2) S = 2;
     if (S > MV_MAX_STAGES) S = MV_MAX_STAGES;
-    const int lb = f == MV_IQ2_XXS ? 2 : 3; /* __launch_bounds__ minimum blocks */
-    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm : f == MV_Q2_K ? 3 : 2;
+    const int lb = mv_min_blocks(f); /* __launch_bounds__ minimum blocks */
+    int ctas = ctx->tune.ctas_per_sm > 0 ? ctx->tune.ctas_per_sm
+               : ft->ctas_per_sm > 0     ? ft->ctas_per_sm
+               : f == MV_Q2_K            ? 3
+                                         : 2;
     int64_t R = 1;
     while (R * 2 <= out && R * 2 * rb <= tile) R *= 2;
     if (R < rpl && out >= rpl) R = rpl;

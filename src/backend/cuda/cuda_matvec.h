@@ -48,6 +48,9 @@ typedef struct dsv4_cuda_mv_ctx {
     uint32_t *d_iq2_sel;      /* 256 grid + 128 sign PRMT selectors (NULL: not expressible) */
     int iq2_decoder_default;  /* DSV4_CUDA_MV_IQ2=mask|sel at init */
     dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
+    /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas" at init, under
+     * `tune`; zeros: the built-in plan */
+    dsv4_cuda_mv_tuning fmt_tune[5];
 } dsv4_cuda_mv_ctx;
 
 /* Read the device's properties, raise the kernels' shared-memory limits, upload the tables. */
