@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args 
     const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
     const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
     const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
-    float v = fa_combine_one(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
+    float v = fa_combine_pf<16>(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
     if (ra.half > 0) { /* uniform per launch: every lane takes part in the shuffle */
         const float other = __shfl_xor_sync(0xffffffffu, v, 1);
         if (rot) {

@@ -274,6 +274,29 @@ FA_HD float fa_combine_one(const float *m, const float *l, const float *o, uint6
     return O * fa_finish_scale(sink, M, L);
 }
 
+/* fa_combine_one with the loads of PF segments issued before their folds (the same folds in the same
+ * order: the same bits). The decode combine's time was the chain of one L2 round trip per segment. */
+template <uint32_t PF>
+FA_HD float fa_combine_pf(const float *m, const float *l, const float *o, uint64_t o_stride, uint32_t n,
+                          float sink) {
+    float M = -INFINITY, L = 0.0f, O = 0.0f;
+    for (uint32_t j0 = 0; j0 < n; j0 += PF) {
+        float mv[PF], lv[PF], ov[PF];
+        FA_UNROLL
+        for (uint32_t j = 0; j < PF; j++)
+            if (j0 + j < n) mv[j] = m[j0 + j], lv[j] = l[j0 + j], ov[j] = o[(uint64_t)(j0 + j) * o_stride];
+        FA_UNROLL
+        for (uint32_t j = 0; j < PF; j++)
+            if (j0 + j < n) {
+                const fa_fold_w w = fa_fold_weights(M, mv[j]);
+                L = fa_fold(L, lv[j], w);
+                O = fa_fold(O, ov[j], w);
+                M = w.m;
+            }
+    }
+    return O * fa_finish_scale(sink, M, L);
+}
+
 /* The launch: segments = one CTA per segment (grid y = the most segments a token has) with the
  * partials in the scratch and the combine; else grid y = 1 and each CTA folds its token. Decode
  * always takes segments (with a scratch): the same two launches at every position, as a recorded

@@ -32,6 +32,29 @@ __device__ __forceinline__ uint32_t itok_rows(const itok &c, uint32_t n_rows, ui
     return c.ratio ? (c.pos0 + t + 1) / c.ratio : n_rows;
 }
 
+constexpr uint32_t ISC_PF = 8;   /* staging loads in flight per thread */
+constexpr uint32_t ISC_DOTS = 4; /* dot chains per thread side by side */
+
+/* Rows r0 .. r0 + nr of type T decoded into the row tile ks (kv_load's values), ISC_PF loads per
+ * thread in flight. */
+template <uint32_t T>
+__device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_dim, uint32_t r0, uint32_t nr,
+                                               float *ks, uint32_t ks_stride) {
+    for (uint32_t e0 = threadIdx.x; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
+        float v[ISC_PF];
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_PF; j++) {
+            const uint32_t e = e0 + j * blockDim.x;
+            if (e < nr * head_dim) v[j] = kv_load(rows, T, head_dim, r0 + e / head_dim, e % head_dim);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_PF; j++) {
+            const uint32_t e = e0 + j * blockDim.x;
+            if (e < nr * head_dim) ks[(e / head_dim) * ks_stride + e % head_dim] = v[j];
+        }
+    }
+}
+
 template <bool q_glob>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
                               uint32_t head_dim, const void *rows, uint32_t rows_type, uint32_t n_rows,
@@ -53,20 +76,50 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     const uint32_t r0 = blockIdx.x * tile;
     const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
     for (uint32_t h = threadIdx.x; h < n_head; h += blockDim.x) ws[h] = __fmul_rn(w[h], w_scale);
+    /* the staging loads go out ISC_PF at a time before their stores (one L2 round trip per ISC_PF
+     * elements, not per element: the kernel's time was these chains) */
     if (!q_glob)
-        for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
-            qs[(e / head_dim) * qs_stride + e % head_dim] = q[e];
-    for (uint32_t e = threadIdx.x; e < nr * head_dim; e += blockDim.x)
-        ks[(e / head_dim) * ks_stride + e % head_dim] =
-            kv_load(rows, rows_type, head_dim, r0 + e / head_dim, e % head_dim);
+        for (uint32_t e0 = threadIdx.x; e0 < n_head * head_dim; e0 += ISC_PF * blockDim.x) {
+            float v[ISC_PF];
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_PF; j++) {
+                const uint32_t e = e0 + j * blockDim.x;
+                if (e < n_head * head_dim) v[j] = q[e];
+            }
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_PF; j++) {
+                const uint32_t e = e0 + j * blockDim.x;
+                if (e < n_head * head_dim) qs[(e / head_dim) * qs_stride + e % head_dim] = v[j];
+            }
+        }
+    if (rows_type == DSV4_KV_FP4)
+        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, r0, nr, ks, ks_stride);
+    else if (rows_type == DSV4_TYPE_F16)
+        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, r0, nr, ks, ks_stride);
+    else
+        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, r0, nr, ks, ks_stride);
     __syncthreads();
     const float *qb = q_glob ? q : qs;
-    for (uint32_t e = threadIdx.x; e < nr * n_head; e += blockDim.x) {
-        const uint32_t r = e / n_head, h = e % n_head;
-        const float *k = ks + r * ks_stride, *qh = qb + (uint64_t)h * qs_stride;
-        float dot = 0.0f;
-        for (uint32_t d = 0; d < head_dim; d++) dot = __fadd_rn(dot, __fmul_rn(k[d], qh[d]));
-        dots[r * (n_head + 1) + h] = dot;
+    /* ISC_DOTS (row, head) dots per thread side by side: each its own chain over d in order (the
+     * same bits), the chains interleaved so their adds overlap */
+    for (uint32_t e0 = threadIdx.x; e0 < nr * n_head; e0 += ISC_DOTS * blockDim.x) {
+        const float *k[ISC_DOTS], *qh[ISC_DOTS];
+        float dot[ISC_DOTS];
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_DOTS; j++) {
+            const uint32_t e = e0 + j * blockDim.x < nr * n_head ? e0 + j * blockDim.x : e0;
+            k[j] = ks + (e / n_head) * ks_stride;
+            qh[j] = qb + (uint64_t)(e % n_head) * qs_stride;
+            dot[j] = 0.0f;
+        }
+        for (uint32_t d = 0; d < head_dim; d++)
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_DOTS; j++) dot[j] = __fadd_rn(dot[j], __fmul_rn(k[j][d], qh[j][d]));
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_DOTS; j++) {
+            const uint32_t e = e0 + j * blockDim.x;
+            if (e < nr * n_head) dots[(e / n_head) * (n_head + 1) + e % n_head] = dot[j];
+        }
     }
     __syncthreads();
     for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {

@@ -13,6 +13,8 @@
 
 namespace {
 
+constexpr uint32_t ROPE_PF = 8; /* pairs per thread in flight */
+
 /* One block per row: the pair angles first (one thread each), then every (head, pair). */
 __global__ void rope_kernel(float *x, rope_args a) {
     cu_pdl_trigger();
@@ -26,10 +28,28 @@ __global__ void rope_kernel(float *x, rope_args a) {
     __syncthreads();
     float *row = x + (uint64_t)r * a.n_head * a.head_dim + (a.head_dim - 2 * a.half);
     const uint32_t n = a.n_head * a.half;
-    for (uint32_t e = threadIdx.x; e < n; e += blockDim.x) {
-        const uint32_t h = e / a.half, k = e % a.half;
-        float *t = row + (uint64_t)h * a.head_dim + 2 * k;
-        rope_rotate(&t[0], &t[1], cs[k], sn[k]);
+    /* ROPE_PF pairs per thread loaded before any is rotated and stored (the stores could alias the
+     * next loads, so one at a time each pair waited for its own round trip) */
+    for (uint32_t e0 = threadIdx.x; e0 < n; e0 += ROPE_PF * blockDim.x) {
+        float v0[ROPE_PF], v1[ROPE_PF];
+#pragma unroll
+        for (uint32_t j = 0; j < ROPE_PF; j++) {
+            const uint32_t e = e0 + j * blockDim.x;
+            if (e < n) {
+                const float *t = row + (uint64_t)(e / a.half) * a.head_dim + 2 * (e % a.half);
+                v0[j] = t[0], v1[j] = t[1];
+            }
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < ROPE_PF; j++) {
+            const uint32_t e = e0 + j * blockDim.x;
+            if (e < n) {
+                const uint32_t k = e % a.half;
+                float *t = row + (uint64_t)(e / a.half) * a.head_dim + 2 * k;
+                rope_rotate(&v0[j], &v1[j], cs[k], sn[k]);
+                t[0] = v0[j], t[1] = v1[j];
+            }
+        }
     }
 }
 

@@ -944,9 +944,18 @@ __global__ void hc_post_kernel(const float *f, uint32_t k, const float *f2, cons
         float xs[HC_MAX];
         for (uint32_t src = 0; src < n_hc; src++) xs[src] = xt[(uint64_t)src * n_embd + d];
         float fd;
-        if (k) { /* hc_post_slots: f holds k slot rows per token, summed as moe_sum_kernel sums them */
+        if (k) { /* hc_post_slots: f holds k slot rows per token, summed as moe_sum_kernel sums them;
+                  * eight loads issued before their adds (not one L2 round trip per slot) */
             fd = 0.0f;
-            for (uint32_t s = 0; s < k; s++) fd += f[((uint64_t)t * k + s) * n_embd + d];
+            for (uint32_t s0 = 0; s0 < k; s0 += 8) {
+                float sv[8];
+#pragma unroll
+                for (uint32_t j = 0; j < 8; j++)
+                    if (s0 + j < k) sv[j] = f[((uint64_t)t * k + s0 + j) * n_embd + d];
+#pragma unroll
+                for (uint32_t j = 0; j < 8; j++)
+                    if (s0 + j < k) fd += sv[j];
+            }
         } else {
             fd = f[(uint64_t)t * n_embd + d];
         }
