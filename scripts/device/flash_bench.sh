@@ -6,6 +6,7 @@
 #   scripts/device/flash_bench.sh TAG "BENCH ARGS..." [ENV=VAL ...]
 # e.g. flash_bench.sh ctx2k "--ctx-start 2048 --gen-tokens 64"  DSV4_CUDA_GRAPH=0
 # Writes $OUT/<date>-flash-q2-h200-TAG.{csv,json,err} (the JSON notes the commit and machine).
+# BENCH=path runs another dsv4-bench build (an older commit's, for side-by-side runs).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="${OUT:-$ROOT/bench-out}"; mkdir -p "$OUT"
@@ -21,6 +22,6 @@ fi
 P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corpus.txt"
 F="$OUT/$(date +%F)-flash-q2-h200-$TAG"
 t0=$(date +%s)
-env "$@" "$B/cuda/dsv4-bench" -m "$M" --backend cuda --prompt-file "$P" $ARGS --json "$F.json" >"$F.csv" 2>"$F.err"
+env "$@" "${BENCH:-$B/cuda/dsv4-bench}" -m "$M" --backend cuda --prompt-file "$P" $ARGS --json "$F.json" >"$F.csv" 2>"$F.err"
 rc=$?
 echo "$TAG ($*): rc $rc, $(( $(date +%s) - t0 )) s"; cat "$F.csv"; [ $rc = 0 ] || tail -5 "$F.err"
