@@ -26,31 +26,51 @@ constexpr size_t SMEM_LIMIT = 48 * 1024;
 struct itok {
     uint32_t pos0, ratio, k;
     uint64_t score_stride;
+    uint32_t staged_keys; /* select_kernel: keys its dynamic shared memory holds (0: none) */
 };
+
+constexpr uint32_t SEL_SMEM_KEYS = 11776; /* 46 KB of keys: with the static 1.2 KB, under 48 KB */
+/* Dynamic shared memory of a selection over at most n rows, and the keys it holds. */
+static inline uint32_t sel_keys(uint64_t n) { return n <= SEL_SMEM_KEYS ? (uint32_t)n : 0u; }
 
 __device__ __forceinline__ uint32_t itok_rows(const itok &c, uint32_t n_rows, uint32_t t) {
     return c.ratio ? (c.pos0 + t + 1) / c.ratio : n_rows;
 }
 
-constexpr uint32_t ISC_PF = 8;   /* staging loads in flight per thread */
+constexpr uint32_t ISC_PF = 8;   /* row staging loads in flight per thread */
+constexpr uint32_t ISC_QPF = 32; /* q staging loads in flight per thread (64 x 128 q: all of them) */
 constexpr uint32_t ISC_DOTS = 4; /* dot chains per thread side by side */
+constexpr uint32_t ISC_SPF = 16; /* head dots read ahead of the score's chain */
+
+/* e / d and e % d, by a shift and a mask when d is a power of two (sh = log2 d, else 32): the integer
+ * divisions of the staging loops were a third of the kernel's instructions */
+struct isc_div {
+    uint32_t d, sh;
+};
+__device__ __forceinline__ isc_div isc_div_make(uint32_t d) {
+    return {d, (d & (d - 1)) == 0 ? (uint32_t)__ffs((int)d) - 1 : 32u};
+}
+__device__ __forceinline__ uint32_t isc_q(uint32_t e, isc_div v) { return v.sh < 32 ? e >> v.sh : e / v.d; }
+__device__ __forceinline__ uint32_t isc_r(uint32_t e, isc_div v) {
+    return v.sh < 32 ? e & (v.d - 1) : e % v.d;
+}
 
 /* Rows r0 .. r0 + nr of type T decoded into the row tile ks (kv_load's values), ISC_PF loads per
  * thread in flight. */
 template <uint32_t T>
-__device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_dim, uint32_t r0, uint32_t nr,
-                                               float *ks, uint32_t ks_stride) {
+__device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_dim, isc_div hd, uint32_t r0,
+                                               uint32_t nr, float *ks, uint32_t ks_stride) {
     for (uint32_t e0 = threadIdx.x; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
         float v[ISC_PF];
 #pragma unroll
         for (uint32_t j = 0; j < ISC_PF; j++) {
             const uint32_t e = e0 + j * blockDim.x;
-            if (e < nr * head_dim) v[j] = kv_load(rows, T, head_dim, r0 + e / head_dim, e % head_dim);
+            if (e < nr * head_dim) v[j] = kv_load(rows, T, head_dim, r0 + isc_q(e, hd), isc_r(e, hd));
         }
 #pragma unroll
         for (uint32_t j = 0; j < ISC_PF; j++) {
             const uint32_t e = e0 + j * blockDim.x;
-            if (e < nr * head_dim) ks[(e / head_dim) * ks_stride + e % head_dim] = v[j];
+            if (e < nr * head_dim) ks[isc_q(e, hd) * ks_stride + isc_r(e, hd)] = v[j];
         }
     }
 }
@@ -78,26 +98,27 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     for (uint32_t h = threadIdx.x; h < n_head; h += blockDim.x) ws[h] = __fmul_rn(w[h], w_scale);
     /* the staging loads go out ISC_PF at a time before their stores (one L2 round trip per ISC_PF
      * elements, not per element: the kernel's time was these chains) */
+    const isc_div hd = isc_div_make(head_dim), nh = isc_div_make(n_head);
     if (!q_glob)
-        for (uint32_t e0 = threadIdx.x; e0 < n_head * head_dim; e0 += ISC_PF * blockDim.x) {
-            float v[ISC_PF];
+        for (uint32_t e0 = threadIdx.x; e0 < n_head * head_dim; e0 += ISC_QPF * blockDim.x) {
+            float v[ISC_QPF];
 #pragma unroll
-            for (uint32_t j = 0; j < ISC_PF; j++) {
+            for (uint32_t j = 0; j < ISC_QPF; j++) {
                 const uint32_t e = e0 + j * blockDim.x;
                 if (e < n_head * head_dim) v[j] = q[e];
             }
 #pragma unroll
-            for (uint32_t j = 0; j < ISC_PF; j++) {
+            for (uint32_t j = 0; j < ISC_QPF; j++) {
                 const uint32_t e = e0 + j * blockDim.x;
-                if (e < n_head * head_dim) qs[(e / head_dim) * qs_stride + e % head_dim] = v[j];
+                if (e < n_head * head_dim) qs[isc_q(e, hd) * qs_stride + isc_r(e, hd)] = v[j];
             }
         }
     if (rows_type == DSV4_KV_FP4)
-        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, r0, nr, ks, ks_stride);
+        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, ks_stride);
     else if (rows_type == DSV4_TYPE_F16)
-        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, r0, nr, ks, ks_stride);
+        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, ks_stride);
     else
-        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, r0, nr, ks, ks_stride);
+        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, hd, r0, nr, ks, ks_stride);
     __syncthreads();
     const float *qb = q_glob ? q : qs;
     /* ISC_DOTS (row, head) dots per thread side by side: each its own chain over d in order (the
@@ -108,8 +129,8 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
 #pragma unroll
         for (uint32_t j = 0; j < ISC_DOTS; j++) {
             const uint32_t e = e0 + j * blockDim.x < nr * n_head ? e0 + j * blockDim.x : e0;
-            k[j] = ks + (e / n_head) * ks_stride;
-            qh[j] = qb + (uint64_t)(e % n_head) * qs_stride;
+            k[j] = ks + isc_q(e, nh) * ks_stride;
+            qh[j] = qb + (uint64_t)isc_r(e, nh) * qs_stride;
             dot[j] = 0.0f;
         }
         for (uint32_t d = 0; d < head_dim; d++)
@@ -118,16 +139,23 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
 #pragma unroll
         for (uint32_t j = 0; j < ISC_DOTS; j++) {
             const uint32_t e = e0 + j * blockDim.x;
-            if (e < nr * n_head) dots[(e / n_head) * (n_head + 1) + e % n_head] = dot[j];
+            if (e < nr * n_head) dots[isc_q(e, nh) * (n_head + 1) + isc_r(e, nh)] = dot[j];
         }
     }
     __syncthreads();
     for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {
         float sv = 0.0f;
-        for (uint32_t h = 0; h < n_head; h++) {
-            float dot = dots[r * (n_head + 1) + h];
-            if (dot < 0.0f) dot = 0.0f;
-            sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
+        for (uint32_t h0 = 0; h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
+            float dv[ISC_SPF], wv[ISC_SPF];
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_SPF; j++)
+                if (h0 + j < n_head) dv[j] = dots[r * (n_head + 1) + h0 + j], wv[j] = ws[h0 + j];
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_SPF; j++)
+                if (h0 + j < n_head) {
+                    const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
+                    sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
+                }
         }
         scores[r0 + r] = sv;
     }
@@ -172,6 +200,21 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     if (c.ratio && n <= k) return;
     scores += tok * c.score_stride;
     sel += (uint64_t)tok * k;
+    /* the keys in shared memory when the launch gave room for them (SEL_SMEM_KEYS): read from
+     * global memory once, not once per pass */
+    extern __shared__ uint32_t skeys[];
+    const bool staged = c.staged_keys >= n;
+    if (staged)
+        for (uint32_t i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+            float v[8];
+#pragma unroll
+            for (uint32_t j = 0; j < 8; j++)
+                if (i0 + j * blockDim.x < n) v[j] = scores[i0 + j * blockDim.x];
+#pragma unroll
+            for (uint32_t j = 0; j < 8; j++)
+                if (i0 + j * blockDim.x < n) skeys[i0 + j * blockDim.x] = order_key(v[j]);
+        }
+#define SEL_KEY(i) (staged ? skeys[(i)] : order_key(scores[(i)]))
     __shared__ uint32_t hist[256];
     __shared__ uint32_t warp_sums[32];
     __shared__ uint32_t s_prefix, s_remaining;
@@ -185,7 +228,7 @@ __global__ void __launch_bounds__(SELECT_THREADS)
         __syncthreads();
         const uint32_t prefix = s_prefix;
         for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const uint32_t key = order_key(scores[i]);
+            const uint32_t key = SEL_KEY(i);
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
@@ -224,35 +267,47 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     const uint32_t per = (n + blockDim.x - 1) / blockDim.x, i0 = threadIdx.x * per;
     const uint32_t i1 = i0 + per < n ? i0 + per : n;
     uint32_t n_eq = 0, tot;
-    for (uint32_t i = i0; i < i1; i++) n_eq += order_key(scores[i]) == thr ? 1u : 0u;
+    for (uint32_t i = i0; i < i1; i++) n_eq += SEL_KEY(i) == thr ? 1u : 0u;
     const uint32_t eq_base = block_excl_scan(n_eq, warp_sums, &tot);
     uint32_t n_take = 0, r = eq_base;
     for (uint32_t i = i0; i < i1; i++) {
-        const uint32_t key = order_key(scores[i]);
+        const uint32_t key = SEL_KEY(i);
         if (key > thr || (key == thr && r++ < need_eq)) n_take++;
     }
     uint32_t at = block_excl_scan(n_take, warp_sums, &tot);
     r = eq_base;
     for (uint32_t i = i0; i < i1; i++) {
-        const uint32_t key = order_key(scores[i]);
+        const uint32_t key = SEL_KEY(i);
         if (key > thr || (key == thr && r++ < need_eq)) sel[at++] = (int32_t)i;
     }
+#undef SEL_KEY
+}
+
+/* Shared memory of a tile of rows: the weights, the row tile, the dots, q when it sits there. */
+static size_t isc_smem(uint32_t n_head, uint32_t head_dim, uint32_t tile, bool q_in) {
+    const size_t q_bytes = (size_t)n_head * (head_dim + 1) * sizeof(float);
+    return (n_head + (size_t)tile * (head_dim + 1) + (size_t)tile * (n_head + 1)) * sizeof(float) +
+           (q_in ? q_bytes : 0);
 }
 
 /* The largest row tile whose shared memory fits; q moves to global memory if even one row
  * won't. 0 when nothing fits. */
 static uint32_t iscore_tile(uint32_t n_head, uint32_t head_dim, bool *q_in, size_t *smem) {
-    const size_t q_bytes = (size_t)n_head * (head_dim + 1) * sizeof(float);
-    const auto need = [&](uint32_t tile, bool qi) {
-        return (n_head + (size_t)tile * (head_dim + 1) + (size_t)tile * (n_head + 1)) * sizeof(float) +
-               (qi ? q_bytes : 0);
-    };
-    *q_in = need(1, true) <= SMEM_LIMIT;
+    *q_in = isc_smem(n_head, head_dim, 1, true) <= SMEM_LIMIT;
     uint32_t tile = 64;
-    while (tile > 1 && need(tile, *q_in) > SMEM_LIMIT) tile /= 2;
-    if (need(tile, *q_in) > SMEM_LIMIT) return 0;
-    *smem = need(tile, *q_in);
+    while (tile > 1 && isc_smem(n_head, head_dim, tile, *q_in) > SMEM_LIMIT) tile /= 2;
+    if (isc_smem(n_head, head_dim, tile, *q_in) > SMEM_LIMIT) return 0;
+    *smem = isc_smem(n_head, head_dim, tile, *q_in);
     return tile;
+}
+
+/* SMs of the current device (1 when it cannot be read: the largest tiles, as before). */
+static uint32_t isc_sm_count(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)
+        return 1;
+    return sms > 0 ? (uint32_t)sms : 1;
 }
 
 static int iscore_launch(cudaStream_t st, dim3 grid, bool q_in, size_t smem, const float *q, const float *w,
@@ -287,13 +342,18 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
     float *scores = (float *)scratch;
     bool q_in = false;
     size_t smem = 0;
-    const uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
+    uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
     if (!tile) return (int)cudaErrorInvalidValue;
-    const itok one = {0, 0, k, 0};
+    /* one query: smaller tiles until its rows cover the SMs (a CTA per SM and tile rows each was a
+     * quarter of the SMs at 2K context); a row's score does not depend on its tile */
+    const uint32_t sms = isc_sm_count();
+    while (tile > 1 && (n_rows + tile - 1) / tile < sms) tile /= 2;
+    smem = isc_smem(n_head, head_dim, tile, q_in);
+    const itok one = {0, 0, k, 0, sel_keys(n_rows)};
     const int e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head,
                                 head_dim, rows, rows_type, n_rows, tile, scores, one);
     if (e) return e;
-    select_kernel<<<1, SELECT_THREADS, 0, st>>>(scores, n_rows, k, sel, one);
+    select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one);
     return attn_launch_status();
 }
 
@@ -328,12 +388,13 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         const uint32_t m = n - t0 < group ? n - t0 : (uint32_t)group;
         const uint32_t last_rows = (pos0 + t0 + m) / ratio; /* the group's widest token */
         if (last_rows <= k) continue;
-        const itok c = {pos0 + t0, ratio, k, stride};
+        const itok c = {pos0 + t0, ratio, k, stride, sel_keys(last_rows)};
         const float *qg = q + (uint64_t)t0 * n_head * head_dim, *wg = w + (uint64_t)t0 * n_head;
         int e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
                               head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
         if (e) return e;
-        select_kernel<<<m, SELECT_THREADS, 0, st>>>((const float *)scratch, 0, k, sel + (uint64_t)t0 * k, c);
+        select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>((const float *)scratch, 0, k,
+                                                                            sel + (uint64_t)t0 * k, c);
         e = attn_launch_status();
         if (e) return e;
     }
