@@ -75,7 +75,10 @@ __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_d
     }
 }
 
-template <bool q_glob>
+/* ONE: a single query (decode): the staging, dot and score loops below that issue their loads
+ * together; prefill chunks (ONE = false) keep the plain loops, which measured faster there (flash4,
+ * 32K prefill: 35.3K vs 33.8K tok/s, bench/NOTES.md session 10). The same values either way. */
+template <bool q_glob, bool ONE>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
                               uint32_t head_dim, const void *rows, uint32_t rows_type, uint32_t n_rows,
                               uint32_t tile, float *scores, itok c) {
@@ -99,7 +102,14 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     /* the staging loads go out ISC_PF at a time before their stores (one L2 round trip per ISC_PF
      * elements, not per element: the kernel's time was these chains) */
     const isc_div hd = isc_div_make(head_dim), nh = isc_div_make(n_head);
-    if (!q_glob)
+    if (!ONE) {
+        if (!q_glob)
+            for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
+                qs[(e / head_dim) * qs_stride + e % head_dim] = q[e];
+        for (uint32_t e = threadIdx.x; e < nr * head_dim; e += blockDim.x)
+            ks[(e / head_dim) * ks_stride + e % head_dim] =
+                kv_load(rows, rows_type, head_dim, r0 + e / head_dim, e % head_dim);
+    } else if (!q_glob)
         for (uint32_t e0 = threadIdx.x; e0 < n_head * head_dim; e0 += ISC_QPF * blockDim.x) {
             float v[ISC_QPF];
 #pragma unroll
@@ -113,7 +123,8 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
                 if (e < n_head * head_dim) qs[isc_q(e, hd) * qs_stride + isc_r(e, hd)] = v[j];
             }
         }
-    if (rows_type == DSV4_KV_FP4)
+    if (!ONE) {
+    } else if (rows_type == DSV4_KV_FP4)
         isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, ks_stride);
     else if (rows_type == DSV4_TYPE_F16)
         isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, ks_stride);
@@ -123,7 +134,15 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     const float *qb = q_glob ? q : qs;
     /* ISC_DOTS (row, head) dots per thread side by side: each its own chain over d in order (the
      * same bits), the chains interleaved so their adds overlap */
-    for (uint32_t e0 = threadIdx.x; e0 < nr * n_head; e0 += ISC_DOTS * blockDim.x) {
+    if (!ONE)
+        for (uint32_t e = threadIdx.x; e < nr * n_head; e += blockDim.x) {
+            const uint32_t r = e / n_head, h = e % n_head;
+            const float *k = ks + r * ks_stride, *qh = qb + (uint64_t)h * qs_stride;
+            float dot = 0.0f;
+            for (uint32_t d = 0; d < head_dim; d++) dot = __fadd_rn(dot, __fmul_rn(k[d], qh[d]));
+            dots[r * (n_head + 1) + h] = dot;
+        }
+    for (uint32_t e0 = threadIdx.x; ONE && e0 < nr * n_head; e0 += ISC_DOTS * blockDim.x) {
         const float *k[ISC_DOTS], *qh[ISC_DOTS];
         float dot[ISC_DOTS];
 #pragma unroll
@@ -145,7 +164,13 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     __syncthreads();
     for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {
         float sv = 0.0f;
-        for (uint32_t h0 = 0; h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
+        if (!ONE)
+            for (uint32_t h = 0; h < n_head; h++) {
+                float dot = dots[r * (n_head + 1) + h];
+                if (dot < 0.0f) dot = 0.0f;
+                sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
+            }
+        for (uint32_t h0 = 0; ONE && h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
             float dv[ISC_SPF], wv[ISC_SPF];
 #pragma unroll
             for (uint32_t j = 0; j < ISC_SPF; j++)
@@ -313,12 +338,19 @@ static uint32_t isc_sm_count(void) {
 static int iscore_launch(cudaStream_t st, dim3 grid, bool q_in, size_t smem, const float *q, const float *w,
                          float w_scale, uint32_t n_head, uint32_t head_dim, const void *rows,
                          uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores, itok c) {
-    if (q_in)
-        iscore_kernel<false><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type,
-                                                      n_rows, tile, scores, c);
+    const bool one = grid.y == 1 && c.ratio == 0;
+#define ISC_LAUNCH(QG, ONE_)                                                                                 \
+    iscore_kernel<QG, ONE_><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, \
+                                                     tile, scores, c)
+    if (q_in && one)
+        ISC_LAUNCH(false, true);
+    else if (q_in)
+        ISC_LAUNCH(false, false);
+    else if (one)
+        ISC_LAUNCH(true, true);
     else
-        iscore_kernel<true><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows,
-                                                     tile, scores, c);
+        ISC_LAUNCH(true, false);
+#undef ISC_LAUNCH
     return attn_launch_status();
 }
 
@@ -388,7 +420,7 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         const uint32_t m = n - t0 < group ? n - t0 : (uint32_t)group;
         const uint32_t last_rows = (pos0 + t0 + m) / ratio; /* the group's widest token */
         if (last_rows <= k) continue;
-        const itok c = {pos0 + t0, ratio, k, stride, sel_keys(last_rows)};
+        const itok c = {pos0 + t0, ratio, k, stride, 0}; /* chunks: the keys read from the scores */
         const float *qg = q + (uint64_t)t0 * n_head * head_dim, *wg = w + (uint64_t)t0 * n_head;
         int e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
                               head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
@@ -403,8 +435,10 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
-    out[0] = (const void *)iscore_kernel<false>;
-    out[1] = (const void *)iscore_kernel<true>;
+    out[0] = (const void *)iscore_kernel<false, false>;
+    out[1] = (const void *)iscore_kernel<true, false>;
     out[2] = (const void *)select_kernel;
-    return 3;
+    out[3] = (const void *)iscore_kernel<false, true>;
+    out[4] = (const void *)iscore_kernel<true, true>;
+    return 5;
 }
