@@ -235,14 +235,14 @@ typedef struct dsv4_backend_ops {
                                dsv4_error *err);
     /* moe without its slot sum: slots[(t * k + s) * embd + d] is slot s's weighted down output, so
      * that moe's out[t][d] = 0.0f + slots[t][0][d] + ... + slots[t][k-1][d] (in that order). */
-    dsv4_status (*moe_slots)(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                             const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
-                             float clamp, float *slots, dsv4_error *err);
+    dsv4_status (*moe_slots)(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up,
+                             const dsv4_tensor *down, const float *x, uint32_t n, const int32_t *sel,
+                             const float *weights, uint32_t k, float clamp, float *slots, dsv4_error *err);
     /* hc_post_add(a, b, ...) with a = the slot sum of moe_slots' output (moe's order); bitwise moe +
      * hc_post_add. */
     dsv4_status (*hc_post_slots)(void *ctx, const float *slots, uint32_t k, const float *b, const float *x_hc,
-                                 const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc,
-                                 dsv4_error *err);
+                                 const float *split, uint32_t n, uint32_t n_hc, uint32_t n_embd,
+                                 float *out_hc, dsv4_error *err);
     /* attention(...) of one query token at position pos, then rope_tail(out, 1, n_head, head_dim,
      * pos, 1, rope, inverse); bitwise the pair. */
     dsv4_status (*attention_rope)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,

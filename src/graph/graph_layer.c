@@ -385,12 +385,12 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
 /* The routed experts: their k slot rows into w->slots when *slots (moe_sum_post; a failure there is
  * the fusion's: counted, then the unfused moe runs and *slots turns false), else their sum into
  * w->routed. */
-static dsv4_status routed_experts(dsv4_graph *g, const dsv4_layer_weights *L, uint32_t n, uint32_t k, float clamp,
-                                  bool *slots, dsv4_error *err) {
+static dsv4_status routed_experts(dsv4_graph *g, const dsv4_layer_weights *L, uint32_t n, uint32_t k,
+                                  float clamp, bool *slots, dsv4_error *err) {
     graph_ws *w = &g->w;
     if (*slots) {
-        const dsv4_status st = OPS->moe_slots(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn,
-                                              n, w->rsel, w->rw, k, clamp, w->slots, err);
+        const dsv4_status st = OPS->moe_slots(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
+                                              w->xn, n, w->rsel, w->rw, k, clamp, w->slots, err);
         if (st == DSV4_OK) return DSV4_OK;
         *slots = false;
         g->stats.fusion[DSV4_FUSED_MOE_SUM_POST].fallback++;
@@ -474,8 +474,8 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
     }
     if (slots) {
-        const dsv4_status st =
-            OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+        const dsv4_status st = OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, w->split, n,
+                                                  c->n_hc, E, w->hc_cur, err);
         float *const outs[1] = {w->hc_cur};
         const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
         if (fusion_result(g, DSV4_FUSED_MOE_SUM_POST, st, outs, n_outs, 1, err)) return DSV4_OK;

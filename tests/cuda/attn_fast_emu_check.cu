@@ -621,11 +621,13 @@ static void check_combine_pf(void) {
             }
             const float sink = gauss() * 3.0f;
             for (int k = 0; k < 3; k++) {
-                const float a = fa_combine_one(m, l, o + k, 3, n, sink), b = fa_combine_pf<16>(m, l, o + k, 3, n, sink);
+                const float a = fa_combine_one(m, l, o + k, 3, n, sink),
+                            b = fa_combine_pf<16>(m, l, o + k, 3, n, sink);
                 ok = ok && memcmp(&a, &b, sizeof a) == 0;
             }
         }
-    printf("%-4s combine prefetch    fa_combine_pf == fa_combine_one (bitwise), 1..70 segments\n", ok ? "PASS" : "FAIL");
+    printf("%-4s combine prefetch    fa_combine_pf == fa_combine_one (bitwise), 1..70 segments\n",
+           ok ? "PASS" : "FAIL");
     (ok ? g_pass : g_fail)++;
 }
 

@@ -117,11 +117,12 @@ static void moe_sum_post_check(chk *c, const dsv4_layer_weights *L, const dsv4_c
     float *slots = calloc((size_t)K * E, 4), *sum = calloc(E, 4), *moe = calloc(E, 4);
     float *dslots = dcopy(c, slots, (size_t)K * E * 4);
     float *b = hrand(c, E, 1.0f), *xh = hrand(c, (size_t)HC * E, 1.0f), *sp = hrand(c, NM, 1.0f);
-    float *db = dcopy(c, b, (size_t)E * 4), *dxh = dcopy(c, xh, (size_t)HC * E * 4), *dsp = dcopy(c, sp, NM * 4);
+    float *db = dcopy(c, b, (size_t)E * 4), *dxh = dcopy(c, xh, (size_t)HC * E * 4),
+          *dsp = dcopy(c, sp, NM * 4);
     float *dpa = dcopy(c, xh, (size_t)HC * E * 4), *dps = dcopy(c, xh, (size_t)HC * E * 4);
     float *pa = calloc((size_t)HC * E, 4), *ps = calloc((size_t)HC * E, 4);
-    const dsv4_status s1 = G->moe_slots(gc, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, 1, dsel,
-                                        dwt, K, clamp, dslots, &c->err);
+    const dsv4_status s1 = G->moe_slots(gc, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, 1,
+                                        dsel, dwt, K, clamp, dslots, &c->err);
     const dsv4_status s2 = s1 ? s1 : G->hc_post_add(gc, dout, db, dxh, dsp, 1, HC, E, dpa, &c->err);
     const dsv4_status s3 = s2 ? s2 : G->hc_post_slots(gc, dslots, K, db, dxh, dsp, 1, HC, E, dps, &c->err);
     if (s3 == DSV4_OK && G->read(gc, slots, dslots, (size_t)K * E * 4, &c->err) == DSV4_OK &&
@@ -134,8 +135,10 @@ static void moe_sum_post_check(chk *c, const dsv4_layer_weights *L, const dsv4_c
             sum[d] = acc;
         }
         const bool ok1 = memcmp(sum, moe, (size_t)E * 4) == 0, ok2 = memcmp(pa, ps, (size_t)HC * E * 4) == 0;
-        printf("%s %-34s the slot rows summed in order == moe (bitwise)\n", ok1 ? "ok  " : "FAIL", "moe_slots n=1");
-        printf("%s %-34s == hc_post_add(moe, shared) (bitwise)\n", ok2 ? "ok  " : "FAIL", "hc_post_slots n=1");
+        printf("%s %-34s the slot rows summed in order == moe (bitwise)\n", ok1 ? "ok  " : "FAIL",
+               "moe_slots n=1");
+        printf("%s %-34s == hc_post_add(moe, shared) (bitwise)\n", ok2 ? "ok  " : "FAIL",
+               "hc_post_slots n=1");
         c->fails += !ok1 + !ok2;
         c->checks += 2;
     } else {
@@ -1856,7 +1859,8 @@ int main(int argc, char **argv) {
                 c->gpu.ops->write(GC, dlg, lg, (size_t)n * NE * 4, &c->err);
             }
             /* (the ties run without the bias, whose random values would separate them) */
-            const dsv4_tensor *bias = hash == 0 && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+            const dsv4_tensor *bias =
+                hash == 0 && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
             const dsv4_tensor *t2e = hash > 0 ? &L->ffn_gate_tid2eid : NULL;
             const char *kind = hash > 0 ? "hash" : hash == 0 ? "bias" : "ties";
             snprintf(lb, sizeof lb, "router %s n=%u", kind, n);
@@ -1887,8 +1891,12 @@ int main(int argc, char **argv) {
                          clamp, dout, &c->err),
                 &ec))
             cmp_f(c, lb, o, dout, (size_t)n * E);
-        const dsv4_fused_query mq = {.n_tokens = n, .width = E, .weight_type = LN->ffn_down_exps.type,
-                                     .n_hc = cf->n_hc, .aux_type = LN->ffn_gate_exps.type, .n_tiers = 1,
+        const dsv4_fused_query mq = {.n_tokens = n,
+                                     .width = E,
+                                     .weight_type = LN->ffn_down_exps.type,
+                                     .n_hc = cf->n_hc,
+                                     .aux_type = LN->ffn_gate_exps.type,
+                                     .n_tiers = 1,
                                      .width2 = (uint32_t)LN->ffn_gate_exps.ne[1]};
         if (GPU->moe_slots && GPU->hc_post_slots && GPU->fused_available(GC, DSV4_FUSED_MOE_SUM_POST, &mq))
             moe_sum_post_check(c, LN, cf, dx, dsel, dwt, clamp, dout);

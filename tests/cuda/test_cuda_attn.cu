@@ -553,7 +553,8 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
         CUDA_OK(cudaMemset(dq8.p, 0xa5, dq8.n));
         launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
                                                 raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
-                                                dsinks.p, kq, dfr.p, scratch.p, pos, &rp, yarn ? dq8.p : nullptr),
+                                                dsinks.p, kq, dfr.p, scratch.p, pos, &rp,
+                                                yarn ? dq8.p : nullptr),
                   "attention_fast_rope");
         const std::vector<float> fr = dfr.get();
         const bool ok = bits_equal(dref.get(), fr);
@@ -567,8 +568,9 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
             const std::vector<uint8_t> got = dq8.get();
             const bool qok = got.size() == want.size() * sizeof(dsv4_q8_0_act) &&
                              memcmp(got.data(), want.data(), got.size()) == 0;
-            printf("%s attention_rope %uh raw %u comp %u sel %u %s: its Q8_0 blocks == quant_act_q8_0 (bytes)\n",
-                   qok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32");
+            printf(
+                "%s attention_rope %uh raw %u comp %u sel %u %s: its Q8_0 blocks == quant_act_q8_0 (bytes)\n",
+                qok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32");
             (qok ? g_pass : g_fail)++;
         }
     }

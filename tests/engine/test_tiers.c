@@ -369,9 +369,9 @@ static void test_fusion_on_off_fault(void **state) {
     eng_opts o_off = {TIERS3, false, false, NULL, NULL};
     /* disabled by name: q_norm_rope stays on (the names act one by one) */
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
-    eng_opts o_flt = {
-        TIERS3, true, false, NULL,
-        "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_rope,moe_sum_post"};
+    eng_opts o_flt = {TIERS3, true, false, NULL,
+                      "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
+                      "rope,moe_sum_post"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);

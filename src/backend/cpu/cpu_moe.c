@@ -167,9 +167,10 @@ static void down_worker(void *arg, uint64_t i0, uint64_t i1, uint32_t th) {
 }
 
 /* out: the slot sums (moe); slots: the slot rows themselves (moe_slots); one of the two. */
-static dsv4_status moe_run(cpu_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                           const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
-                           float clamp, float *out, float *slots, dsv4_error *err) {
+static dsv4_status moe_run(cpu_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
+                           const dsv4_tensor *down, const float *x, uint32_t n, const int32_t *sel,
+                           const float *weights, uint32_t k, float clamp, float *out, float *slots,
+                           dsv4_error *err) {
     moe_job j;
     memset(&j, 0, sizeof(j));
     cpu_act_kind kup;

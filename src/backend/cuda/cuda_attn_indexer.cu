@@ -76,8 +76,10 @@ __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_d
 }
 
 /* ONE: a single query (decode): the staging, dot and score loops below that issue their loads
- * together; prefill chunks (ONE = false) keep the plain loops, which measured faster there (flash4,
- * 32K prefill: 35.3K vs 33.8K tok/s, bench/NOTES.md session 10). The same values either way. */
+ * together; prefill chunks (ONE = false) keep the session-9 loops. The build with the read-ahead
+ * loops in every launch prefilled a 32K flash4 prompt slower (33.8K vs 35.3K tok/s, bench/NOTES.md
+ * session 10); which of that build's changes cost it was not isolated, and this split has not run on
+ * a GPU yet. The same values either way. */
 template <bool q_glob, bool ONE>
 __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uint32_t n_head,
                               uint32_t head_dim, const void *rows, uint32_t rows_type, uint32_t n_rows,
@@ -329,8 +331,8 @@ static uint32_t iscore_tile(uint32_t n_head, uint32_t head_dim, bool *q_in, size
 /* SMs of the current device (1 when it cannot be read: the largest tiles, as before). */
 static uint32_t isc_sm_count(void) {
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 1;
     return sms > 0 ? (uint32_t)sms : 1;
 }
@@ -340,8 +342,8 @@ static int iscore_launch(cudaStream_t st, dim3 grid, bool q_in, size_t smem, con
                          uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores, itok c) {
     const bool one = grid.y == 1 && c.ratio == 0;
 #define ISC_LAUNCH(QG, ONE_)                                                                                 \
-    iscore_kernel<QG, ONE_><<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, \
-                                                     tile, scores, c)
+    iscore_kernel<QG, ONE_>                                                                                  \
+        <<<grid, 256, smem, st>>>(q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, tile, scores, c)
     if (q_in && one)
         ISC_LAUNCH(false, true);
     else if (q_in)

@@ -115,7 +115,7 @@ typedef struct cuda_ctx {
      * write, copy, fill, copy_from) clears it. The Q8_K record (preqk_*: the same row for the
      * routed experts) holds past matmul_multi and the router until the moe op takes it. */
     bool preq_on;
-    bool preq_attn; /* and from the decode attention's combine (the heads, for the output projection) */
+    bool preq_attn;      /* and from the decode attention's combine (the heads, for the output projection) */
     const float *preq_x; /* the row (NULL: no record) */
     uint64_t preq_n;     /* its length */
     const uint8_t *preq_q;
@@ -410,8 +410,8 @@ dsv4_status cu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, co
 dsv4_status cu_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                          const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                          float clamp, float *slots, dsv4_error *err);
-bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type, uint64_t in,
-                     uint64_t ff);
+bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type,
+                     uint64_t in, uint64_t ff);
 
 /* ---- device helpers shared by the op kernels (CPU order, no FMA: cuda_ops_* build with
  * --fmad=false) ---- */

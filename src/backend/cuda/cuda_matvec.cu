@@ -274,8 +274,8 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
     for (int i = 0; i < 2; i++) {
         const char *pv = getenv(plan_env[i]);
         dsv4_cuda_mv_tuning t = {0, 0, 0, 0};
-        if (pv && sscanf(pv, "%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm) == 3 && t.tile_bytes >= 0 &&
-            t.stages >= 0 && t.ctas_per_sm >= 0)
+        if (pv && sscanf(pv, "%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm) == 3 &&
+            t.tile_bytes >= 0 && t.stages >= 0 && t.ctas_per_sm >= 0)
             ctx->fmt_tune[plan_fmt[i]] = t;
     }
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");

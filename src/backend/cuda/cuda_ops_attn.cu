@@ -225,10 +225,10 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
     uint8_t *oq = c->preq_attn ? (uint8_t *)cu_scratch(c, CU_SLOT_PREQA, qd / 32 * 36, err) : NULL;
     if (c->preq_attn && !oq) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
     cu_preq_clear(c); /* out is rewritten */
-    const dsv4_status st = attn_rc(dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw,
-                                                                 raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                                                                 n_sel, sd, kq_scale, out, scr, pos, rope, oq),
-                                   "attention (fast) + inverse rope", err);
+    const dsv4_status st = attn_rc(
+        dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw,
+                                      comp, n_comp, sel, n_sel, sd, kq_scale, out, scr, pos, rope, oq),
+        "attention (fast) + inverse rope", err);
     if (st == DSV4_OK && oq) cu_preq_set(c, out, qd, oq);
     return st;
 }

@@ -930,8 +930,9 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 /* Thread (d, t): token t's outputs dst = 0..n_hc-1 at dim d, so each input is read once (the
  * expression and its order per output are unchanged). */
 template <uint32_t NH> /* NH: n_hc at compile time (registers, unrolled), 0: from the argument */
-__global__ void hc_post_kernel(const float *f, uint32_t k, const float *f2, const float *x, const float *split,
-                               uint32_t n, uint32_t n_hc_arg, uint32_t n_embd, float *out) {
+__global__ void hc_post_kernel(const float *f, uint32_t k, const float *f2, const float *x,
+                               const float *split, uint32_t n, uint32_t n_hc_arg, uint32_t n_embd,
+                               float *out) {
     cu_pdl_enter();
     const uint32_t n_hc = NH ? NH : n_hc_arg;
     const uint32_t d = blockIdx.x * blockDim.x + threadIdx.x;

@@ -301,7 +301,9 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     const size_t mqb = cu_act_bytes(down->type, ff);
     float *gu = (float *)cu_scratch(c, CU_SLOT_G, (size_t)2 * k * ff * sizeof(float), err);
     uint8_t *mq = gu ? (uint8_t *)cu_scratch(c, CU_SLOT_MIDQ, mqb * k, err) : NULL;
-    float *y = !mq ? NULL : slots ? slots : (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err);
+    float *y = !mq     ? NULL
+               : slots ? slots
+                       : (float *)cu_scratch(c, CU_SLOT_Y, (size_t)k * embd * sizeof(float), err);
     if (!y) return DSV4_ERR_NOMEM;
     const void *xq = NULL;
     uint64_t xq_stride = 0;
@@ -410,15 +412,15 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
 /* Gate of moe_sum_post (backend.h fused_available): one decode token whose experts take the 5-launch
  * decode path (K-quant down rows); the remaining shape checks run in cu_moe_slots, which declines
  * with nothing launched. */
-bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type, uint64_t in,
-                     uint64_t ff) {
+bool cu_moe_slots_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t gate_type, uint32_t down_type,
+                     uint64_t in, uint64_t ff) {
     uint64_t grb = 0, drb = 0; /* the tuned matvec's row conditions (cu_mv_ok) */
     return n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && moe_decode_fused_enabled() &&
            !moe_decode_is("2launch") && !moe_decode_is("nopdl") &&
            (down_type == DSV4_TYPE_Q2_K || down_type == DSV4_TYPE_Q4_K || down_type == DSV4_TYPE_IQ2_XXS) &&
            ff % 256 == 0 && dsv4_type_row_bytes(gate_type, in, &grb) && grb % 16 == 0 &&
-           dsv4_type_row_bytes(down_type, ff, &drb) && drb % 16 == 0 && cu_mv_ok(c, gate_type, NULL, grb, in) &&
-           cu_mv_ok(c, down_type, NULL, drb, ff);
+           dsv4_type_row_bytes(down_type, ff, &drb) && drb % 16 == 0 &&
+           cu_mv_ok(c, gate_type, NULL, grb, in) && cu_mv_ok(c, down_type, NULL, drb, ff);
 }
 
 /* moe_slots (backend.h): the 5-launch decode path without its slot-sum launch; the slot rows go to
@@ -429,9 +431,9 @@ dsv4_status cu_moe_slots(void *vctx, const dsv4_tensor *gate, const dsv4_tensor 
                          float clamp, float *slots, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!cu_moe_slots_ok(c, n, gate->type, down->type, gate->ne[0], gate->ne[1]) ||
-        !cu_weight_type_ok(gate->type) || gate->type != up->type ||
-        up->ne[0] != gate->ne[0] || up->ne[1] != gate->ne[1] || down->ne[0] != gate->ne[1] ||
-        up->ne[2] != gate->ne[2] || down->ne[2] != gate->ne[2] || k == 0)
+        !cu_weight_type_ok(gate->type) || gate->type != up->type || up->ne[0] != gate->ne[0] ||
+        up->ne[1] != gate->ne[1] || down->ne[0] != gate->ne[1] || up->ne[2] != gate->ne[2] ||
+        down->ne[2] != gate->ne[2] || k == 0)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe_slots: not on the one-token decode path here");
     const uint64_t in = gate->ne[0];
     const uint8_t *xq_pre = c->preqk_x && c->preqk_x == x && c->preqk_n == in ? c->preqk_q : NULL;
