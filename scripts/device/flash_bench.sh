@@ -11,7 +11,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="${OUT:-$ROOT/bench-out}"; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DSV4_GIT_COMMIT="$(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
+export DSV4_GIT_COMMIT="${BENCH_COMMIT:-$(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)}"
 B="$ROOT/.carry/bin"; M=/dev/shm/flash-q2.gguf
 TAG="$1"; ARGS="$2"; shift 2
 if [ ! -s "$M" ]; then
