@@ -80,12 +80,17 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
  * leaves nothing to redo the unfused ops from: the fallback runs the projection again (same
  * operands, same values) and then the unfused ops. */
 
-/* q = attn_q_b . qr, then the per-head norm (no weight) and RoPE of q: fused when it may. */
+/* q = attn_q_b . qr, then the per-head norm (no weight) and RoPE of q: fused when it may. With
+ * `idx`, the indexer's queries iq = indexer_attn_q_b . qr of every row come from the same call
+ * (one launch on backends with matmul_multi; a product's values do not depend on its company). */
 static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
-                               uint32_t p0, dsv4_error *err) {
+                               uint32_t p0, bool idx, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const uint32_t Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank, QD = H * Dh;
-    GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, g->w.qr, QL, n, g->w.q, QD, err));
+    const uint32_t IQD = c->idx_n_head * c->idx_head_dim;
+    const dsv4_matmul_item it[2] = {{&L->attn_q_b, 0, QD, g->w.qr, QL, g->w.q, QD},
+                                    {&L->indexer_attn_q_b, 0, IQD, g->w.qr, QL, g->w.iq, IQD}};
+    GB(matmuls(g, it, idx ? 2 : 1, n, err));
     const dsv4_fused_query fq = {.n_tokens = n,
                                  .width = Dh,
                                  .weight_type = DSV4_TYPE_F32, /* no weight */
@@ -262,11 +267,14 @@ static dsv4_status query_side(dsv4_graph *g, const dsv4_layer_weights *L, const 
     graph_ws *w = &g->w;
     const uint32_t E = c->n_embd, QL = c->q_lora_rank, Id = c->idx_head_dim, IH = c->idx_n_head;
     GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
-    GB(q_projected(g, L, rope, n, p0, err));
+    /* every row runs the indexer (decode past its start): its queries' product beside q's */
+    const bool idx_with_q = t_idx == 0 && n > 0;
+    GB(q_projected(g, L, rope, n, p0, idx_with_q, err));
     if (t_idx < n) {
         const uint32_t m = n - t_idx, IQD = IH * Id;
-        GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
-                       w->iq + (uint64_t)t_idx * IQD, IQD, err));
+        if (!idx_with_q)
+            GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
+                           w->iq + (uint64_t)t_idx * IQD, IQD, err));
         GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false, err));
         GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
         if (!iw_done)
