@@ -1789,6 +1789,20 @@ int main(int argc, char **argv) {
                     GPU->indexer_topk_chunk(GC, dq, dw, ws, IH, Id, rt, dtrows, pos0, n, R, k, dsel, &c->err),
                     &ec))
                 cmp_i(c, lb, sel, dsel, (size_t)n * k);
+            /* the register-tiled scoring (DSV4_CUDA_ISCORE=tiled, off by default): the same sets */
+            const char *old_is = getenv("DSV4_CUDA_ISCORE");
+            setenv("DSV4_CUDA_ISCORE", "tiled", 1);
+            snprintf(lb, sizeof lb, "%s %s tiled",
+                     big ? "indexer_topk_chunk 9000+" : "indexer_topk_chunk start", kv_type_name(rt));
+            if (c->gpu.ops->write(GC, dsel, (int32_t[]){-1}, 4, &c->err) == DSV4_OK &&
+                ran(c, lb, DSV4_OK,
+                    GPU->indexer_topk_chunk(GC, dq, dw, ws, IH, Id, rt, dtrows, pos0, n, R, k, dsel, &c->err),
+                    &ec))
+                cmp_i(c, lb, sel, dsel, (size_t)n * k);
+            if (old_is)
+                setenv("DSV4_CUDA_ISCORE", old_is, 1);
+            else
+                unsetenv("DSV4_CUDA_ISCORE");
             free(trows), dfree(c, dtrows);
         }
         free(q), free(w), free(rows), free(sel);

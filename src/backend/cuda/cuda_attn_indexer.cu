@@ -10,6 +10,9 @@
  * lower index), for any n_rows.
  * Rows are F32, F16 or packed FP4 (rows_type, backend.h); each element is decoded exactly into
  * the shared row tile, so the scores are those of the decoded f32 rows. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
@@ -183,6 +186,79 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
                     const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
                     sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
                 }
+        }
+        scores[r0 + r] = sv;
+    }
+}
+
+/* Prefill chunks with DSV4_CUDA_ISCORE=tiled (written after session 10's device budget was spent:
+ * not yet run on a GPU, so off by default). iscore_kernel's plain loops load two shared-memory
+ * values per multiply-add; here a warp owns 2 rows and every lane 2 heads (lane, lane + 32): 4 dots
+ * per thread, each read 4 values of d at a time (16-byte loads, q rows padded by 4 floats: the 8
+ * lanes of a load phase hit distinct banks, the row values are broadcasts), 0.25 loads per
+ * multiply-add. Every dot is still the sequential chain over d (the same bits). 64 heads, head_dim
+ * a multiple of 4, q in shared memory; tile = 2 rows per warp. */
+constexpr uint32_t IST_WARPS = 8, IST_TILE = 2 * IST_WARPS, IST_HEADS = 64;
+
+__host__ __device__ inline size_t ist_smem(uint32_t head_dim) {
+    const uint32_t st = head_dim + 4;
+    return ((size_t)IST_HEADS + (size_t)IST_TILE * st + (size_t)IST_TILE * (IST_HEADS + 1) +
+            (size_t)IST_HEADS * st) *
+           sizeof(float);
+}
+
+__global__ void __launch_bounds__(IST_WARPS * 32)
+    iscore_tiled_kernel(const float *q, const float *w, float w_scale, uint32_t head_dim, const void *rows,
+                        uint32_t rows_type, float *scores, itok c) {
+    cu_pdl_enter();
+    extern __shared__ __align__(16) float ist_sh[];
+    const uint32_t tok = blockIdx.y, n_head = IST_HEADS, st = head_dim + 4;
+    const uint32_t n_rows = itok_rows(c, 0, tok);
+    if (n_rows <= c.k) return;
+    if (blockIdx.x * IST_TILE >= n_rows) return;
+    q += (uint64_t)tok * n_head * head_dim;
+    w += (uint64_t)tok * n_head;
+    scores += tok * c.score_stride;
+    /* every array starts 16-byte aligned: n_head, st and IST_TILE are multiples of 4 */
+    float *ws = ist_sh;                         /* n_head */
+    float *ks = ws + n_head;                    /* IST_TILE x st */
+    float *dots = ks + IST_TILE * st;           /* IST_TILE x (n_head + 1) */
+    float *qs = dots + IST_TILE * (n_head + 1); /* n_head x st */
+    const uint32_t r0 = blockIdx.x * IST_TILE;
+    const uint32_t nr = n_rows - r0 < IST_TILE ? n_rows - r0 : IST_TILE;
+    for (uint32_t h = threadIdx.x; h < n_head; h += blockDim.x) ws[h] = __fmul_rn(w[h], w_scale);
+    for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
+        qs[(e / head_dim) * st + e % head_dim] = q[e];
+    for (uint32_t e = threadIdx.x; e < IST_TILE * head_dim; e += blockDim.x) /* rows past nr: zeros */
+        ks[(e / head_dim) * st + e % head_dim] =
+            e / head_dim < nr ? kv_load(rows, rows_type, head_dim, r0 + e / head_dim, e % head_dim) : 0.0f;
+    __syncthreads();
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float *k0 = ks + (2 * warp) * st, *k1 = k0 + st;
+    const float *q0 = qs + lane * st, *q1 = qs + (lane + 32) * st;
+    float d00 = 0.0f, d01 = 0.0f, d10 = 0.0f, d11 = 0.0f; /* d<row><head> */
+    for (uint32_t d = 0; d < head_dim; d += 4) {
+        const float4 a0 = *(const float4 *)(k0 + d), a1 = *(const float4 *)(k1 + d);
+        const float4 b0 = *(const float4 *)(q0 + d), b1 = *(const float4 *)(q1 + d);
+        const float av0[4] = {a0.x, a0.y, a0.z, a0.w}, av1[4] = {a1.x, a1.y, a1.z, a1.w};
+        const float bv0[4] = {b0.x, b0.y, b0.z, b0.w}, bv1[4] = {b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            d00 = __fadd_rn(d00, __fmul_rn(av0[j], bv0[j]));
+            d01 = __fadd_rn(d01, __fmul_rn(av0[j], bv1[j]));
+            d10 = __fadd_rn(d10, __fmul_rn(av1[j], bv0[j]));
+            d11 = __fadd_rn(d11, __fmul_rn(av1[j], bv1[j]));
+        }
+    }
+    float *dr0 = dots + (2 * warp) * (n_head + 1), *dr1 = dr0 + (n_head + 1);
+    dr0[lane] = d00, dr0[lane + 32] = d01, dr1[lane] = d10, dr1[lane + 32] = d11;
+    __syncthreads();
+    for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {
+        float sv = 0.0f;
+        for (uint32_t h = 0; h < n_head; h++) {
+            float dot = dots[r * (n_head + 1) + h];
+            if (dot < 0.0f) dot = 0.0f;
+            sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
         }
         scores[r0 + r] = sv;
     }
@@ -412,6 +488,9 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
     size_t smem = 0;
     const uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
     if (!tile) return (int)cudaErrorInvalidValue;
+    const char *iv = getenv("DSV4_CUDA_ISCORE"); /* read on every call */
+    const bool tiled = iv && strcmp(iv, "tiled") == 0 && n_head == IST_HEADS && head_dim % 4 == 0 &&
+                       ist_smem(head_dim) <= SMEM_LIMIT;
     /* tokens in groups whose scores fit the scratch (every token of a 2048 chunk at once up to
      * ~32K rows); each group is one scoring and one selection launch */
     const uint64_t stride = (max_rows + 63) / 64 * 64;
@@ -424,8 +503,16 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         if (last_rows <= k) continue;
         const itok c = {pos0 + t0, ratio, k, stride, 0}; /* chunks: the keys read from the scores */
         const float *qg = q + (uint64_t)t0 * n_head * head_dim, *wg = w + (uint64_t)t0 * n_head;
-        int e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
+        int e;
+        if (tiled) {
+            iscore_tiled_kernel<<<dim3((last_rows + IST_TILE - 1) / IST_TILE, m), IST_WARPS * 32,
+                                  ist_smem(head_dim), st>>>(qg, wg, w_scale, head_dim, rows, rows_type,
+                                                            (float *)scratch, c);
+            e = attn_launch_status();
+        } else {
+            e = iscore_launch(st, dim3((last_rows + tile - 1) / tile, m), q_in, smem, qg, wg, w_scale, n_head,
                               head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
+        }
         if (e) return e;
         select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>((const float *)scratch, 0, k,
                                                                             sel + (uint64_t)t0 * k, c);
@@ -442,5 +529,6 @@ extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
     out[2] = (const void *)select_kernel;
     out[3] = (const void *)iscore_kernel<false, true>;
     out[4] = (const void *)iscore_kernel<true, true>;
-    return 5;
+    out[5] = (const void *)iscore_tiled_kernel;
+    return 6;
 }
