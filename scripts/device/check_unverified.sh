@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # First call of the session after session 10 (after `CUDA=1 XZ=1 scripts/device/pack.sh` here and
 # scripts/device/unpack.sh there): the commits written after that session's device budget was spent
-# (bench/NOTES.md, session 10: prefill chunks' scoring loops, the indexer's query product beside q's).
+# (bench/NOTES.md, session 10: prefill chunks' scoring loops, the indexer's query product beside q's,
+# the register-tiled scoring kernel DSV4_CUDA_ISCORE=tiled).
 #  1. test_cuda_attn and cuda_ops_check on flash4 (indexer sets, attention, every op against the CPU);
 #  2. ab_check with its default switches (byte-identical logits at chunk 1 and 128) and fusion_check;
 #  3. flash4 32K prefill + decode, this build against OLD (a dsv4-bench of an earlier commit, if given)
@@ -31,6 +32,7 @@ A="-m $M --backend cuda --prompt-file $P --ctx-start 32768 --ctx-max 32768 --gen
 for i in 1 2; do
   [ -n "${OLD:-}" ] && say "flash4 32K old ($OLD_COMMIT): $(timeout 100 "$OLD" $A 2>/dev/null | tail -1)"
   say "flash4 32K new: $(timeout 100 "$C/dsv4-bench" $A 2>/dev/null | tail -1)"
+  say "flash4 32K new, DSV4_CUDA_ISCORE=tiled: $(DSV4_CUDA_ISCORE=tiled timeout 100 "$C/dsv4-bench" $A 2>/dev/null | tail -1)"
 done
 OUT="$OUT" "$ROOT/scripts/device/flash_bench.sh" check-32k "--ctx-start 2048 --ctx-max 32768 --step-mul 16 --gen-tokens 64" X=1 2>&1 | tee -a "$S"
 if [ -n "${OLD:-}" ]; then
