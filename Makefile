@@ -161,7 +161,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
-	blas_loader_check moe_half_emu_check
+	blas_loader_check moe_half_emu_check iscore_tiled_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -172,6 +172,10 @@ cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUIL
 	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check \
 	$(BUILD)/cuda/attn_tc_emu_check
 # Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
+# Host-only replay of the register-tiled indexer scoring's threads (DSV4_CUDA_ISCORE=tiled).
+$(BUILD)/cuda/iscore_tiled_emu_check: tests/cuda/iscore_tiled_emu_check.cu src/backend/cuda/cuda_iscore_tiled_units.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
 $(BUILD)/cuda/hc_tail_emu_check: tests/cuda/hc_tail_emu_check.cu src/backend/cuda/cuda_hc_tail_units.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_iscore_tiled_units.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
 
@@ -193,18 +194,11 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
 
 /* Prefill chunks with DSV4_CUDA_ISCORE=tiled (written after session 10's device budget was spent:
  * not yet run on a GPU, so off by default). iscore_kernel's plain loops load two shared-memory
- * values per multiply-add; here a warp owns 2 rows and every lane 2 heads (lane, lane + 32): 4 dots
- * per thread, each read 4 values of d at a time (16-byte loads, q rows padded by 4 floats: the 8
- * lanes of a load phase hit distinct banks, the row values are broadcasts), 0.25 loads per
- * multiply-add. Every dot is still the sequential chain over d (the same bits). 64 heads, head_dim
- * a multiple of 4, q in shared memory; tile = 2 rows per warp. */
-constexpr uint32_t IST_WARPS = 8, IST_TILE = 2 * IST_WARPS, IST_HEADS = 64;
-
+ * values per multiply-add; this one a quarter (cuda_iscore_tiled_units.cuh: a warp 2 rows, a lane
+ * 2 heads, 16-byte loads; the same sequential chain per dot, so the same bits). 64 heads,
+ * head_dim a multiple of 4, tile = 2 rows per warp. */
 __host__ __device__ inline size_t ist_smem(uint32_t head_dim) {
-    const uint32_t st = head_dim + 4;
-    return ((size_t)IST_HEADS + (size_t)IST_TILE * st + (size_t)IST_TILE * (IST_HEADS + 1) +
-            (size_t)IST_HEADS * st) *
-           sizeof(float);
+    return (size_t)ist_layout_of(head_dim).total * sizeof(float);
 }
 
 __global__ void __launch_bounds__(IST_WARPS * 32)
@@ -212,56 +206,31 @@ __global__ void __launch_bounds__(IST_WARPS * 32)
                         uint32_t rows_type, float *scores, itok c) {
     cu_pdl_enter();
     extern __shared__ __align__(16) float ist_sh[];
-    const uint32_t tok = blockIdx.y, n_head = IST_HEADS, st = head_dim + 4;
+    const uint32_t tok = blockIdx.y;
     const uint32_t n_rows = itok_rows(c, 0, tok);
     if (n_rows <= c.k) return;
     if (blockIdx.x * IST_TILE >= n_rows) return;
-    q += (uint64_t)tok * n_head * head_dim;
-    w += (uint64_t)tok * n_head;
+    q += (uint64_t)tok * IST_HEADS * head_dim;
+    w += (uint64_t)tok * IST_HEADS;
     scores += tok * c.score_stride;
-    /* every array starts 16-byte aligned: n_head, st and IST_TILE are multiples of 4 */
-    float *ws = ist_sh;                         /* n_head */
-    float *ks = ws + n_head;                    /* IST_TILE x st */
-    float *dots = ks + IST_TILE * st;           /* IST_TILE x (n_head + 1) */
-    float *qs = dots + IST_TILE * (n_head + 1); /* n_head x st */
+    const ist_layout L = ist_layout_of(head_dim);
     const uint32_t r0 = blockIdx.x * IST_TILE;
     const uint32_t nr = n_rows - r0 < IST_TILE ? n_rows - r0 : IST_TILE;
-    for (uint32_t h = threadIdx.x; h < n_head; h += blockDim.x) ws[h] = __fmul_rn(w[h], w_scale);
-    for (uint32_t e = threadIdx.x; e < n_head * head_dim; e += blockDim.x)
-        qs[(e / head_dim) * st + e % head_dim] = q[e];
+    for (uint32_t h = threadIdx.x; h < IST_HEADS; h += blockDim.x)
+        ist_sh[L.ws + h] = __fmul_rn(w[h], w_scale);
+    for (uint32_t e = threadIdx.x; e < IST_HEADS * head_dim; e += blockDim.x)
+        ist_sh[L.qs + (e / head_dim) * L.st + e % head_dim] = q[e];
     for (uint32_t e = threadIdx.x; e < IST_TILE * head_dim; e += blockDim.x) /* rows past nr: zeros */
-        ks[(e / head_dim) * st + e % head_dim] =
+        ist_sh[L.ks + (e / head_dim) * L.st + e % head_dim] =
             e / head_dim < nr ? kv_load(rows, rows_type, head_dim, r0 + e / head_dim, e % head_dim) : 0.0f;
     __syncthreads();
     const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float *k0 = ks + (2 * warp) * st, *k1 = k0 + st;
-    const float *q0 = qs + lane * st, *q1 = qs + (lane + 32) * st;
-    float d00 = 0.0f, d01 = 0.0f, d10 = 0.0f, d11 = 0.0f; /* d<row><head> */
-    for (uint32_t d = 0; d < head_dim; d += 4) {
-        const float4 a0 = *(const float4 *)(k0 + d), a1 = *(const float4 *)(k1 + d);
-        const float4 b0 = *(const float4 *)(q0 + d), b1 = *(const float4 *)(q1 + d);
-        const float av0[4] = {a0.x, a0.y, a0.z, a0.w}, av1[4] = {a1.x, a1.y, a1.z, a1.w};
-        const float bv0[4] = {b0.x, b0.y, b0.z, b0.w}, bv1[4] = {b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            d00 = __fadd_rn(d00, __fmul_rn(av0[j], bv0[j]));
-            d01 = __fadd_rn(d01, __fmul_rn(av0[j], bv1[j]));
-            d10 = __fadd_rn(d10, __fmul_rn(av1[j], bv0[j]));
-            d11 = __fadd_rn(d11, __fmul_rn(av1[j], bv1[j]));
-        }
-    }
-    float *dr0 = dots + (2 * warp) * (n_head + 1), *dr1 = dr0 + (n_head + 1);
-    dr0[lane] = d00, dr0[lane + 32] = d01, dr1[lane] = d10, dr1[lane + 32] = d11;
+    float d[2][2];
+    ist_thread_dots(ist_sh, L, head_dim, warp, lane, d);
+    for (uint32_t i = 0; i < 2; i++)
+        for (uint32_t j = 0; j < 2; j++) ist_sh[ist_dot_at(L, warp, lane, i, j)] = d[i][j];
     __syncthreads();
-    for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) {
-        float sv = 0.0f;
-        for (uint32_t h = 0; h < n_head; h++) {
-            float dot = dots[r * (n_head + 1) + h];
-            if (dot < 0.0f) dot = 0.0f;
-            sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
-        }
-        scores[r0 + r] = sv;
-    }
+    for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) scores[r0 + r] = ist_row_score(ist_sh, L, r);
 }
 
 /* Larger float <=> larger key; -0 and +0 share a key (they compare equal on the CPU). */
