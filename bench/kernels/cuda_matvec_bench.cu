@@ -548,26 +548,30 @@ static int g_nres = 0;
  * ones (IQ2_XXS; the others), the rest larger stages / other depths as candidates. */
 /* Configs 9-12: the IQ2_XXS PRMT-selector decoder (IQ2_XXS cases only). */
 static const dsv4_cuda_mv_tuning k_sweep[] = {
-    {0, 0, 0, 0},
-    {12288, 4, 3, 0},
-    {16384, 3, 2, 0},
-    {32768, 3, 2, 0},
-    {65536, 2, 2, 0},
-    {65536, 3, 2, 0},
-    {131072, 2, 1, 0},
-    {32768, 2, 3, 0},
-    {65536, 2, 1, 0},
-    {0, 0, 0, DSV4_MV_IQ2_SEL},
-    {16384, 3, 2, DSV4_MV_IQ2_SEL},
-    {65536, 2, 2, DSV4_MV_IQ2_SEL},
-    {0, 0, 0, DSV4_MV_IQ2_MASK},
+    {0, 0, 0, 0, 0},
+    {12288, 4, 3, 0, 0},
+    {16384, 3, 2, 0, 0},
+    {32768, 3, 2, 0, 0},
+    {65536, 2, 2, 0, 0},
+    {65536, 3, 2, 0, 0},
+    {131072, 2, 1, 0, 0},
+    {32768, 2, 3, 0, 0},
+    {65536, 2, 1, 0, 0},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 0},
+    {16384, 3, 2, DSV4_MV_IQ2_SEL, 0},
+    {65536, 2, 2, DSV4_MV_IQ2_SEL, 0},
+    {0, 0, 0, DSV4_MV_IQ2_MASK, 0},
     /* session 10: more resident CTAs (IQ2_XXS 3, Q2_K 4 per SM) with smaller stages */
-    {16384, 2, 3, DSV4_MV_IQ2_SEL},
-    {12288, 3, 3, DSV4_MV_IQ2_SEL},
-    {8192, 4, 3, DSV4_MV_IQ2_SEL},
-    {32768, 2, 4, 0},
-    {16384, 2, 4, 0},
-    {16384, 3, 4, 0},
+    {16384, 2, 3, DSV4_MV_IQ2_SEL, 0},
+    {12288, 3, 3, DSV4_MV_IQ2_SEL, 0},
+    {8192, 4, 3, DSV4_MV_IQ2_SEL, 0},
+    {32768, 2, 4, 0, 0},
+    {16384, 2, 4, 0, 0},
+    {16384, 3, 4, 0, 0},
+    /* session 11: 3 or 4 row pipelines per CTA over one selector table (the default R and nseg: the
+     * rows must come out bitwise the default config's) */
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 3},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 4},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 
@@ -627,7 +631,6 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
         free(ids);
         CK(cudaFree(d_ids));
     }
-    free(y0);
     printf("  check (default config): %s, max err/S vs CPU %.3g (tol %.3g), vs exact %.3g (tol %.3g)\n",
            bad ? "FAIL" : "ok", ec, tol_cpu(c->type, c->in), ee, TOL_EXACT);
     if (bad) g_fail++;
@@ -655,6 +658,17 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
             printf("  FAIL config %d (%s): %d rows wrong\n", i, desc, cbad);
             g_fail++;
             continue;
+        }
+        if (k_sweep[i].groups > 1 && k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0) {
+            int64_t diff = 0; /* check_run left this config's outputs in h_y */
+            for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&y0[r], &dc.h_y[r], 4) != 0;
+            printf("  config %d (%s): %lld of %lld outputs differ from the default config's bits\n", i, desc,
+                   (long long)diff, (long long)c->k * c->out);
+            if (diff) {
+                printf("  FAIL config %d: row pipelines changed bits\n", i);
+                g_fail++;
+                continue;
+            }
         }
         if (i == 0) {
             ce = ec;
@@ -685,6 +699,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
         }
     }
     ctx->tune = saved;
+    free(y0);
     if (g_nres < 32) {
         struct case_result *r = &g_res[g_nres++];
         r->name = c->name;

@@ -104,20 +104,36 @@ static __device__ __forceinline__ void mv_grid_async(const uint64_t *grid, uint8
  * warps per SM (DSV4_CUDA_MV_PLAN_*); 3 for the rest. */
 static constexpr int mv_min_blocks(int f) { return f == MV_Q2_K ? 4 : 3; }
 
+/* The barrier of one row pipeline: the whole CTA when it runs one (NP = 1), else named barrier 1 + gi
+ * over that pipeline's MV_THREADS threads (NP: pipelines per CTA). */
+template <int NP> static __device__ __forceinline__ void mv_pipe_sync(int gi) {
+    if (NP == 1)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + gi), "r"(MV_THREADS) : "memory");
+}
+
 /* V: the IQ2_XXS decoder (0: sign masks, unit_iq2_xxs; 1: PRMT selectors, unit_iq2_xxs_sel; the same
- * bits); 0 for every other format. */
-template <int F, int V>
-__global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const mv_params p) {
+ * bits); 0 for every other format.
+ * NP: row pipelines per CTA (IQ2_XXS selectors only; mv_plan). Each pipeline is MV_THREADS threads with
+ * its own share of the rows, stages, activation and segment sums, exactly the NP = 1 kernel's; the G
+ * pipelines share one copy of the 48 KB selector table, so an SM holds more warps in the same shared
+ * memory. A row's value depends only on (R, nseg) and its bytes, never on the pipeline or CTA: the
+ * same bits for every NP. */
+template <int F, int V, int NP>
+__global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1) mv_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int RPL = mv_rpl(F);
     uint8_t *lut = smem;
-    uint8_t *act = smem + mv_lut_bytes(F);
+    const int gi = NP == 1 ? 0 : (int)threadIdx.x / MV_THREADS; /* this thread's pipeline */
+    uint8_t *act = smem + mv_lut_bytes(F) + gi * (p.act_bytes + p.red_bytes + p.S * p.stage_bytes);
     float *red = (float *)(act + p.act_bytes);
     uint8_t *stage0 = (uint8_t *)red + p.red_bytes;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const long long total = (long long)p.k * p.out;
-    const int begin = (int)(total * blockIdx.x / gridDim.x);
-    const int end = (int)(total * (blockIdx.x + 1) / gridDim.x);
+    const int tid = (int)threadIdx.x - gi * MV_THREADS, lane = tid & 31, warp = tid >> 5;
+    const long long total = (long long)p.k * p.out, part = (long long)blockIdx.x * NP + gi,
+                    parts = (long long)gridDim.x * NP;
+    const int begin = (int)(total * part / parts);
+    const int end = (int)(total * (part + 1) / parts);
     cu_pdl_trigger();
     /* the IQ2_XXS grid (a constant table) in its own, oldest commit group, while the previous
      * kernel may still run; the first wait below covers it */
@@ -125,7 +141,10 @@ __global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const 
         mv_grid_async(p.grid, lut, tid);
         cp_async_commit();
     }
-    if (F == MV_IQ2_XXS && V == 1) mv_build_iq2_sel(p.sel, lut, tid); /* constant table: before the wait */
+    if (F == MV_IQ2_XXS && V == 1) { /* constant table: before the wait */
+        if (NP == 1 || gi == 0) mv_build_iq2_sel(p.sel, lut, tid);
+        if (NP > 1) __syncthreads(); /* the one copy, before any pipeline reads it */
+    }
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) {
         cp_async_wait(0);
@@ -158,7 +177,7 @@ __global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const 
         if (++fs == p.S) fs = 0;
         cp_async_commit();
         cp_async_wait(p.S - 1);
-        __syncthreads();
+        mv_pipe_sync<NP>(gi);
         const int slot = c / p.out, r0 = c - slot * p.out;
         int n = p.R;
         if (end - c < n) n = end - c;
@@ -168,7 +187,7 @@ __global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const 
         if (p.x_stride != 0 && si != act_slot) {
             mv_load_act<F>(p, act, p.x + (long long)si * p.x_stride, tid);
             act_slot = si;
-            __syncthreads();
+            mv_pipe_sync<NP>(gi);
         }
         const int e = p.ids ? __ldg(p.ids + si) : 0;
         const bool valid = e >= 0 && e < p.n_expert;
@@ -204,7 +223,7 @@ __global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const 
                 }
             }
         }
-        __syncthreads();
+        mv_pipe_sync<NP>(gi);
         if (p.nseg > 1) {
             for (int t = tid; t < n; t += MV_THREADS) {
                 float v = 0.0f;
@@ -221,14 +240,19 @@ __global__ void __launch_bounds__(MV_THREADS, mv_min_blocks(F)) mv_kernel(const 
 /* ---- host side ---- */
 
 typedef void (*mv_kernel_fn)(const mv_params);
-/* v: the IQ2_XXS decoder (mv_kernel's V) */
-static mv_kernel_fn mv_kernel_of(int f, int v) {
+/* v: the IQ2_XXS decoder (mv_kernel's V); g: row pipelines per CTA (MV_IQ2_GROUPS_MIN.. for the
+ * selector decoder only, else 1) */
+#define MV_IQ2_GROUPS_MIN 3
+#define MV_IQ2_GROUPS_MAX 4
+static mv_kernel_fn mv_kernel_of(int f, int v, int g) {
     switch (f) {
-    case MV_Q8_0: return mv_kernel<MV_Q8_0, 0>;
-    case MV_IQ2_XXS: return v == 1 ? mv_kernel<MV_IQ2_XXS, 1> : mv_kernel<MV_IQ2_XXS, 0>;
-    case MV_Q2_K: return mv_kernel<MV_Q2_K, 0>;
-    case MV_Q4_K: return mv_kernel<MV_Q4_K, 0>;
-    case MV_F16: return mv_kernel<MV_F16, 0>;
+    case MV_Q8_0: return mv_kernel<MV_Q8_0, 0, 1>;
+    case MV_IQ2_XXS:
+        if (v != 1) return mv_kernel<MV_IQ2_XXS, 0, 1>;
+        return g == 4 ? mv_kernel<MV_IQ2_XXS, 1, 4> : g == 3 ? mv_kernel<MV_IQ2_XXS, 1, 3> : mv_kernel<MV_IQ2_XXS, 1, 1>;
+    case MV_Q2_K: return mv_kernel<MV_Q2_K, 0, 1>;
+    case MV_Q4_K: return mv_kernel<MV_Q4_K, 0, 1>;
+    case MV_F16: return mv_kernel<MV_F16, 0, 1>;
     default: return NULL;
     }
 }
@@ -258,24 +282,25 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
     ctx->smem_per_sm = (int)prop.sharedMemPerMultiprocessor;
     ctx->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
     for (int f = MV_Q8_0; f <= MV_F16; f++)
-        for (int v = 0; v < (f == MV_IQ2_XXS ? 2 : 1); v++) {
-            e = cudaFuncSetAttribute((const void *)mv_kernel_of(f, v),
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, ctx->smem_per_block_optin);
+        for (int v = 0; v < (f == MV_IQ2_XXS ? 2 + MV_IQ2_GROUPS_MAX - MV_IQ2_GROUPS_MIN + 1 : 1); v++) {
+            /* v 0, 1: the two decoders; 2..: the selector decoder with 3, 4 pipelines per CTA */
+            const mv_kernel_fn kf = mv_kernel_of(f, v < 2 ? v : 1, v < 2 ? 1 : MV_IQ2_GROUPS_MIN + v - 2);
+            e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     ctx->smem_per_block_optin);
             if (e == cudaSuccess)
-                e = cudaFuncSetAttribute((const void *)mv_kernel_of(f, v),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
             if (e != cudaSuccess)
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
                                  mv_format_name(f), cudaGetErrorString(e));
         }
-    /* per-format plans for A/B runs: "tile,stages,ctas" (bench/NOTES.md, session 10) */
+    /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */
     const char *plan_env[2] = {"DSV4_CUDA_MV_PLAN_IQ2", "DSV4_CUDA_MV_PLAN_Q2K"};
     const int plan_fmt[2] = {MV_IQ2_XXS, MV_Q2_K};
     for (int i = 0; i < 2; i++) {
         const char *pv = getenv(plan_env[i]);
-        dsv4_cuda_mv_tuning t = {0, 0, 0, 0};
-        if (pv && sscanf(pv, "%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm) == 3 &&
-            t.tile_bytes >= 0 && t.stages >= 0 && t.ctas_per_sm >= 0)
+        dsv4_cuda_mv_tuning t = {0, 0, 0, 0, 0};
+        if (pv && sscanf(pv, "%d,%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm, &t.groups) >= 3 &&
+            t.tile_bytes >= 0 && t.stages >= 0 && t.ctas_per_sm >= 0 && t.groups >= 0)
             ctx->fmt_tune[plan_fmt[i]] = t;
     }
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");
@@ -330,7 +355,7 @@ static int64_t align16(int64_t v) { return (v + 15) & ~(int64_t)15; }
 
 /* Stage geometry, shared-memory budget and grid size for one launch. */
 static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, mv_params *p,
-                           int *grid, int *smem, dsv4_error *err) {
+                           int *grid, int *smem, int *pipes, dsv4_error *err) {
     const int rpl = mv_rpl(f);
     const int64_t rb = mv_row_bytes(f, in);
     /* Defaults from the first H200 sweep (bench/results/2026-11-29-cuda-matvec-h200.txt): time per
@@ -362,10 +387,18 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     const int64_t stage = align16((R > rpl ? R : rpl) * rb + 16);
     const int64_t actb = align16(mv_act_smem(f, in));
     const int64_t redb = align16(R * nseg * 4);
-    int64_t need = mv_lut_bytes(f) + actb + redb + S * stage;
+    /* IQ2_XXS selectors: G row pipelines per CTA over one table copy, one CTA per SM (mv_kernel) */
+    int G = ctx->tune.groups > 0 ? ctx->tune.groups : ft->groups;
+    if (f != MV_IQ2_XXS || mv_iq2_variant(ctx) != 1 || G < MV_IQ2_GROUPS_MIN) G = 1;
+    if (G > MV_IQ2_GROUPS_MAX) G = MV_IQ2_GROUPS_MAX;
+    int64_t need = mv_lut_bytes(f) + G * (actb + redb + S * stage);
     while (need > ctx->smem_per_block_optin && S > 2) {
         S--;
-        need -= stage;
+        need -= G * stage;
+    }
+    if (need > ctx->smem_per_block_optin && G > 1) { /* the plain kernel's budget */
+        G = 1;
+        need = mv_lut_bytes(f) + actb + redb + S * stage;
     }
     if (need > ctx->smem_per_block_optin)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
@@ -375,9 +408,10 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     if (ctas > fit) ctas = fit;
     if (ctas > lb) ctas = lb; /* registers are only guaranteed for `lb` blocks */
     if (ctas < 1) ctas = 1;
+    if (G > 1) ctas = 1;
     const int64_t total = (int64_t)k * out;
     int64_t g = (int64_t)ctas * ctx->sm_count;
-    if (g > total) g = total;
+    if (g * G > total) g = (total + G - 1) / G;
     p->row_bytes = (int)rb;
     p->in = (int)in;
     p->out = (int)out;
@@ -394,6 +428,7 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     p->expert_bytes = (long long)(rb * out);
     *grid = (int)g;
     *smem = (int)need;
+    *pipes = G;
     return DSV4_OK;
 }
 
@@ -435,8 +470,8 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec(IQ2_XXS): context not initialized");
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0;
-    dsv4_status st = mv_plan(ctx, f, in, out, slots, &p, &grid, &smem, err);
+    int grid = 0, smem = 0, pipes = 1;
+    dsv4_status st = mv_plan(ctx, f, in, out, slots, &p, &grid, &smem, &pipes, err);
     if (st != DSV4_OK) return st;
     p.w = (const uint8_t *)w;
     p.w2 = (const uint8_t *)w2;
@@ -448,7 +483,7 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.sel = ctx->d_iq2_sel;
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
-    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0)<<<grid, MV_THREADS, smem, stream>>>(p);
+    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0, pipes)<<<grid, MV_THREADS * pipes, smem, stream>>>(p);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",
@@ -479,11 +514,11 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0;
-    const dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, err);
+    int grid = 0, smem = 0, pipes = 1;
+    const dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, &pipes, err);
     if (st != DSV4_OK) return st;
-    snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d smem=%dB%s", p.R, p.nseg, p.S, p.stage_bytes,
-             grid, smem,
+    snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d x %d pipes smem=%dB%s", p.R, p.nseg, p.S,
+             p.stage_bytes, grid, pipes, smem,
              f != MV_IQ2_XXS            ? ""
              : mv_iq2_variant(ctx) == 1 ? " iq2=sel"
                                         : " iq2=mask");
@@ -498,11 +533,13 @@ extern "C" dsv4_status dsv4_cuda_matvec(const dsv4_cuda_mv_ctx *ctx, uint32_t ty
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_mv(const void **out) {
-    out[0] = (const void *)mv_kernel<MV_Q8_0, 0>;
-    out[1] = (const void *)mv_kernel<MV_IQ2_XXS, 0>;
-    out[2] = (const void *)mv_kernel<MV_Q2_K, 0>;
-    out[3] = (const void *)mv_kernel<MV_Q4_K, 0>;
-    out[4] = (const void *)mv_kernel<MV_F16, 0>;
-    out[5] = (const void *)mv_kernel<MV_IQ2_XXS, 1>;
-    return 6;
+    out[0] = (const void *)mv_kernel<MV_Q8_0, 0, 1>;
+    out[1] = (const void *)mv_kernel<MV_IQ2_XXS, 0, 1>;
+    out[2] = (const void *)mv_kernel<MV_Q2_K, 0, 1>;
+    out[3] = (const void *)mv_kernel<MV_Q4_K, 0, 1>;
+    out[4] = (const void *)mv_kernel<MV_F16, 0, 1>;
+    out[5] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 1>;
+    out[6] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 3>;
+    out[7] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 4>;
+    return 8;
 }

@@ -33,6 +33,9 @@ typedef struct dsv4_cuda_mv_tuning {
     int stages;      /* cp.async pipeline depth, 2..4 */
     int ctas_per_sm; /* upper bound on resident CTAs per SM used to size the persistent grid */
     int iq2_decoder; /* DSV4_MV_IQ2_MASK or DSV4_MV_IQ2_SEL (same bits); 0: the context's default */
+    /* IQ2_XXS with the selector decoder: 3 or 4 row pipelines per CTA sharing one copy of its tables,
+     * one CTA per SM (more warps per SM; the same bits); 0 or 1: one pipeline per CTA */
+    int groups;
 } dsv4_cuda_mv_tuning;
 
 #define DSV4_MV_IQ2_MASK 1 /* sign masks from a table, two dp4a per word */
@@ -48,7 +51,7 @@ typedef struct dsv4_cuda_mv_ctx {
     uint32_t *d_iq2_sel;      /* 256 grid + 128 sign PRMT selectors (NULL: not expressible) */
     int iq2_decoder_default;  /* DSV4_CUDA_MV_IQ2=mask|sel at init */
     dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
-    /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas" at init, under
+    /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas[,groups]" at init, under
      * `tune`; zeros: the built-in plan */
     dsv4_cuda_mv_tuning fmt_tune[5];
 } dsv4_cuda_mv_ctx;
