@@ -572,6 +572,7 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
      * rows must come out bitwise the default config's) */
     {0, 0, 0, DSV4_MV_IQ2_SEL, 3},
     {0, 0, 0, DSV4_MV_IQ2_SEL, 4},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 1}, /* one pipeline per CTA (the default until session 11) */
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 
@@ -659,7 +660,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
             g_fail++;
             continue;
         }
-        if (k_sweep[i].groups > 1 && k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0) {
+        if (k_sweep[i].groups > 0 && k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */
             for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&y0[r], &dc.h_y[r], 4) != 0;
             printf("  config %d (%s): %lld of %lld outputs differ from the default config's bits\n", i, desc,

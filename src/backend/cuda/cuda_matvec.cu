@@ -387,8 +387,10 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     const int64_t stage = align16((R > rpl ? R : rpl) * rb + 16);
     const int64_t actb = align16(mv_act_smem(f, in));
     const int64_t redb = align16(R * nseg * 4);
-    /* IQ2_XXS selectors: G row pipelines per CTA over one table copy, one CTA per SM (mv_kernel) */
-    int G = ctx->tune.groups > 0 ? ctx->tune.groups : ft->groups;
+    /* IQ2_XXS selectors: G row pipelines per CTA over one table copy, one CTA per SM (mv_kernel).
+     * Default 4 (session 11, cuda_matvec_bench on the H200, the same bits: decode gate+up x12 22.32 ->
+     * 20.86 us, 128 experts 197.6 -> 158.2 us; 3 pipelines: 21.58 / 168.7); groups = 1 switches back. */
+    int G = ctx->tune.groups > 0 ? ctx->tune.groups : ft->groups > 0 ? ft->groups : MV_IQ2_GROUPS_MAX;
     if (f != MV_IQ2_XXS || mv_iq2_variant(ctx) != 1 || G < MV_IQ2_GROUPS_MIN) G = 1;
     if (G > MV_IQ2_GROUPS_MAX) G = MV_IQ2_GROUPS_MAX;
     int64_t need = mv_lut_bytes(f) + G * (actb + redb + S * stage);

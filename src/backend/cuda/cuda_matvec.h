@@ -34,7 +34,7 @@ typedef struct dsv4_cuda_mv_tuning {
     int ctas_per_sm; /* upper bound on resident CTAs per SM used to size the persistent grid */
     int iq2_decoder; /* DSV4_MV_IQ2_MASK or DSV4_MV_IQ2_SEL (same bits); 0: the context's default */
     /* IQ2_XXS with the selector decoder: 3 or 4 row pipelines per CTA sharing one copy of its tables,
-     * one CTA per SM (more warps per SM; the same bits); 0 or 1: one pipeline per CTA */
+     * one CTA per SM (more warps per SM; the same bits); 1: one pipeline per CTA; 0: the default (4) */
     int groups;
 } dsv4_cuda_mv_tuning;
 
