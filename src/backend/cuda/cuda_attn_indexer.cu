@@ -192,11 +192,11 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     }
 }
 
-/* Prefill chunks with DSV4_CUDA_ISCORE=tiled (written after session 10's device budget was spent:
- * not yet run on a GPU, so off by default). iscore_kernel's plain loops load two shared-memory
- * values per multiply-add; this one a quarter (cuda_iscore_tiled_units.cuh: a warp 2 rows, a lane
- * 2 heads, 16-byte loads; the same sequential chain per dot, so the same bits). 64 heads,
- * head_dim a multiple of 4, tile = 2 rows per warp. */
+/* Prefill chunks (the default since session 11; DSV4_CUDA_ISCORE=plain switches back): iscore_kernel's
+ * plain loops load two shared-memory values per multiply-add; this one a quarter
+ * (cuda_iscore_tiled_units.cuh: a warp 2 rows, a lane 2 heads, 16-byte loads; the same sequential
+ * chain per dot, so the same bits). 64 heads, head_dim a multiple of 4, tile = 2 rows per warp.
+ * H200, flash4 32K prefill: 35,342 / 35,390 -> 39,038 / 38,972 tok/s (session 11, call 3). */
 __host__ __device__ inline size_t ist_smem(uint32_t head_dim) {
     return (size_t)ist_layout_of(head_dim).total * sizeof(float);
 }
@@ -458,7 +458,7 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
     const uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
     if (!tile) return (int)cudaErrorInvalidValue;
     const char *iv = getenv("DSV4_CUDA_ISCORE"); /* read on every call */
-    const bool tiled = iv && strcmp(iv, "tiled") == 0 && n_head == IST_HEADS && head_dim % 4 == 0 &&
+    const bool tiled = !(iv && strcmp(iv, "plain") == 0) && n_head == IST_HEADS && head_dim % 4 == 0 &&
                        ist_smem(head_dim) <= SMEM_LIMIT;
     /* tokens in groups whose scores fit the scratch (every token of a 2048 chunk at once up to
      * ~32K rows); each group is one scoring and one selection launch */
