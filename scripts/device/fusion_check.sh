@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"
@@ -62,6 +62,10 @@ for name in tiny flash4; do
       grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f gated off (heads narrower than 512)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
       continue
     fi
+    if [ "$name" = flash4 ] && [ "$f" = q_norm_rope_idx ]; then # the indexer starts past position 2050: the long run below
+      grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped 0" "$OUT/$name.on.err" && say "ok   $name: $f not reached in 300 positions" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
+      continue
+    fi
     son="$OUT/$name.on.err"; sfault="$OUT/$name.fault-$f.err"
     if [ "$name" = flash4 ] && [ "$f" = hc_post_add ]; then # decode FFNs take moe_sum_post: the prefill runs
       son="$OUT/$name.p64on.err"; sfault="$OUT/$name.p64fault.err"
@@ -71,6 +75,21 @@ for name in tiny flash4; do
     grep -qE "^fusion $f: selected 0, fallback [1-9][0-9]*, faulted [1-9]" "$sfault" && say "ok   $name: DSV4_FAULT=$f fell back every time" || { say "FAIL $name: fault counters for $f"; fails=$((fails+1)); }
   done
 done
+# flash4 past the indexer's start (2,200 positions, one token per step): q_norm_rope_idx selected
+# in the ratio-4 layers, and on == disabled by name == faulted, byte for byte
+python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(10,1000)) for _ in range(2200)))" >"$W/toks-long"
+for tag in on off fault; do
+  case $tag in on) e=X=1 ;; off) e=DSV4_FUSION_DISABLE=q_norm_rope_idx ;; fault) e=DSV4_FAULT=q_norm_rope_idx ;; esac
+  env "$e" "$C/dsv4" -m "$W/flash4.gguf" --backend cuda --chunk 1 --ctx 4096 --tokens "$(cat "$W/toks-long")" --stats \
+    --dump-logits "$W/long.$tag.bin" 2>"$OUT/long.$tag.err" >/dev/null || { say "FAIL long $tag: $(tail -1 "$OUT/long.$tag.err")"; fails=$((fails+1)); }
+  say "flash4 long $tag: $(grep -E '^fusion q_norm_rope' "$OUT/long.$tag.err" | tr '\n' ' ')"
+done
+grep -qE "^fusion q_norm_rope_idx: selected [1-9]" "$OUT/long.on.err" && say "ok   flash4 long: q_norm_rope_idx selected" || { say "FAIL flash4 long: q_norm_rope_idx not selected"; fails=$((fails+1)); }
+grep -qE "^fusion q_norm_rope_idx: selected 0, fallback [1-9][0-9]*, faulted [1-9]" "$OUT/long.fault.err" && say "ok   flash4 long: DSV4_FAULT=q_norm_rope_idx fell back every time" || { say "FAIL flash4 long: fault counters"; fails=$((fails+1)); }
+for tag in off fault; do
+  cmp -s "$W/long.on.bin" "$W/long.$tag.bin" && say "ok   flash4 long: on == $tag (byte-identical)" || { say "FAIL flash4 long: on != $tag"; fails=$((fails+1)); }
+done
+rm -f "$W"/long.*.bin
 if [ -n "${FLASH:-}" ] && [ -s /dev/shm/flash-q2.gguf ]; then
   for tag in on off; do
     a=""; [ $tag = off ] && a=--no-fusion

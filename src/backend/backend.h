@@ -55,6 +55,8 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_HC_POST_ADD = 5,      /* add(routed, shared) inside the FFN's hc_post */
     DSV4_FUSED_ATTN_ROPE = 6,        /* decode: the heads' inverse rope_tail inside the attention */
     DSV4_FUSED_MOE_SUM_POST = 7,     /* decode: the routed experts' slot sum inside the FFN's hc_post */
+    DSV4_FUSED_Q_NORM_ROPE_IDX = 8,  /* decode with the indexer: q_norm_rope of the query heads and
+                                        rope_tail + hadamard_fp4 of the indexer's query heads, one pass */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -69,7 +71,8 @@ typedef struct dsv4_fused_query {
     uint32_t aux_type;      /* dsv4_type of the secondary weight (hc_pre_norm, kv_norm_rope_fp8: the
                                norm weight) */
     uint32_t tier, n_tiers; /* placement: the tier running the op and how many there are */
-    uint32_t width2;        /* a second width where the op has one (moe_sum_post: the experts' ff) */
+    uint32_t width2;        /* a second width where the op has one (moe_sum_post: the experts' ff;
+                               q_norm_rope_idx: the indexer's head_dim) */
 } dsv4_fused_query;
 
 struct dsv4_backend; /* copy_from takes the source tier's backend */
@@ -228,6 +231,13 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*kv_norm_rope_fp8)(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                     uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                     const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
+
+    /* One token at pos, in place: q_norm_rope(q, 1, n_head, head_dim, eps, pos, 1, rope), then
+     * rope_tail(iq, 1, idx_n_head, idx_head_dim, pos, 1, rope, forward) and hadamard_fp4(iq,
+     * idx_n_head, idx_head_dim); bitwise the three. */
+    dsv4_status (*q_norm_rope_idx)(void *ctx, float *q, uint32_t n_head, uint32_t head_dim, float eps,
+                                   float *iq, uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
+                                   const dsv4_rope *rope, dsv4_error *err);
 
     /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
     dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,

@@ -84,13 +84,36 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
  * `idx`, the indexer's queries iq = indexer_attn_q_b . qr of every row come from the same call
  * (one launch on backends with matmul_multi; a product's values do not depend on its company). */
 static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
-                               uint32_t p0, bool idx, dsv4_error *err) {
+                               uint32_t p0, bool idx, bool *idx_done, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const uint32_t Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank, QD = H * Dh;
     const uint32_t IQD = c->idx_n_head * c->idx_head_dim;
     const dsv4_matmul_item it[2] = {{&L->attn_q_b, 0, QD, g->w.qr, QL, g->w.q, QD},
                                     {&L->indexer_attn_q_b, 0, IQD, g->w.qr, QL, g->w.iq, IQD}};
     GB(matmuls(g, it, idx ? 2 : 1, n, err));
+    *idx_done = false;
+    /* one decode token with the indexer: its queries' RoPE and Hadamard/FP4 in the query heads'
+     * norm + RoPE pass (one launch instead of three); in place, so the fallback redoes both products */
+    const dsv4_fused_query iq = {.n_tokens = n,
+                                 .width = Dh,
+                                 .weight_type = DSV4_TYPE_F32, /* no weight */
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = DSV4_TYPE_F32,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers,
+                                 .width2 = c->idx_head_dim};
+    if (idx && n == 1 && fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE_IDX, OPS->q_norm_rope_idx != NULL, &iq)) {
+        const dsv4_status st = OPS->q_norm_rope_idx(BCTX, g->w.q, H, Dh, c->rms_eps, g->w.iq, c->idx_n_head,
+                                                    c->idx_head_dim, p0, rope, err);
+        float *const outs[2] = {g->w.q, g->w.iq};
+        const size_t n_outs[2] = {QD, IQD};
+        if (fusion_result(g, DSV4_FUSED_Q_NORM_ROPE_IDX, st, outs, n_outs, 2, err)) {
+            *idx_done = true;
+            return DSV4_OK;
+        }
+        GB(matmuls(g, it, 2, n, err));
+    }
     const dsv4_fused_query fq = {.n_tokens = n,
                                  .width = Dh,
                                  .weight_type = DSV4_TYPE_F32, /* no weight */
@@ -269,14 +292,18 @@ static dsv4_status query_side(dsv4_graph *g, const dsv4_layer_weights *L, const 
     GB(OPS->rmsnorm(BCTX, w->qa, &L->attn_q_a_norm, n, QL, c->rms_eps, w->qr, err));
     /* every row runs the indexer (decode past its start): its queries' product beside q's */
     const bool idx_with_q = t_idx == 0 && n > 0;
-    GB(q_projected(g, L, rope, n, p0, idx_with_q, err));
+    bool idx_done = false; /* the indexer's queries' RoPE and Hadamard/FP4 ran with q's (q_norm_rope_idx) */
+    GB(q_projected(g, L, rope, n, p0, idx_with_q, &idx_done, err));
     if (t_idx < n) {
         const uint32_t m = n - t_idx, IQD = IH * Id;
         if (!idx_with_q)
             GB(OPS->matmul(BCTX, &L->indexer_attn_q_b, 0, IQD, w->qr + (uint64_t)t_idx * QL, QL, m,
                            w->iq + (uint64_t)t_idx * IQD, IQD, err));
-        GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false, err));
-        GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
+        if (!idx_done) {
+            GB(OPS->rope_tail(BCTX, w->iq + (uint64_t)t_idx * IQD, m, IH, Id, p0 + t_idx, 1, rope, false,
+                              err));
+            GB(OPS->hadamard_fp4(BCTX, w->iq + (uint64_t)t_idx * IQD, m * IH, Id, err));
+        }
         if (!iw_done)
             GB(OPS->matmul(BCTX, &L->indexer_proj, 0, IH, w->xn + (uint64_t)t_idx * E, E, m,
                            w->iw + (uint64_t)t_idx * IH, IH, err));

@@ -11,7 +11,7 @@ const char *dsv4_tier_mode_name(dsv4_tier_mode m) {
 const char *dsv4_fusion_name(dsv4_fused_op op) {
     static const char *const names[DSV4_FUSED_COUNT] = {"hc_pre_norm",  "q_norm_rope",   "kv_norm_rope_fp8",
                                                         "parallel_ffn", "parallel_attn", "hc_post_add",
-                                                        "attn_rope",    "moe_sum_post"};
+                                                        "attn_rope",    "moe_sum_post",  "q_norm_rope_idx"};
     return (unsigned)op < DSV4_FUSED_COUNT ? names[op] : NULL;
 }
 
@@ -29,11 +29,15 @@ dsv4_status dsv4_fusion_mask(const char *list, const char *what, uint32_t *mask,
                 const char *nm = dsv4_fusion_name((dsv4_fused_op)op);
                 if (strlen(nm) == len && strncmp(nm, p, len) == 0) found = op;
             }
-            if (found < 0)
-                return dsv4_fail(
-                    err, DSV4_ERR_INVALID,
-                    "%s: unknown fusion '%.*s' (known: hc_pre_norm, q_norm_rope, kv_norm_rope_fp8, all)",
-                    what, (int)len, p);
+            if (found < 0) {
+                char known[512] = "";
+                for (int op = 0; op < DSV4_FUSED_COUNT; op++) {
+                    strncat(known, dsv4_fusion_name((dsv4_fused_op)op), sizeof known - strlen(known) - 1);
+                    strncat(known, ", ", sizeof known - strlen(known) - 1);
+                }
+                return dsv4_fail(err, DSV4_ERR_INVALID, "%s: unknown fusion '%.*s' (known: %sall)", what,
+                                 (int)len, p, known);
+            }
             *mask |= 1u << found;
         }
         if (!end) break;

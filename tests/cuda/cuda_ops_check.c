@@ -1595,6 +1595,71 @@ int main(int argc, char **argv) {
             }
         }
     }
+    /* ---- q_norm_rope_idx (one decode token): the query heads and the indexer's query heads in one
+     * launch, bitwise the device's q_norm_rope + rope_tail + hadamard_fp4; close to the CPU's ---- */
+    if (GPU->q_norm_rope_idx && GPU->fused_available && cf->idx_n_head && cf->idx_head_dim) {
+        const uint32_t IH = cf->idx_n_head, Id = cf->idx_head_dim;
+        const dsv4_fused_query fq = {.n_tokens = 1,
+                                     .width = Dh,
+                                     .weight_type = DSV4_TYPE_F32,
+                                     .n_hc = HC,
+                                     .aux_type = DSV4_TYPE_F32,
+                                     .n_tiers = 1,
+                                     .width2 = Id};
+        const bool open = GPU->fused_available(GC, DSV4_FUSED_Q_NORM_ROPE_IDX, &fq);
+        printf("%s %-34s %s\n", open ? "ok  " : "FAIL", "q_norm_rope_idx gate n=1", open ? "open" : "closed");
+        c->fails += !open, c->checks++;
+        for (uint32_t li = 0; li < 2 && open; li++) {
+            const uint32_t il = li ? l4 : 0;
+            const dsv4_rope r = dsv4_rope_for_layer(cf, il);
+            const uint32_t p0 = 2051 + 977 * li;
+            const size_t nq = (size_t)H * Dh, ni = (size_t)IH * Id;
+            float *q = hrand(c, nq, 3.0f), *iq = hrand(c, ni, 2.0f);
+            float *duq = dcopy(c, q, nq * 4), *dfq = dcopy(c, q, nq * 4);
+            float *dui = dcopy(c, iq, ni * 4), *dfi = dcopy(c, iq, ni * 4);
+            dsv4_status su = GPU->q_norm_rope(GC, duq, 1, H, Dh, cf->rms_eps, p0, 1, &r, &c->err);
+            if (su == DSV4_OK) su = GPU->rope_tail(GC, dui, 1, IH, Id, p0, 1, &r, false, &c->err);
+            if (su == DSV4_OK) su = GPU->hadamard_fp4(GC, dui, IH, Id, &c->err);
+            const dsv4_status sf = su == DSV4_OK ? GPU->q_norm_rope_idx(GC, dfq, H, Dh, cf->rms_eps, dfi, IH,
+                                                                        Id, p0, &r, &c->err)
+                                                 : su;
+            const dsv4_status sc = CPU->q_norm_rope_idx(CC, q, H, Dh, cf->rms_eps, iq, IH, Id, p0, &r, &ec);
+            char lb[64];
+            snprintf(lb, sizeof lb, "q_norm_rope_idx L%u fused vs unfused", il);
+            if (ran(c, lb, DSV4_OK, sf, &ec)) {
+                const float *dev[4] = {duq, dfq, dui, dfi};
+                const size_t nv[2] = {nq, ni};
+                for (int part = 0; part < 2; part++) {
+                    float *a = malloc(nv[part] * 4), *b = malloc(nv[part] * 4);
+                    GPU->read(GC, a, dev[2 * part], nv[part] * 4, &c->err);
+                    GPU->read(GC, b, dev[2 * part + 1], nv[part] * 4, &c->err);
+                    size_t differ = 0;
+                    for (size_t i = 0; i < nv[part]; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+                    snprintf(lb, sizeof lb, "q_norm_rope_idx L%u %s bitwise", il, part ? "iq" : "q");
+                    printf("%s %-34s %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ", lb,
+                           differ, nv[part]);
+                    c->fails += differ != 0, c->checks++;
+                    free(a), free(b);
+                }
+                snprintf(lb, sizeof lb, "q_norm_rope_idx L%u q vs cpu", il);
+                if (ran(c, lb, sc, DSV4_OK, &ec)) cmp_f(c, lb, q, dfq, nq);
+                /* iq vs the CPU: an angle whose glibc cosf/sinf is an ulp off (~0.2 %) may move a value
+                 * across an FP4 step, so a few values may differ by a step; at most 1 % may */
+                float *gi = malloc(ni * 4);
+                GPU->read(GC, gi, dfi, ni * 4, &c->err);
+                float mx = 0.0f;
+                for (size_t i = 0; i < ni; i++) mx = fmaxf(mx, fabsf(iq[i]));
+                size_t off = 0;
+                for (size_t i = 0; i < ni; i++) off += !(fabsf(gi[i] - iq[i]) <= 1e-3f * mx);
+                snprintf(lb, sizeof lb, "q_norm_rope_idx L%u iq vs cpu", il);
+                printf("%s %-34s %zu of %zu values off by more than 1e-3 of max (allowed: 1 %%)\n",
+                       sc == DSV4_OK && off * 100 <= ni ? "ok  " : "FAIL", lb, off, ni);
+                c->fails += !(sc == DSV4_OK && off * 100 <= ni), c->checks++;
+                free(gi);
+            }
+            free(q), free(iq), dfree(c, duq), dfree(c, dfq), dfree(c, dui), dfree(c, dfi);
+        }
+    }
     {
         const size_t n = 5 * (size_t)Dh;
         float *x = hrand(c, n, 4.0f), *dx = dcopy(c, x, n * 4), *y = calloc(n, 4), *dy = dcopy(c, y, n * 4);

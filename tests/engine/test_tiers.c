@@ -239,6 +239,9 @@ static void test_placement_parse(void **state) {
     prm.fault = "no_such_fusion";
     assert_int_not_equal(dsv4_engine_open(g_q2, &prm, &e, &err), DSV4_OK);
     assert_non_null(strstr(err.msg, "unknown fusion 'no_such_fusion'"));
+    /* the message names every fusion (it once listed only the first three) */
+    for (int op = 0; op < DSV4_FUSED_COUNT; op++)
+        assert_non_null(strstr(err.msg, dsv4_fusion_name((dsv4_fused_op)op)));
     assert_null(e);
     (void)o;
 }
@@ -359,10 +362,14 @@ static void test_fusion_on_off_fault(void **state) {
     const uint64_t attn = (uint64_t)g_layers * evals; /* q_norm_rope, kv_norm_rope_fp8: attention */
     const uint64_t ffn = (uint64_t)g_layers * evals; /* parallel_ffn: FFN halves (all with a shared expert) */
     const uint64_t dec = (uint64_t)g_layers * 4; /* parallel_attn: attention halves of the 4 decode steps */
+    /* q_norm_rope_idx: the 4 decode steps (positions 68..71) in the tiny model's two ratio-4 layers
+     * (2 and 4), whose indexer runs there (top_k 8); q_norm_rope then does not run */
+    const uint64_t idxd = 4ull * 2;
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
                         PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
-                        AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST;
+                        AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST,
+                        QI = DSV4_FUSED_Q_NORM_ROPE_IDX;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
@@ -371,7 +378,7 @@ static void test_fusion_on_off_fault(void **state) {
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
     eng_opts o_flt = {TIERS3, true, false, NULL,
                       "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
-                      "rope,moe_sum_post"};
+                      "rope,moe_sum_post,q_norm_rope_idx"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -389,19 +396,19 @@ static void test_fusion_on_off_fault(void **state) {
     assert_memory_equal(s_on, s_flt, b_on);
     assert_memory_equal(s_on, s_flt1, b_on);
     expect_counts(&on, HC, calls, 0, 0, 0);
-    expect_counts(&on, Q, attn, 0, 0, 0);
+    expect_counts(&on, Q, attn - idxd, 0, 0, 0);
     expect_counts(&on, KV, attn, 0, 0, 0);
     expect_counts(&off, HC, 0, 0, 0, calls);
     expect_counts(&off, Q, 0, 0, 0, attn);
     expect_counts(&off, KV, 0, 0, 0, attn);
     expect_counts(&dis, HC, 0, 0, 0, calls);
-    expect_counts(&dis, Q, attn, 0, 0, 0);
+    expect_counts(&dis, Q, attn - idxd, 0, 0, 0);
     expect_counts(&dis, KV, 0, 0, 0, attn);
     expect_counts(&flt, HC, 0, calls, calls, 0);
     expect_counts(&flt, Q, 0, attn, attn, 0);
     expect_counts(&flt, KV, 0, attn, attn, 0);
     expect_counts(&flt1, HC, calls, 0, 0, 0);
-    expect_counts(&flt1, Q, attn, 0, 0, 0);
+    expect_counts(&flt1, Q, attn - idxd, 0, 0, 0);
     expect_counts(&flt1, KV, 0, attn, attn, 0);
     /* parallel_ffn (disabled by name in `dis`), parallel_attn, attn_rope and moe_sum_post (the decode
      * halves) */
@@ -409,6 +416,8 @@ static void test_fusion_on_off_fault(void **state) {
     expect_run_counts(&on, &off, &dis, &flt, &flt1, PA, dec, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, AR, dec, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, MS, dec, false);
+    /* q_norm_rope_idx; where it falls back (faulted), q_norm_rope runs (and is faulted too: attn) */
+    expect_run_counts(&on, &off, &dis, &flt, &flt1, QI, idxd, false);
     /* hc_post_add: every FFN half (all have a shared expert) but the decode ones moe_sum_post took;
      * where that one falls back (faulted), the decode halves ask for hc_post_add too */
     expect_counts(&on, PA2, ffn - dec, 0, 0, 0);

@@ -86,6 +86,16 @@ dsv4_status cpu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_he
     return DSV4_OK;
 }
 
+/* The three ops in their order: the fused op's reference on every backend. */
+dsv4_status cpu_q_norm_rope_idx(void *vctx, float *q, uint32_t n_head, uint32_t head_dim, float eps,
+                                float *iq, uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
+                                const dsv4_rope *rope, dsv4_error *err) {
+    dsv4_status st = cpu_q_norm_rope(vctx, q, 1, n_head, head_dim, eps, pos, 1, rope, err);
+    if (st == DSV4_OK) st = cpu_rope_tail(vctx, iq, 1, idx_n_head, idx_head_dim, pos, 1, rope, false, err);
+    if (st == DSV4_OK) st = cpu_hadamard_fp4(vctx, iq, idx_n_head, idx_head_dim, err);
+    return st;
+}
+
 dsv4_status cpu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                  uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                  const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {

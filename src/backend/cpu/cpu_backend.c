@@ -121,6 +121,7 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0;
     case DSV4_FUSED_ATTN_ROPE: return q->n_tokens == 1 && q->width > 0;
     case DSV4_FUSED_MOE_SUM_POST: return q->n_tokens == 1 && q->n_hc > 0;
+    case DSV4_FUSED_Q_NORM_ROPE_IDX: return q->n_tokens == 1 && q->width > 0 && q->width2 > 0;
     default: return false;
     }
 }
@@ -178,6 +179,7 @@ static const dsv4_backend_ops cpu_ops = {
     .hc_pre_norm = cpu_hc_pre_norm,
     .q_norm_rope = cpu_q_norm_rope,
     .kv_norm_rope_fp8 = cpu_kv_norm_rope_fp8,
+    .q_norm_rope_idx = cpu_q_norm_rope_idx,
     .compressor_chunk = cpu_compressor_chunk,
     .indexer_topk_chunk = cpu_indexer_topk_chunk,
     .attention_chunk = cpu_attention_chunk,

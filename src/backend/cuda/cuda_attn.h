@@ -26,6 +26,13 @@ int dsv4_cuda_fp8_kv(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t wid
 #define DSV4_CUDA_KV_FUSED_MAX_WIDTH 12288u
 int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_t n_head, uint32_t head_dim,
                           float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope);
+/* One token (backend.h q_norm_rope_idx): q_norm_rope of the n_head query heads and rope_tail +
+ * hadamard_fp4 of the idx_n_head indexer query heads (idx_head_dim a power of two, a multiple of 32,
+ * <= DSV4_CUDA_Q_IDX_MAX_WIDTH), one launch; bitwise the three launches. */
+#define DSV4_CUDA_Q_IDX_MAX_WIDTH 1024u
+int dsv4_cuda_q_norm_rope_idx(dsv4_cuda_stream s, float *q, uint32_t n_head, uint32_t head_dim, float eps,
+                              float *iq, uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
+                              const dsv4_rope *rope);
 int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
                                uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                const dsv4_rope *rope, uint32_t n_nope);

@@ -1,10 +1,11 @@
 /* Fused norm + RoPE (+ FP8) of the attention's query heads and KV rows (backend.h q_norm_rope,
- * kv_norm_rope_fp8): one block per row, the unfused kernels' pieces in their order.
+ * kv_norm_rope_fp8, q_norm_rope_idx): one block per row, the unfused kernels' pieces in their order.
  *
  * Bitwise the unfused ops by construction: the sum of squares is cu_row_sumsq (the rmsnorm op's
  * tree) and the scale cu_rms_inv (cuda_smallops_units.cuh), y = x * s (* w) is the rms kernel's
  * left-to-right product; the pair angles and rotation are cuda_attn_rope.cuh's (the rope op's);
- * the FP8 blocks are cuda_attn_kvnum.cuh's fp8_block64 (the fp8_kv op's). This file is built like
+ * the FP8 blocks are cuda_attn_kvnum.cuh's fp8_block64 (the fp8_kv op's), the Hadamard and FP4 blocks
+ * its hadamard_fp4_smem (the hadamard_fp4 op's). This file is built like
  * the rope and KV files (without --fmad=false): every float operation above is an explicit _rn
  * intrinsic and cos/sin/log2 are the same libdevice calls as there, so the flag changes nothing. */
 #include "backend/cuda/cuda_attn_kvnum.cuh"
@@ -80,6 +81,45 @@ __global__ void __launch_bounds__(RMS_THREADS)
     for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) xr[i] = row[i];
 }
 
+/* One token at a.pos0: blocks [0, a.n_head) are q_norm_rope_kernel's (G = 1) on the query heads;
+ * blocks [a.n_head, a.n_head + idx_n_head) the indexer's query heads: the rope op's rotation of the
+ * row's tail pairs (the same angles: they depend on the position and pair only), then
+ * hadamard_fp4_smem, the hadamard_fp4 op's own code. One launch instead of three. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    q_norm_rope_idx_kernel(float *q, uint32_t head_dim, float eps, bool vec, rope_args a, float *iq,
+                           uint32_t idx_head_dim, float hnorm) {
+    cu_pdl_trigger();
+    __shared__ double part[RMS_THREADS / 32];
+    __shared__ float cs[256], sn[256];
+    __shared__ float row[DSV4_CUDA_Q_IDX_MAX_WIDTH];
+    /* the angles depend on the arguments only: computed while the previous kernel still runs */
+    rope_wait_if(a, 0);
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, a.pos0, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
+    if (blockIdx.x < a.n_head) {
+        float *xr = q + (uint64_t)blockIdx.x * head_dim;
+        const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
+        const float s = cu_rms_inv(tot, head_dim, eps);
+        const uint32_t nope = head_dim - 2 * a.half;
+        for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
+            const uint32_t i = 2 * p;
+            float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
+            if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+            xr[i] = y0;
+            xr[i + 1] = y1;
+        }
+        return;
+    }
+    float *ir = iq + (uint64_t)(blockIdx.x - a.n_head) * idx_head_dim;
+    for (uint32_t i = threadIdx.x; i < idx_head_dim; i += blockDim.x) row[i] = ir[i];
+    __syncthreads(); /* cs, sn and the row */
+    const uint32_t nope = idx_head_dim - 2 * a.half;
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x)
+        rope_rotate(&row[nope + 2 * k], &row[nope + 2 * k + 1], cs[k], sn[k]);
+    __syncthreads();
+    hadamard_fp4_smem(row, ir, idx_head_dim, hnorm);
+}
+
 bool rope_fits(const dsv4_rope *rope, uint32_t head_dim) {
     return rope && rope->n_rot <= head_dim && rope->n_rot % 2 == 0 && rope->n_rot <= 512 && head_dim % 2 == 0;
 }
@@ -101,6 +141,22 @@ extern "C" int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_ro
     return attn_launch_status();
 }
 
+extern "C" int dsv4_cuda_q_norm_rope_idx(dsv4_cuda_stream s, float *q, uint32_t n_head, uint32_t head_dim,
+                                         float eps, float *iq, uint32_t idx_n_head, uint32_t idx_head_dim,
+                                         uint32_t pos, const dsv4_rope *rope) {
+    if (!rope_fits(rope, head_dim) || !rope_fits(rope, idx_head_dim) || idx_head_dim == 0 ||
+        (idx_head_dim & (idx_head_dim - 1)) || idx_head_dim % 32 ||
+        idx_head_dim > DSV4_CUDA_Q_IDX_MAX_WIDTH || n_head > 0x7fffffffu - idx_n_head)
+        return (int)cudaErrorInvalidValue;
+    if (n_head == 0 || head_dim == 0 || idx_n_head == 0) return (int)cudaErrorInvalidValue;
+    const rope_args a = rope_args_make(rope, false, n_head, head_dim, pos, 1);
+    const bool vec = head_dim % 4 == 0 && ((uintptr_t)q & 15) == 0;
+    const float hnorm = (float)(1.0 / sqrt((double)idx_head_dim)); /* as dsv4_cuda_hadamard_fp4 */
+    q_norm_rope_idx_kernel<<<n_head + idx_n_head, RMS_THREADS, 0, (cudaStream_t)s>>>(q, head_dim, eps, vec, a,
+                                                                                     iq, idx_head_dim, hnorm);
+    return attn_launch_status();
+}
+
 extern "C" int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
                                           uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                           const dsv4_rope *rope, uint32_t n_nope) {
@@ -118,5 +174,6 @@ extern "C" int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const fl
 extern "C" int cu_pdl_kernels_attn_fused(const void **out) {
     out[0] = (const void *)q_norm_rope_kernel;
     out[1] = (const void *)kv_norm_rope_fp8_kernel;
-    return 2;
+    out[2] = (const void *)q_norm_rope_idx_kernel;
+    return 3;
 }

@@ -30,23 +30,7 @@ __global__ void hadamard_fp4_kernel(float *x, uint32_t width, float norm) {
     float *row = x + (uint64_t)blockIdx.x * width;
     for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) sh[i] = row[i];
     __syncthreads();
-    const uint32_t half = width / 2;
-    for (uint32_t stride = 1; stride < width; stride <<= 1) {
-        for (uint32_t p = threadIdx.x; p < half; p += blockDim.x) {
-            const uint32_t i = (p / stride) * 2 * stride + p % stride;
-            const float a = sh[i], b = sh[i + stride];
-            sh[i] = __fadd_rn(a, b);
-            sh[i + stride] = __fsub_rn(a, b);
-        }
-        __syncthreads();
-    }
-    const uint32_t lane = threadIdx.x % 32;
-    for (uint32_t blk = threadIdx.x / 32; blk < width / 32; blk += blockDim.x / 32) {
-        const float v = __fmul_rn(sh[blk * 32 + lane], norm);
-        float amax = warp_max(fabsf(v));
-        if (amax < 7.052966104933725e-38f) amax = 7.052966104933725e-38f;
-        row[blk * 32 + lane] = block_round(v, amax, 6.0f, 1, 0);
-    }
+    hadamard_fp4_smem(sh, row, width, norm);
 }
 
 __global__ void f16_kernel(float *dst, const float *src, uint64_t n) {

@@ -40,4 +40,28 @@ static __device__ __forceinline__ void fp8_block64(float *p, uint32_t lane) {
     p[lane + 32] = block_round(v1, amax, 448.0f, 3, -6);
 }
 
+/* The hadamard_fp4 op on one row already in shared memory (sh[width], visible to the block): the
+ * Walsh-Hadamard butterflies in place, then each 32-element block of sh * norm rounded to FP4 into
+ * row. Every thread of the block calls it (barriers inside); width a power of two, a multiple of 32.
+ * The op's kernel and the fused query pass (cuda_attn_fused.cu) both run this code. */
+static __device__ __forceinline__ void hadamard_fp4_smem(float *sh, float *row, uint32_t width, float norm) {
+    const uint32_t half = width / 2;
+    for (uint32_t stride = 1; stride < width; stride <<= 1) {
+        for (uint32_t p = threadIdx.x; p < half; p += blockDim.x) {
+            const uint32_t i = (p / stride) * 2 * stride + p % stride;
+            const float a = sh[i], b = sh[i + stride];
+            sh[i] = __fadd_rn(a, b);
+            sh[i + stride] = __fsub_rn(a, b);
+        }
+        __syncthreads();
+    }
+    const uint32_t lane = threadIdx.x % 32;
+    for (uint32_t blk = threadIdx.x / 32; blk < width / 32; blk += blockDim.x / 32) {
+        const float v = __fmul_rn(sh[blk * 32 + lane], norm);
+        float amax = warp_max(fabsf(v));
+        if (amax < 7.052966104933725e-38f) amax = 7.052966104933725e-38f;
+        row[blk * 32 + lane] = block_round(v, amax, 6.0f, 1, 0);
+    }
+}
+
 #endif

@@ -241,6 +241,7 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     switch (op) {
     case DSV4_FUSED_HC_PRE_NORM: return cu_hc_pre_norm_ok(c, q->n_tokens, q->n_hc, q->width, q->aux_type);
     case DSV4_FUSED_Q_NORM_ROPE: return cu_q_norm_rope_ok(c, q->n_tokens, q->width);
+    case DSV4_FUSED_Q_NORM_ROPE_IDX: return cu_q_norm_rope_idx_ok(c, q->n_tokens, q->width, q->width2);
     case DSV4_FUSED_KV_NORM_ROPE_FP8: return cu_kv_norm_rope_fp8_ok(c, q->n_tokens, q->width, q->aux_type);
     case DSV4_FUSED_PARALLEL_FFN: return c->side_stream && c->lane == 0 && q->n_tokens > 0;
     case DSV4_FUSED_PARALLEL_ATTN: return c->side_stream && c->lane == 0 && q->n_tokens == 1;
@@ -321,6 +322,7 @@ static const dsv4_backend_ops cuda_ops = {
     .hc_pre_norm = cu_hc_pre_norm,
     .q_norm_rope = cu_q_norm_rope,
     .kv_norm_rope_fp8 = cu_kv_norm_rope_fp8,
+    .q_norm_rope_idx = cu_q_norm_rope_idx,
     .hc_post_add = cu_hc_post_add,
     .moe_slots = cu_moe_slots,
     .hc_post_slots = cu_hc_post_slots,

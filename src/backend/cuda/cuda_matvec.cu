@@ -121,7 +121,8 @@ template <int NP> static __device__ __forceinline__ void mv_pipe_sync(int gi) {
  * memory. A row's value depends only on (R, nseg) and its bytes, never on the pipeline or CTA: the
  * same bits for every NP. */
 template <int F, int V, int NP>
-__global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1) mv_kernel(const mv_params p) {
+__global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1)
+    mv_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int RPL = mv_rpl(F);
     uint8_t *lut = smem;
@@ -249,7 +250,9 @@ static mv_kernel_fn mv_kernel_of(int f, int v, int g) {
     case MV_Q8_0: return mv_kernel<MV_Q8_0, 0, 1>;
     case MV_IQ2_XXS:
         if (v != 1) return mv_kernel<MV_IQ2_XXS, 0, 1>;
-        return g == 4 ? mv_kernel<MV_IQ2_XXS, 1, 4> : g == 3 ? mv_kernel<MV_IQ2_XXS, 1, 3> : mv_kernel<MV_IQ2_XXS, 1, 1>;
+        return g == 4   ? mv_kernel<MV_IQ2_XXS, 1, 4>
+               : g == 3 ? mv_kernel<MV_IQ2_XXS, 1, 3>
+                        : mv_kernel<MV_IQ2_XXS, 1, 1>;
     case MV_Q2_K: return mv_kernel<MV_Q2_K, 0, 1>;
     case MV_Q4_K: return mv_kernel<MV_Q4_K, 0, 1>;
     case MV_F16: return mv_kernel<MV_F16, 0, 1>;
@@ -288,7 +291,8 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
             e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      ctx->smem_per_block_optin);
             if (e == cudaSuccess)
-                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         100);
             if (e != cudaSuccess)
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
                                  mv_format_name(f), cudaGetErrorString(e));
@@ -485,7 +489,8 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.sel = ctx->d_iq2_sel;
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
-    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0, pipes)<<<grid, MV_THREADS * pipes, smem, stream>>>(p);
+    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0,
+                 pipes)<<<grid, MV_THREADS * pipes, smem, stream>>>(p);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",

@@ -69,6 +69,28 @@ dsv4_status cu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_hea
                    "q_norm_rope", err);
 }
 
+/* Gate of q_norm_rope_idx: one token, q_norm_rope's head condition, an indexer head width the
+ * Hadamard takes (a power of two, a multiple of 32) within the kernel's shared row. */
+bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim) {
+    return n_tokens == 1 && cu_q_norm_rope_ok(c, 1, head_dim) && idx_head_dim >= 32 &&
+           idx_head_dim % 32 == 0 && (idx_head_dim & (idx_head_dim - 1)) == 0 &&
+           idx_head_dim <= DSV4_CUDA_Q_IDX_MAX_WIDTH;
+}
+
+dsv4_status cu_q_norm_rope_idx(void *vctx, float *q, uint32_t n_head, uint32_t head_dim, float eps, float *iq,
+                               uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
+                               const dsv4_rope *rope, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_q_norm_rope_idx_ok(c, 1, head_dim, idx_head_dim) || rope->n_rot > idx_head_dim ||
+        rope->n_rot > head_dim || rope->n_rot % 2 || rope->n_rot > 512 || !n_head || !idx_n_head)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "q_norm_rope_idx: %u rotated dims of heads of %u and indexer heads of %u",
+                         rope->n_rot, head_dim, idx_head_dim);
+    return attn_rc(dsv4_cuda_q_norm_rope_idx(STREAM(c), q, n_head, head_dim, eps, iq, idx_n_head,
+                                             idx_head_dim, pos, rope),
+                   "q_norm_rope_idx", err);
+}
+
 dsv4_status cu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                 uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                 const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {
