@@ -57,6 +57,8 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_MOE_SUM_POST = 7,     /* decode: the routed experts' slot sum inside the FFN's hc_post */
     DSV4_FUSED_Q_NORM_ROPE_IDX = 8,  /* decode with the indexer: q_norm_rope of the query heads and
                                         rope_tail + hadamard_fp4 of the indexer's query heads, one pass */
+    DSV4_FUSED_EMIT_ROW = 9,         /* a compressor's emitted row: rmsnorm(weight), rope_tail, fp8_kv or
+                                        hadamard_fp4, and its cache store, one pass */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -72,7 +74,7 @@ typedef struct dsv4_fused_query {
                                norm weight) */
     uint32_t tier, n_tiers; /* placement: the tier running the op and how many there are */
     uint32_t width2;        /* a second width where the op has one (moe_sum_post: the experts' ff;
-                               q_norm_rope_idx: the indexer's head_dim) */
+                               q_norm_rope_idx: the indexer's head_dim; emit_row: the cache row type) */
 } dsv4_fused_query;
 
 struct dsv4_backend; /* copy_from takes the source tier's backend */
@@ -238,6 +240,14 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*q_norm_rope_idx)(void *ctx, float *q, uint32_t n_head, uint32_t head_dim, float eps,
                                    float *iq, uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
                                    const dsv4_rope *rope, dsv4_error *err);
+
+    /* One compressed row, out of place: y = rmsnorm(x, norm_w, 1, width, eps), then in y rope_tail(y, 1,
+     * 1, width, pos, 0, rope, forward) and fp8_kv(y, 1, width, n_nope) (hadamard false) or
+     * hadamard_fp4(y, 1, width) (hadamard true), then store_f16(dst, dst_type, y, 1, width); bitwise
+     * the four ops. x is left as it was. */
+    dsv4_status (*emit_row)(void *ctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
+                            uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                            void *dst, uint32_t dst_type, dsv4_error *err);
 
     /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
     dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,

@@ -166,6 +166,24 @@ static dsv4_status kv_projected(dsv4_graph *g, const dsv4_layer_weights *L, cons
 static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm, uint32_t width, uint32_t pos,
                             bool indexer, void *dst, uint32_t dst_type, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
+    /* the four ops in one pass; out of place (pooled stays), so the fallback simply runs them */
+    const dsv4_fused_query fq = {.n_tokens = 1,
+                                 .width = width,
+                                 .weight_type = DSV4_TYPE_F32, /* no product */
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = norm->type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers,
+                                 .width2 = dst_type};
+    if (fusion_wanted(g, DSV4_FUSED_EMIT_ROW, OPS->emit_row != NULL, &fq)) {
+        const dsv4_status st =
+            OPS->emit_row(BCTX, g->w.pooled, norm, width, c->rms_eps, pos, &g->rope[il], indexer,
+                          indexer ? 0 : width - c->n_rot, g->w.crow, dst, dst_type, err);
+        float *const outs[1] = {g->w.crow}; /* the cache row is rewritten whole by the fallback's store */
+        const size_t n_outs[1] = {width};
+        if (fusion_result(g, DSV4_FUSED_EMIT_ROW, st, outs, n_outs, 1, err)) return DSV4_OK;
+    }
     GB(OPS->rmsnorm(BCTX, g->w.pooled, norm, 1, width, c->rms_eps, g->w.crow, err));
     GB(OPS->rope_tail(BCTX, g->w.crow, 1, 1, width, pos, 0, &g->rope[il], false, err));
     if (indexer) {

@@ -1176,6 +1176,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps every line printed so far */
     /* the routed-MoE tensor-core paths at every chunk size checked here, whatever the crossover */
     if (!getenv("DSV4_CUDA_MOE_MMA_MIN_N")) setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
+    /* the fused emitted row (off by default until it has run on a GPU) is checked here */
+    if (!getenv("DSV4_CUDA_EMIT_ROW")) setenv("DSV4_CUDA_EMIT_ROW", "1", 1);
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
                         "[--numerics ds4|exact]\n");
@@ -1658,6 +1660,72 @@ int main(int argc, char **argv) {
                 free(gi);
             }
             free(q), free(iq), dfree(c, duq), dfree(c, dfq), dfree(c, dui), dfree(c, dfi);
+        }
+    }
+    /* ---- emit_row (a compressor's emitted row): one launch, bitwise the device's rmsnorm, rope_tail,
+     * fp8_kv / hadamard_fp4 and store_f16; the attention row into F16 and F32 rows, the indexer row into
+     * FP4 and F16 rows ---- */
+    if (GPU->emit_row && GPU->fused_available && cf->idx_head_dim) {
+        const uint32_t l4i = l4; /* a ratio-4 layer: both compressors */
+        const dsv4_layer_weights *LL = &m->layers[l4i];
+        const dsv4_rope r = dsv4_rope_for_layer(cf, l4i);
+        for (int v = 0; v < 4; v++) {
+            const bool idx = v >= 2;
+            const uint32_t W = idx ? cf->idx_head_dim : Dh, dt = v == 0   ? DSV4_TYPE_F16
+                                                                 : v == 1 ? DSV4_TYPE_F32
+                                                                 : v == 2 ? DSV4_KV_FP4
+                                                                          : DSV4_TYPE_F16;
+            const dsv4_tensor *nw = idx ? &LL->indexer_compressor_norm : &LL->attn_compressor_norm;
+            const uint32_t pos = 4 * (511 + 97 * v), nope = idx ? 0 : W - cf->n_rot;
+            const dsv4_fused_query fq = {.n_tokens = 1,
+                                         .width = W,
+                                         .weight_type = DSV4_TYPE_F32,
+                                         .n_hc = HC,
+                                         .aux_type = nw->type,
+                                         .n_tiers = 1,
+                                         .width2 = dt};
+            char lb[64];
+            snprintf(lb, sizeof lb, "emit_row gate %s row -> %#x", idx ? "indexer" : "attention", dt);
+            const bool open = GPU->fused_available(GC, DSV4_FUSED_EMIT_ROW, &fq);
+            printf("%s %-34s %s\n", open ? "ok  " : "FAIL", lb, open ? "open" : "closed");
+            c->fails += !open, c->checks++;
+            if (!open) continue;
+            const size_t rb = dt == DSV4_KV_FP4     ? (size_t)W / 32 * DSV4_KV_FP4_BLOCK_BYTES
+                              : dt == DSV4_TYPE_F16 ? (size_t)W * 2
+                                                    : (size_t)W * 4;
+            float *x = hrand(c, W, 3.0f), *dx = dcopy(c, x, (size_t)W * 4);
+            float *zero = calloc(W, 4);
+            float *yu = dcopy(c, zero, (size_t)W * 4), *yf = dcopy(c, zero, (size_t)W * 4);
+            uint8_t *hu = calloc(rb, 1), *hf = calloc(rb, 1);
+            void *du = dcopy(c, hu, rb), *df = dcopy(c, hu, rb);
+            dsv4_status su = GPU->rmsnorm(GC, dx, nw, 1, W, cf->rms_eps, yu, &c->err);
+            if (su == DSV4_OK) su = GPU->rope_tail(GC, yu, 1, 1, W, pos, 0, &r, false, &c->err);
+            if (su == DSV4_OK)
+                su =
+                    idx ? GPU->hadamard_fp4(GC, yu, 1, W, &c->err) : GPU->fp8_kv(GC, yu, 1, W, nope, &c->err);
+            if (su == DSV4_OK) su = GPU->store_f16(GC, du, dt, yu, 1, W, &c->err);
+            const dsv4_status sf = su == DSV4_OK ? GPU->emit_row(GC, dx, nw, W, cf->rms_eps, pos, &r, idx,
+                                                                 nope, yf, df, dt, &c->err)
+                                                 : su;
+            snprintf(lb, sizeof lb, "emit_row %s -> %#x fused vs unfused", idx ? "indexer" : "attention", dt);
+            if (ran(c, lb, DSV4_OK, sf, &ec)) {
+                float *a = malloc((size_t)W * 4), *b = malloc((size_t)W * 4);
+                GPU->read(GC, a, yu, (size_t)W * 4, &c->err);
+                GPU->read(GC, b, yf, (size_t)W * 4, &c->err);
+                GPU->read(GC, hu, du, rb, &c->err);
+                GPU->read(GC, hf, df, rb, &c->err);
+                size_t differ = 0;
+                for (uint32_t i = 0; i < W; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+                const int row_differs = memcmp(hu, hf, rb) != 0;
+                snprintf(lb, sizeof lb, "emit_row %s -> %#x bitwise", idx ? "indexer" : "attention", dt);
+                printf("%s %-34s %zu of %u values differ, cache row %s (required: 0, same)\n",
+                       differ || row_differs ? "FAIL" : "ok  ", lb, differ, W,
+                       row_differs ? "differs" : "same");
+                c->fails += differ != 0 || row_differs, c->checks++;
+                free(a), free(b);
+            }
+            free(x), free(zero), free(hu), free(hf);
+            dfree(c, dx), dfree(c, yu), dfree(c, yf), dfree(c, du), dfree(c, df);
         }
     }
     {

@@ -96,6 +96,18 @@ dsv4_status cpu_q_norm_rope_idx(void *vctx, float *q, uint32_t n_head, uint32_t 
     return st;
 }
 
+/* The four ops in their order: the fused op's reference on every backend. */
+dsv4_status cpu_emit_row(void *vctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
+                         uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                         void *dst, uint32_t dst_type, dsv4_error *err) {
+    dsv4_status st = cpu_rmsnorm(vctx, x, norm_w, 1, width, eps, y, err);
+    if (st == DSV4_OK) st = cpu_rope_tail(vctx, y, 1, 1, width, pos, 0, rope, false, err);
+    if (st == DSV4_OK)
+        st = hadamard ? cpu_hadamard_fp4(vctx, y, 1, width, err) : cpu_fp8_kv(vctx, y, 1, width, n_nope, err);
+    if (st == DSV4_OK) st = cpu_store_f16(vctx, dst, dst_type, y, 1, width, err);
+    return st;
+}
+
 dsv4_status cpu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                  uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                  const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {

@@ -95,6 +95,9 @@ dsv4_status cpu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_hea
 dsv4_status cpu_q_norm_rope_idx(void *ctx, float *q, uint32_t n_head, uint32_t head_dim, float eps, float *iq,
                                 uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
                                 const dsv4_rope *rope, dsv4_error *err);
+dsv4_status cpu_emit_row(void *ctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
+                         uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                         void *dst, uint32_t dst_type, dsv4_error *err);
 dsv4_status cpu_kv_norm_rope_fp8(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                  uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                  const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);

@@ -33,6 +33,13 @@ int dsv4_cuda_q_norm_rope(dsv4_cuda_stream s, float *x, uint32_t n_rows, uint32_
 int dsv4_cuda_q_norm_rope_idx(dsv4_cuda_stream s, float *q, uint32_t n_head, uint32_t head_dim, float eps,
                               float *iq, uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
                               const dsv4_rope *rope);
+/* A compressor's emitted row (backend.h emit_row): y = the rmsnorm (F32 weight w_dev) of x, RoPE at
+ * pos, then FP8 over the first n_nope values or (hadamard) Hadamard + FP4; its cache copy to dst in
+ * dst_type (F16, F32 or DSV4_KV_FP4). One launch; bitwise the rmsnorm, rope_tail, fp8_kv /
+ * hadamard_fp4 and store_f16 launches. width <= DSV4_CUDA_KV_FUSED_MAX_WIDTH. */
+int dsv4_cuda_emit_row(dsv4_cuda_stream s, const float *x, const float *w_dev, uint32_t width, float eps,
+                       uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                       void *dst, uint32_t dst_type);
 int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
                                uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                const dsv4_rope *rope, uint32_t n_nope);

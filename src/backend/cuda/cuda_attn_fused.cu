@@ -120,6 +120,54 @@ __global__ void __launch_bounds__(RMS_THREADS)
     hadamard_fp4_smem(row, ir, idx_head_dim, hnorm);
 }
 
+/* A compressor's emitted row (backend.h emit_row), one block: kv_norm_rope_fp8_kernel's norm and
+ * rotation into shared memory (the rmsnorm and rope ops' expressions), then its FP8 blocks over
+ * the first n_nope values (hadamard = 0) or hadamard_fp4_smem (hadamard = 1, the hadamard op's code),
+ * the row to y and its cache copy to dst: F16 (__float2half_rn), F32 (f16-rounded floats) or packed
+ * FP4 (fp4_pack_block32), the store op's conversions. */
+__global__ void __launch_bounds__(RMS_THREADS)
+    emit_row_kernel(const float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
+                    uint32_t hadamard, float hnorm, rope_args a, float *y, void *dst, uint32_t dst_type) {
+    cu_pdl_trigger();
+    extern __shared__ float row[]; /* width floats */
+    __shared__ double part[RMS_THREADS / 32];
+    __shared__ float cs[256], sn[256];
+    rope_wait_if(a, 0);
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, a.pos0, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
+    const double tot = cu_row_sumsq(x, width, vec, part); /* synchronizes: cs, sn are ready */
+    const float s = cu_rms_inv(tot, width, eps);
+    const uint32_t nope = width - 2 * a.half;
+    for (uint32_t p = threadIdx.x; p < width / 2; p += blockDim.x) {
+        const uint32_t i = 2 * p;
+        float y0 = __fmul_rn(__fmul_rn(x[i], s), w[i]), y1 = __fmul_rn(__fmul_rn(x[i + 1], s), w[i + 1]);
+        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+        row[i] = y0;
+        row[i + 1] = y1;
+    }
+    __syncthreads();
+    const uint32_t lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (hadamard) {
+        hadamard_fp4_smem(row, row, width, hnorm); /* each value read and rewritten by one thread */
+    } else {
+        for (uint32_t b = threadIdx.x / 32; b < n_nope / 64; b += warps)
+            fp8_block64(row + (uint64_t)b * 64, lane);
+    }
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) y[i] = row[i];
+    if (dst_type == DSV4_TYPE_F16) {
+        for (uint32_t i = threadIdx.x; i < width; i += blockDim.x)
+            ((__half *)dst)[i] = __float2half_rn(row[i]);
+    } else if (dst_type == DSV4_TYPE_F32) {
+        for (uint32_t i = threadIdx.x; i < width; i += blockDim.x)
+            ((float *)dst)[i] = __half2float(__float2half_rn(row[i]));
+    } else {
+        for (uint32_t b = threadIdx.x; b < width / 32; b += blockDim.x)
+            fp4_pack_block32(row + (uint64_t)b * 32,
+                             (unsigned char *)dst + (uint64_t)b * DSV4_KV_FP4_BLOCK_BYTES);
+    }
+}
+
 bool rope_fits(const dsv4_rope *rope, uint32_t head_dim) {
     return rope && rope->n_rot <= head_dim && rope->n_rot % 2 == 0 && rope->n_rot <= 512 && head_dim % 2 == 0;
 }
@@ -157,6 +205,25 @@ extern "C" int dsv4_cuda_q_norm_rope_idx(dsv4_cuda_stream s, float *q, uint32_t 
     return attn_launch_status();
 }
 
+extern "C" int dsv4_cuda_emit_row(dsv4_cuda_stream s, const float *x, const float *w_dev, uint32_t width,
+                                  float eps, uint32_t pos, const dsv4_rope *rope, bool hadamard,
+                                  uint32_t n_nope, float *y, void *dst, uint32_t dst_type) {
+    if (!rope_fits(rope, width) || width == 0 || width > DSV4_CUDA_KV_FUSED_MAX_WIDTH || !x || !w_dev || !y ||
+        !dst)
+        return (int)cudaErrorInvalidValue;
+    if (hadamard ? ((width & (width - 1)) || width % 32 || width > 8192) : (n_nope % 64 || n_nope > width))
+        return (int)cudaErrorInvalidValue;
+    if (dst_type != DSV4_TYPE_F16 && dst_type != DSV4_TYPE_F32 &&
+        !(dst_type == DSV4_KV_FP4 && width % 32 == 0))
+        return (int)cudaErrorInvalidValue;
+    const rope_args a = rope_args_make(rope, false, 1, width, pos, 0);
+    const bool vec = width % 4 == 0 && ((uintptr_t)x & 15) == 0;
+    const float hnorm = (float)(1.0 / sqrt((double)width)); /* as dsv4_cuda_hadamard_fp4 */
+    emit_row_kernel<<<1, RMS_THREADS, (size_t)width * sizeof(float), (cudaStream_t)s>>>(
+        x, w_dev, width, eps, vec, n_nope, hadamard ? 1u : 0u, hnorm, a, y, dst, dst_type);
+    return attn_launch_status();
+}
+
 extern "C" int dsv4_cuda_kv_norm_rope_fp8(dsv4_cuda_stream s, float *x, const float *w_dev, uint32_t n_rows,
                                           uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                           const dsv4_rope *rope, uint32_t n_nope) {
@@ -175,5 +242,6 @@ extern "C" int cu_pdl_kernels_attn_fused(const void **out) {
     out[0] = (const void *)q_norm_rope_kernel;
     out[1] = (const void *)kv_norm_rope_fp8_kernel;
     out[2] = (const void *)q_norm_rope_idx_kernel;
-    return 3;
+    out[3] = (const void *)emit_row_kernel;
+    return 4;
 }

@@ -46,45 +46,12 @@ __global__ void f16_store_kernel(__half *dst, const float *src, uint64_t n) {
         dst[i] = __float2half_rn(src[i]);
 }
 
-/* dsv4_e2m1_round of ax >= 0 (quant/kvnum.c minifloat_round with 1 mantissa bit, emin 0) */
-__device__ __forceinline__ float e2m1_nearest(float ax) {
-    ax = fminf(ax, 6.0f);
-    if (ax == 0.0f) return 0.0f;
-    int ex;
-    (void)frexpf(ax, &ex);
-    int e = ex - 1;
-    if (e < 0) e = 0;
-    return ldexpf(rintf(ldexpf(ax, 1 - e)), e - 1);
-}
-
 /* One thread per block of 32 (backend.h DSV4_KV_FP4; CPU: dsv4_fp4_pack_row). */
 __global__ void fp4_store_kernel(unsigned char *dst, const float *src, uint64_t n_blocks) {
     cu_pdl_enter();
     for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < n_blocks;
-         b += (uint64_t)gridDim.x * blockDim.x) {
-        const float *x = src + b * 32;
-        unsigned char *o = dst + b * DSV4_KV_FP4_BLOCK_BYTES;
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        int ex = 0;
-        const float f = amax > 0.0f ? frexpf(amax, &ex) : 0.0f;
-        int e = f <= 0.75f ? ex - 3 : ex - 2;
-        e = e < -128 ? -128 : e > 127 ? 127 : e;
-        o[0] = (unsigned char)(signed char)e;
-        for (int i = 0; i < 32; i += 2) {
-            uint32_t codes = 0;
-            for (int j = 0; j < 2; j++) {
-                const float v = x[i + j], m = e2m1_nearest(fabsf(ldexpf(v, -e)));
-                const uint32_t k = m < 2.0f    ? (uint32_t)(m * 2.0f)
-                                   : m == 2.0f ? 4u
-                                   : m == 3.0f ? 5u
-                                   : m == 4.0f ? 6u
-                                               : 7u;
-                codes |= ((signbit(v) ? 8u : 0u) | k) << (4 * j);
-            }
-            o[1 + i / 2] = (unsigned char)codes;
-        }
-    }
+         b += (uint64_t)gridDim.x * blockDim.x)
+        fp4_pack_block32(src + b * 32, dst + b * DSV4_KV_FP4_BLOCK_BYTES);
 }
 
 } // namespace

@@ -64,4 +64,40 @@ static __device__ __forceinline__ void hadamard_fp4_smem(float *sh, float *row, 
     }
 }
 
+/* dsv4_e2m1_round of ax >= 0 (quant/kvnum.c minifloat_round with 1 mantissa bit, emin 0) */
+static __device__ __forceinline__ float e2m1_nearest(float ax) {
+    ax = fminf(ax, 6.0f);
+    if (ax == 0.0f) return 0.0f;
+    int ex;
+    (void)frexpf(ax, &ex);
+    int e = ex - 1;
+    if (e < 0) e = 0;
+    return ldexpf(rintf(ldexpf(ax, 1 - e)), e - 1);
+}
+
+/* One packed FP4 block (backend.h DSV4_KV_FP4: the exponent byte, then 16 bytes of codes) from 32
+ * floats; one thread. The store op's kernel and the fused emitted row both run it. */
+static __device__ __forceinline__ void fp4_pack_block32(const float *x, unsigned char *o) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+    int ex = 0;
+    const float f = amax > 0.0f ? frexpf(amax, &ex) : 0.0f;
+    int e = f <= 0.75f ? ex - 3 : ex - 2;
+    e = e < -128 ? -128 : e > 127 ? 127 : e;
+    o[0] = (unsigned char)(signed char)e;
+    for (int i = 0; i < 32; i += 2) {
+        uint32_t codes = 0;
+        for (int j = 0; j < 2; j++) {
+            const float v = x[i + j], m = e2m1_nearest(fabsf(ldexpf(v, -e)));
+            const uint32_t k = m < 2.0f    ? (uint32_t)(m * 2.0f)
+                               : m == 2.0f ? 4u
+                               : m == 3.0f ? 5u
+                               : m == 4.0f ? 6u
+                                           : 7u;
+            codes |= ((signbit(v) ? 8u : 0u) | k) << (4 * j);
+        }
+        o[1 + i / 2] = (unsigned char)codes;
+    }
+}
+
 #endif

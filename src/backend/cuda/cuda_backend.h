@@ -106,6 +106,7 @@ typedef struct cuda_ctx {
     bool mvw_act_fused;     /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
     bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
     bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
+    bool emit_row_on;       /* DSV4_CUDA_EMIT_ROW=1: the fused emitted-row op (not yet run on a GPU: off) */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's
@@ -321,6 +322,11 @@ dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head
                            float eps, uint32_t pos0, uint32_t pos_step, const dsv4_rope *rope,
                            dsv4_error *err);
 bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim);
+bool cu_emit_row_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type,
+                    uint32_t dst_type);
+dsv4_status cu_emit_row(void *ctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
+                        uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                        void *dst, uint32_t dst_type, dsv4_error *err);
 dsv4_status cu_q_norm_rope_idx(void *ctx, float *q, uint32_t n_head, uint32_t head_dim, float eps, float *iq,
                                uint32_t idx_n_head, uint32_t idx_head_dim, uint32_t pos,
                                const dsv4_rope *rope, dsv4_error *err);

@@ -91,6 +91,34 @@ dsv4_status cu_q_norm_rope_idx(void *vctx, float *q, uint32_t n_head, uint32_t h
                    "q_norm_rope_idx", err);
 }
 
+/* Gate of emit_row: switched on (DSV4_CUDA_EMIT_ROW=1: written after session 11's device budget was
+ * spent, so off until it has run on a GPU), DS4 numerics (EXACT's FP8 and store skip roundings), an
+ * F32 norm weight, a row the kernel's shared memory holds, a cache row type the store op takes. */
+bool cu_emit_row_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type,
+                    uint32_t dst_type) {
+    return c->emit_row_on && c->numerics == DSV4_NUMERICS_DS4 && n_tokens == 1 && width > 0 &&
+           width % 2 == 0 && width <= DSV4_CUDA_KV_FUSED_MAX_WIDTH && norm_type == DSV4_TYPE_F32 &&
+           (dst_type == DSV4_TYPE_F16 || dst_type == DSV4_TYPE_F32 ||
+            (dst_type == DSV4_KV_FP4 && width % 32 == 0));
+}
+
+dsv4_status cu_emit_row(void *vctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
+                        uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
+                        void *dst, uint32_t dst_type, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c); /* writes a row (y) as rmsnorm does */
+    if (!cu_emit_row_ok(c, 1, width, norm_w->type, dst_type) || norm_w->ne[0] != width ||
+        rope->n_rot > width || rope->n_rot % 2 || rope->n_rot > 512 || (hadamard && (width & (width - 1))) ||
+        (!hadamard && (n_nope % 64 || n_nope > width)))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "emit_row: a row of %u (%s) into type %#x", width,
+                         hadamard ? "Hadamard/FP4" : "FP8", dst_type);
+    const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    return attn_rc(
+        dsv4_cuda_emit_row(STREAM(c), x, wd, width, eps, pos, rope, hadamard, n_nope, y, dst, dst_type),
+        "emit_row", err);
+}
+
 dsv4_status cu_kv_norm_rope_fp8(void *vctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                 uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                 const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err) {
