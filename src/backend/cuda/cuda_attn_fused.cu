@@ -16,6 +16,34 @@
 
 namespace {
 
+/* The pair angles at position pos into cs, sn: before the programmatic wait (they depend on the
+ * arguments only, so they are computed while the previous kernel still runs) unless a.early is 0. */
+__device__ __forceinline__ void rope_angles(const rope_args &a, uint32_t pos, float *cs, float *sn) {
+    rope_wait_if(a, 0);
+    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
+    rope_wait_if(a, 1);
+}
+
+/* Row xr of width values: its RMSNorm (x * s, times w[i] when w is set: the rmsnorm op's products
+ * left to right) and the rotation of its tail pairs, into out (which may be xr: after the sum each
+ * thread reads and writes only its own pairs). The sum synchronizes the block, so cs and sn written
+ * before the call are ready. */
+__device__ __forceinline__ void norm_rope_row(const float *xr, const float *w, uint32_t width, float eps,
+                                              bool vec, uint32_t half, const float *cs, const float *sn,
+                                              double *part, float *out) {
+    const double tot = cu_row_sumsq(xr, width, vec, part);
+    const float s = cu_rms_inv(tot, width, eps);
+    const uint32_t nope = width - 2 * half;
+    for (uint32_t p = threadIdx.x; p < width / 2; p += blockDim.x) {
+        const uint32_t i = 2 * p;
+        float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
+        if (w) y0 = __fmul_rn(y0, w[i]), y1 = __fmul_rn(y1, w[i + 1]);
+        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
+        out[i] = y0;
+        out[i + 1] = y1;
+    }
+}
+
 /* One block per head row r (token r / n_head): norm without weight, then the rotation of its
  * tail pairs. Each thread reads and writes only its own pairs after the sum. */
 /* Block b: heads [g * G, g * G + G) of token t (b = t * n_head / G + g). The token's pair angles
@@ -29,22 +57,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
     const uint32_t groups = a.n_head / G;
     const uint64_t t = blockIdx.x / groups, r0 = t * a.n_head + (uint64_t)(blockIdx.x % groups) * G;
     const uint32_t pos = a.pos0 + (uint32_t)t * a.pos_step;
-    /* the angles depend on the arguments only: computed while the previous kernel still runs */
-    rope_wait_if(a, 0);
-    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
-    rope_wait_if(a, 1);
-    const uint32_t nope = head_dim - 2 * a.half;
+    rope_angles(a, pos, cs, sn);
     for (uint32_t gi = 0; gi < G; gi++) {
         float *xr = x + (r0 + gi) * head_dim;
-        const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
-        const float s = cu_rms_inv(tot, head_dim, eps);
-        for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
-            const uint32_t i = 2 * p;
-            float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
-            if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
-            xr[i] = y0;
-            xr[i + 1] = y1;
-        }
+        norm_rope_row(xr, NULL, head_dim, eps, vec, a.half, cs, sn, part, xr);
         __syncthreads(); /* part is reused by the next head's sum */
     }
 }
@@ -58,21 +74,9 @@ __global__ void __launch_bounds__(RMS_THREADS)
     __shared__ float cs[256], sn[256];
     const uint32_t r = blockIdx.x;
     const uint32_t pos = a.pos0 + r * a.pos_step;
-    /* the angles depend on the arguments only: computed while the previous kernel still runs */
-    rope_wait_if(a, 0);
-    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, pos, k, &cs[k], &sn[k]);
-    rope_wait_if(a, 1);
+    rope_angles(a, pos, cs, sn);
     float *xr = x + (uint64_t)r * width;
-    const double tot = cu_row_sumsq(xr, width, vec, part); /* synchronizes: cs, sn are ready */
-    const float s = cu_rms_inv(tot, width, eps);
-    const uint32_t nope = width - 2 * a.half;
-    for (uint32_t p = threadIdx.x; p < width / 2; p += blockDim.x) {
-        const uint32_t i = 2 * p;
-        float y0 = __fmul_rn(__fmul_rn(xr[i], s), w[i]), y1 = __fmul_rn(__fmul_rn(xr[i + 1], s), w[i + 1]);
-        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
-        row[i] = y0;
-        row[i + 1] = y1;
-    }
+    norm_rope_row(xr, w, width, eps, vec, a.half, cs, sn, part, row);
     __syncthreads();
     const uint32_t lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (uint32_t b = threadIdx.x / 32; b < n_nope / 64; b += warps)
@@ -92,22 +96,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
     __shared__ float row[DSV4_CUDA_Q_IDX_MAX_WIDTH];
-    /* the angles depend on the arguments only: computed while the previous kernel still runs */
-    rope_wait_if(a, 0);
-    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, a.pos0, k, &cs[k], &sn[k]);
-    rope_wait_if(a, 1);
+    rope_angles(a, a.pos0, cs, sn);
     if (blockIdx.x < a.n_head) {
         float *xr = q + (uint64_t)blockIdx.x * head_dim;
-        const double tot = cu_row_sumsq(xr, head_dim, vec, part); /* synchronizes: cs, sn are ready */
-        const float s = cu_rms_inv(tot, head_dim, eps);
-        const uint32_t nope = head_dim - 2 * a.half;
-        for (uint32_t p = threadIdx.x; p < head_dim / 2; p += blockDim.x) {
-            const uint32_t i = 2 * p;
-            float y0 = __fmul_rn(xr[i], s), y1 = __fmul_rn(xr[i + 1], s);
-            if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
-            xr[i] = y0;
-            xr[i + 1] = y1;
-        }
+        norm_rope_row(xr, NULL, head_dim, eps, vec, a.half, cs, sn, part, xr);
         return;
     }
     float *ir = iq + (uint64_t)(blockIdx.x - a.n_head) * idx_head_dim;
@@ -132,19 +124,8 @@ __global__ void __launch_bounds__(RMS_THREADS)
     extern __shared__ float row[]; /* width floats */
     __shared__ double part[RMS_THREADS / 32];
     __shared__ float cs[256], sn[256];
-    rope_wait_if(a, 0);
-    for (uint32_t k = threadIdx.x; k < a.half; k += blockDim.x) rope_pair_cs_sn(a, a.pos0, k, &cs[k], &sn[k]);
-    rope_wait_if(a, 1);
-    const double tot = cu_row_sumsq(x, width, vec, part); /* synchronizes: cs, sn are ready */
-    const float s = cu_rms_inv(tot, width, eps);
-    const uint32_t nope = width - 2 * a.half;
-    for (uint32_t p = threadIdx.x; p < width / 2; p += blockDim.x) {
-        const uint32_t i = 2 * p;
-        float y0 = __fmul_rn(__fmul_rn(x[i], s), w[i]), y1 = __fmul_rn(__fmul_rn(x[i + 1], s), w[i + 1]);
-        if (i >= nope) rope_rotate(&y0, &y1, cs[(i - nope) / 2], sn[(i - nope) / 2]);
-        row[i] = y0;
-        row[i + 1] = y1;
-    }
+    rope_angles(a, a.pos0, cs, sn);
+    norm_rope_row(x, w, width, eps, vec, a.half, cs, sn, part, row);
     __syncthreads();
     const uint32_t lane = threadIdx.x % 32, warps = blockDim.x / 32;
     if (hadamard) {
