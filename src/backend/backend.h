@@ -59,6 +59,8 @@ typedef enum dsv4_fused_op {
                                         rope_tail + hadamard_fp4 of the indexer's query heads, one pass */
     DSV4_FUSED_EMIT_ROW = 9,         /* a compressor's emitted row: rmsnorm(weight), rope_tail, fp8_kv or
                                         hadamard_fp4, and its cache store, one pass */
+    DSV4_FUSED_ROUTER_TOPK = 10,     /* decode, non-hash layers: router_select after its logits' products, in
+                                        the same call (the router + shared gate/up matmul_multi) */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -248,6 +250,13 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*emit_row)(void *ctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
                             uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
                             void *dst, uint32_t dst_type, dsv4_error *err);
+
+    /* One token: the products of items (as matmul_multi; items[0] gives the n_expert router logits),
+     * then router_select(items[0].y, 1, n_expert, k, bias, NULL, NULL, scale, sel, weights); bitwise
+     * the pair. */
+    dsv4_status (*matmuls_router)(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                                  uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
+                                  int32_t *sel, float *weights, dsv4_error *err);
 
     /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
     dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,

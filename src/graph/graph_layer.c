@@ -467,11 +467,32 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     const dsv4_matmul_item it[3] = {{&L->ffn_gate_inp, 0, c->n_expert, w->xn, E, w->rlog, c->n_expert},
                                     {&L->ffn_gate_shexp, 0, ff, w->xn, E, w->sg, ff},
                                     {&L->ffn_up_shexp, 0, ff, w->xn, E, w->su, ff}};
-    GB(matmuls(g, it, shared ? 3 : 1, n, err));
     const bool hash = dsv4_cfg_is_hash_layer(c, il) && dsv4_tensor_present(&L->ffn_gate_tid2eid);
     const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
-    GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL, tokens,
-                          c->expert_weights_scale, w->rsel, w->rw, err));
+    /* one decode token of a top-k layer: the selection inside the products' call */
+    const dsv4_fused_query rq = {.n_tokens = n,
+                                 .width = c->n_expert,
+                                 .weight_type = L->ffn_gate_inp.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = bias ? bias->type : DSV4_TYPE_F32,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers,
+                                 .width2 = k};
+    bool routed = false;
+    if (n == 1 && !hash && fusion_wanted(g, DSV4_FUSED_ROUTER_TOPK, OPS->matmuls_router != NULL, &rq)) {
+        const dsv4_status st = OPS->matmuls_router(BCTX, it, shared ? 3 : 1, n, c->n_expert, k, bias,
+                                                   c->expert_weights_scale, w->rsel, w->rw, err);
+        /* the ids are poisoned as floats (NaN bits: no expert), the fallback rewrites them */
+        float *const outs[3] = {w->rlog, w->rw, (float *)w->rsel};
+        const size_t n_outs[3] = {c->n_expert, k, k};
+        routed = fusion_result(g, DSV4_FUSED_ROUTER_TOPK, st, outs, n_outs, 3, err);
+    }
+    if (!routed) {
+        GB(matmuls(g, it, shared ? 3 : 1, n, err));
+        GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL,
+                              tokens, c->expert_weights_scale, w->rsel, w->rw, err));
+    }
     if (!shared) {
         GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
                     clamp, w->routed, err));

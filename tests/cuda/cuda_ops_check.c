@@ -1178,6 +1178,8 @@ int main(int argc, char **argv) {
     if (!getenv("DSV4_CUDA_MOE_MMA_MIN_N")) setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
     /* the fused emitted row (off by default until it has run on a GPU) is checked here */
     if (!getenv("DSV4_CUDA_EMIT_ROW")) setenv("DSV4_CUDA_EMIT_ROW", "1", 1);
+    if (!getenv("DSV4_CUDA_ROUTER_FUSED"))
+        setenv("DSV4_CUDA_ROUTER_FUSED", "1", 1); /* likewise router_topk */
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
                         "[--numerics ds4|exact]\n");
@@ -1726,6 +1728,73 @@ int main(int argc, char **argv) {
             }
             free(x), free(zero), free(hu), free(hf);
             dfree(c, dx), dfree(c, yu), dfree(c, yf), dfree(c, du), dfree(c, df);
+        }
+    }
+    /* ---- router_topk (one token of a top-k layer): the router + shared gate/up products and the
+     * selection in one launch, bitwise matmul_multi + router_select (logits, shared rows, ids, weights);
+     * with the layer's bias and without ---- */
+    if (GPU->matmuls_router && GPU->matmul_multi && GPU->fused_available && lnh) {
+        const dsv4_layer_weights *LR = &m->layers[lnh];
+        const uint32_t NE = cf->n_expert, K = cf->n_expert_used;
+        const uint32_t ff = dsv4_tensor_present(&LR->ffn_gate_shexp) ? (uint32_t)LR->ffn_gate_shexp.ne[1] : 0;
+        const dsv4_fused_query fq = {.n_tokens = 1,
+                                     .width = NE,
+                                     .weight_type = LR->ffn_gate_inp.type,
+                                     .n_hc = HC,
+                                     .aux_type = DSV4_TYPE_F32,
+                                     .n_tiers = 1,
+                                     .width2 = K};
+        const bool open = GPU->fused_available(GC, DSV4_FUSED_ROUTER_TOPK, &fq);
+        printf("%s %-34s %s\n", open ? "ok  " : "FAIL", "router_topk gate n=1", open ? "open" : "closed");
+        c->fails += !open, c->checks++;
+        for (int b = 0; b < 2 && open && ff; b++) {
+            const dsv4_tensor *bias = b && dsv4_tensor_present(&LR->exp_probs_b) ? &LR->exp_probs_b : NULL;
+            float *x = hrand(c, E, 1.0f), *dx = dcopy(c, x, (size_t)E * 4);
+            const size_t ny = (size_t)NE + 2 * ff;
+            float *zero = calloc(ny, 4);
+            float *yu = dcopy(c, zero, ny * 4), *yf = dcopy(c, zero, ny * 4);
+            int32_t *su0 = calloc(K, 4), *sf0 = calloc(K, 4);
+            int32_t *dsu = dcopy(c, su0, (size_t)K * 4), *dsf = dcopy(c, sf0, (size_t)K * 4);
+            float *wu = dcopy(c, zero, (size_t)K * 4), *wf = dcopy(c, zero, (size_t)K * 4);
+            dsv4_matmul_item iu[3] = {{&LR->ffn_gate_inp, 0, NE, dx, E, yu, NE},
+                                      {&LR->ffn_gate_shexp, 0, ff, dx, E, yu + NE, ff},
+                                      {&LR->ffn_up_shexp, 0, ff, dx, E, yu + NE + ff, ff}};
+            dsv4_matmul_item jf[3] = {{&LR->ffn_gate_inp, 0, NE, dx, E, yf, NE},
+                                      {&LR->ffn_gate_shexp, 0, ff, dx, E, yf + NE, ff},
+                                      {&LR->ffn_up_shexp, 0, ff, dx, E, yf + NE + ff, ff}};
+            dsv4_status su = GPU->matmul_multi(GC, iu, 3, 1, &c->err);
+            if (su == DSV4_OK)
+                su = GPU->router_select(GC, yu, 1, NE, K, bias, NULL, NULL, cf->expert_weights_scale, dsu, wu,
+                                        &c->err);
+            const dsv4_status sf = su == DSV4_OK
+                                       ? GPU->matmuls_router(GC, jf, 3, 1, NE, K, bias,
+                                                             cf->expert_weights_scale, dsf, wf, &c->err)
+                                       : su;
+            char lb[64];
+            snprintf(lb, sizeof lb, "router_topk L%u %s fused vs unfused", lnh, bias ? "bias" : "no bias");
+            if (ran(c, lb, DSV4_OK, sf, &ec)) {
+                float *a = malloc(ny * 4), *bb = malloc(ny * 4), *wa = malloc((size_t)K * 4),
+                      *wb = malloc((size_t)K * 4);
+                GPU->read(GC, a, yu, ny * 4, &c->err);
+                GPU->read(GC, bb, yf, ny * 4, &c->err);
+                GPU->read(GC, su0, dsu, (size_t)K * 4, &c->err);
+                GPU->read(GC, sf0, dsf, (size_t)K * 4, &c->err);
+                GPU->read(GC, wa, wu, (size_t)K * 4, &c->err);
+                GPU->read(GC, wb, wf, (size_t)K * 4, &c->err);
+                size_t differ = 0;
+                for (size_t i = 0; i < ny; i++) differ += memcmp(&a[i], &bb[i], 4) != 0;
+                const int ids = memcmp(su0, sf0, (size_t)K * 4) != 0,
+                          wts = memcmp(wa, wb, (size_t)K * 4) != 0;
+                snprintf(lb, sizeof lb, "router_topk L%u %s bitwise", lnh, bias ? "bias" : "no bias");
+                printf("%s %-34s %zu of %zu products differ, ids %s, weights %s (required: 0, same, same)\n",
+                       differ || ids || wts ? "FAIL" : "ok  ", lb, differ, ny, ids ? "differ" : "same",
+                       wts ? "differ" : "same");
+                c->fails += differ || ids || wts, c->checks++;
+                free(a), free(bb), free(wa), free(wb);
+            }
+            free(x), free(zero), free(su0), free(sf0);
+            dfree(c, dx), dfree(c, yu), dfree(c, yf), dfree(c, dsu), dfree(c, dsf), dfree(c, wu),
+                dfree(c, wf);
         }
     }
     {

@@ -369,11 +369,14 @@ static void test_fusion_on_off_fault(void **state) {
      * layers' windows close (72 % 4 == 0, 72 % 16 != 0): an attention and an indexer row in each of
      * the two (prefill chunks emit through compressor_chunk) */
     const uint64_t emits = 2ull * 2;
+    /* router_topk: the FFN halves of the 4 decode steps in the top-k layers (3..5; 0..2 are hash-routed) */
+    const uint64_t topk = 4ull * 3;
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
                         PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
                         AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST,
-                        QI = DSV4_FUSED_Q_NORM_ROPE_IDX, ER = DSV4_FUSED_EMIT_ROW;
+                        QI = DSV4_FUSED_Q_NORM_ROPE_IDX, ER = DSV4_FUSED_EMIT_ROW,
+                        RT = DSV4_FUSED_ROUTER_TOPK;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
@@ -382,7 +385,7 @@ static void test_fusion_on_off_fault(void **state) {
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
     eng_opts o_flt = {TIERS3, true, false, NULL,
                       "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
-                      "rope,moe_sum_post,q_norm_rope_idx,emit_row"};
+                      "rope,moe_sum_post,q_norm_rope_idx,emit_row,router_topk"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -423,6 +426,7 @@ static void test_fusion_on_off_fault(void **state) {
     /* q_norm_rope_idx; where it falls back (faulted), q_norm_rope runs (and is faulted too: attn) */
     expect_run_counts(&on, &off, &dis, &flt, &flt1, QI, idxd, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, ER, emits, false);
+    expect_run_counts(&on, &off, &dis, &flt, &flt1, RT, topk, false);
     /* hc_post_add: every FFN half (all have a shared expert) but the decode ones moe_sum_post took;
      * where that one falls back (faulted), the decode halves ask for hc_post_add too */
     expect_counts(&on, PA2, ffn - dec, 0, 0, 0);

@@ -122,6 +122,8 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_ATTN_ROPE: return q->n_tokens == 1 && q->width > 0;
     case DSV4_FUSED_MOE_SUM_POST: return q->n_tokens == 1 && q->n_hc > 0;
     case DSV4_FUSED_Q_NORM_ROPE_IDX: return q->n_tokens == 1 && q->width > 0 && q->width2 > 0;
+    case DSV4_FUSED_ROUTER_TOPK:
+        return q->n_tokens == 1 && q->width > 0 && q->width2 > 0 && q->width2 <= q->width;
     case DSV4_FUSED_EMIT_ROW:
         return q->n_tokens == 1 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
@@ -184,6 +186,7 @@ static const dsv4_backend_ops cpu_ops = {
     .kv_norm_rope_fp8 = cpu_kv_norm_rope_fp8,
     .q_norm_rope_idx = cpu_q_norm_rope_idx,
     .emit_row = cpu_emit_row,
+    .matmuls_router = cpu_matmuls_router,
     .compressor_chunk = cpu_compressor_chunk,
     .indexer_topk_chunk = cpu_indexer_topk_chunk,
     .attention_chunk = cpu_attention_chunk,

@@ -157,6 +157,9 @@ dsv4_status cpu_attention_chunk(void *ctx, const float *q, uint32_t n, uint32_t 
 dsv4_status cpu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                               const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *tokens,
                               float scale, int32_t *sel, float *weights, dsv4_error *err);
+dsv4_status cpu_matmuls_router(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                               uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
+                               int32_t *sel, float *weights, dsv4_error *err);
 dsv4_status cpu_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                     const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                     float clamp, float *out, dsv4_error *err);

@@ -266,3 +266,18 @@ dsv4_status cpu_moe_slots(void *vctx, const dsv4_tensor *gate, const dsv4_tensor
                           float clamp, float *slots, dsv4_error *err) {
     return moe_run(vctx, gate, up, down, x, n, sel, weights, k, clamp, NULL, slots, err);
 }
+
+/* The products then the selection, in their order: the fused op's reference on every backend. */
+dsv4_status cpu_matmuls_router(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                               uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
+                               int32_t *sel, float *weights, dsv4_error *err) {
+    if (n_items < 1 || items[0].n_out != n_expert)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "router_topk: the first product must give the %u logits",
+                         n_expert);
+    for (uint32_t i = 0; i < n_items; i++) {
+        const dsv4_status st = cpu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x,
+                                          items[i].x_stride, n, items[i].y, items[i].y_stride, err);
+        if (st != DSV4_OK) return st;
+    }
+    return cpu_router_select(vctx, items[0].y, n, n_expert, k, bias, NULL, NULL, scale, sel, weights, err);
+}

@@ -99,14 +99,15 @@ typedef struct cuda_ctx {
     bool mv_ready;
     dsv4_cuda_moe_dec_ctx moe_dec; /* one-token routed experts (cuda_ops_moe_decode.cu) */
     bool moe_dec_ready;
-    bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
-    bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
-    bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
-    bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
-    bool mvw_act_fused;     /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
-    bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
-    bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
-    bool emit_row_on;       /* DSV4_CUDA_EMIT_ROW=1: the fused emitted-row op (not yet run on a GPU: off) */
+    bool generic_only;    /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    bool fused_gates_off; /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
+    bool hc_fast;         /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
+    bool mvw;             /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
+    bool mvw_act_fused;   /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
+    bool attn_exact;      /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
+    bool attn_tc;         /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
+    bool emit_row_on;     /* DSV4_CUDA_EMIT_ROW=1: the fused emitted-row op (not yet run on a GPU: off) */
+    bool router_fused_on; /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (not yet run: off) */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's
@@ -154,7 +155,8 @@ typedef struct cuda_ctx {
     uint8_t *d_iq2_signs;  /* 128 */
     int32_t *d_iota;       /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
     unsigned *d_hc_ticket; /* one-launch hc pre step: blocks done (0 between launches) */
-    unsigned *d_hc_tail;   /* hc_tail_kernel: [0] count, [32] generation (grid); [64] ticket (last) */
+    unsigned *d_hc_tail;   /* hc_tail_kernel: [0] count, [32] generation (grid); [64] ticket (last); [96] the
+                              router epilogue's ticket (cu_matmuls_router) */
     /* scratch */
     void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
     size_t scratch_bytes[2 * CU_SLOTS];
@@ -324,6 +326,10 @@ dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head
 bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim);
 bool cu_emit_row_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type,
                     uint32_t dst_type);
+bool cu_router_topk_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_expert);
+dsv4_status cu_matmuls_router(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                              uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
+                              int32_t *sel, float *weights, dsv4_error *err);
 dsv4_status cu_emit_row(void *ctx, const float *x, const dsv4_tensor *norm_w, uint32_t width, float eps,
                         uint32_t pos, const dsv4_rope *rope, bool hadamard, uint32_t n_nope, float *y,
                         void *dst, uint32_t dst_type, dsv4_error *err);

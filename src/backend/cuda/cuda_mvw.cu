@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_mvw_units.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
+#include "backend/cuda/cuda_router.cuh"
 
 static __device__ __forceinline__ float mvw_warp_sum(float v) {
 #pragma unroll
@@ -217,8 +218,9 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
 }
 
 /* ASYNC: the Q8_0 segments by mvw_q8_rows_async (its own instance: the register path's pieces in flight
- * would set its register count) */
-template <bool ASYNC>
+ * would set its register count). ROUTER: segment 0's last CTA then runs the router (dsv4_cuda_mvw_router;
+ * its own instance, so the plain launches keep their code). */
+template <bool ASYNC, bool ROUTER>
 __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mvw_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     cu_pdl_trigger(); /* every path below reaches cu_pdl_wait() before it reads x or writes y */
@@ -240,6 +242,21 @@ __global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mv
         mvw_q8_rows<MVW_Q8_K, MVW_Q8_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
     else
         mvw_f16_rows(sg, r0, nr, lane);
+    if (ROUTER) {
+        const int seg0_end = p.n_segs > 1 ? p.seg[1].cta0 : (int)gridDim.x;
+        if ((int)blockIdx.x >= seg0_end) return;
+        __shared__ int last;
+        __threadfence(); /* this thread's logits (lane 0 of each warp wrote its rows), device-wide */
+        __syncthreads(); /* every warp of the CTA is done with its rows and with shared memory */
+        if (threadIdx.x == 0) last = atomicAdd(p.rt.ticket, 1u) == (unsigned)(seg0_end - 1);
+        __syncthreads();
+        if (!last) return;
+        __threadfence(); /* the other CTAs' logits, before they are read */
+        cu_pdl_wait();   /* (already passed by the row paths) the earlier kernels' readers of sel are done */
+        router_block<MVW_THREADS>(p.seg[0].y, p.rt.n_expert, p.rt.k, p.rt.bias, NULL, p.rt.scale,
+                                  (float *)smem, p.rt.sel, p.rt.weights);
+        if (threadIdx.x == 0) atomicExch(p.rt.ticket, 0u);
+    }
 }
 
 /* ---- host side ---- */
@@ -262,8 +279,9 @@ static int mvw_async_enabled(void) {
     return v;
 }
 
-extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
-                                     dsv4_error *err) {
+/* dsv4_cuda_mvw, with the router epilogue when rt is set (checked by the caller) */
+static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const dsv4_cuda_mvw_router_args *rt,
+                              struct CUstream_st *stream, dsv4_error *err) {
     if (!segs || n_segs <= 0 || n_segs > DSV4_CUDA_MVW_MAX_SEGS)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_mvw: %d segments (1..%d supported)", n_segs,
                          DSV4_CUDA_MVW_MAX_SEGS);
@@ -302,23 +320,36 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     int grid = 0, smem = 0;
     mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
     p.q8_async = mvw_async_enabled();
-    const void *kern = p.q8_async ? (const void *)mvw_kernel<true> : (const void *)mvw_kernel<false>;
+    if (rt) {
+        p.rt = *rt;
+        const int need = (int)(3 * rt->n_expert * sizeof(float)); /* router_block's p, s, candidates */
+        if (smem < need) smem = need;
+    }
+    const int ki = (p.q8_async ? 1 : 0) + (rt ? 2 : 0);
+    const void *kern = ki == 0   ? (const void *)mvw_kernel<false, false>
+                       : ki == 1 ? (const void *)mvw_kernel<true, false>
+                       : ki == 2 ? (const void *)mvw_kernel<false, true>
+                                 : (const void *)mvw_kernel<true, true>;
     if (smem > 48 * 1024) { /* in > 9728 (the ring plus a long activation); once per process */
-        static int raised[2] = {0, 0};
-        if (!raised[p.q8_async]) {
+        static int raised[4] = {0, 0, 0, 0};
+        if (!raised[ki]) {
             e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      MVW_WARPS * MVW_Q8_RING_BYTES +
                                          DSV4_CUDA_MVW_Q8_0_MAX_IN / 32 * MVW_ACT_SLOT);
             if (e != cudaSuccess)
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: shared memory limit: %s",
                                  cudaGetErrorString(e));
-            raised[p.q8_async] = 1;
+            raised[ki] = 1;
         }
     }
-    if (p.q8_async)
-        mvw_kernel<true><<<grid, MVW_THREADS, smem, stream>>>(p);
+    if (ki == 0)
+        mvw_kernel<false, false><<<grid, MVW_THREADS, smem, stream>>>(p);
+    else if (ki == 1)
+        mvw_kernel<true, false><<<grid, MVW_THREADS, smem, stream>>>(p);
+    else if (ki == 2)
+        mvw_kernel<false, true><<<grid, MVW_THREADS, smem, stream>>>(p);
     else
-        mvw_kernel<false><<<grid, MVW_THREADS, smem, stream>>>(p);
+        mvw_kernel<true, true><<<grid, MVW_THREADS, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
@@ -326,9 +357,29 @@ extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, 
     return DSV4_OK;
 }
 
+extern "C" dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
+                                     dsv4_error *err) {
+    return mvw_launch(segs, n_segs, NULL, stream, err);
+}
+
+extern "C" dsv4_status dsv4_cuda_mvw_router(const dsv4_cuda_mvw_seg *segs, int n_segs,
+                                            const dsv4_cuda_mvw_router_args *rt, struct CUstream_st *stream,
+                                            dsv4_error *err) {
+    if (!rt || !segs || n_segs < 1 || !rt->ticket || !rt->sel || !rt->weights || rt->k == 0 ||
+        rt->k > rt->n_expert || rt->n_expert > DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS ||
+        segs[0].rows != (int64_t)rt->n_expert)
+        return dsv4_fail(
+            err, DSV4_ERR_UNSUPPORTED,
+            "dsv4_cuda_mvw_router: the router needs segment 0 = its %u logits, 1..%d experts, k of them",
+            rt ? rt->n_expert : 0u, DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS);
+    return mvw_launch(segs, n_segs, rt, stream, err);
+}
+
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_mvw(const void **out) {
-    out[0] = (const void *)mvw_kernel<false>;
-    out[1] = (const void *)mvw_kernel<true>;
-    return 2;
+    out[0] = (const void *)mvw_kernel<false, false>;
+    out[1] = (const void *)mvw_kernel<true, false>;
+    out[2] = (const void *)mvw_kernel<false, true>;
+    out[3] = (const void *)mvw_kernel<true, true>;
+    return 4;
 }

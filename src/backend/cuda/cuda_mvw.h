@@ -56,6 +56,24 @@ bool dsv4_cuda_mvw_ok(uint32_t type, const void *w, uint64_t row_bytes, int64_t 
 dsv4_status dsv4_cuda_mvw(const dsv4_cuda_mvw_seg *segs, int n_segs, struct CUstream_st *stream,
                           dsv4_error *err);
 
+/* The router's selection after its logits, in the same launch (the router_topk fused op): segment 0
+ * holds the n_expert router logits of one token; when its last CTA has written its rows, that CTA
+ * runs the router block (cuda_router.cuh, the router op's code) on them and writes the k ids and
+ * weights. ticket: a device word at 0, put back to 0 by that CTA (graph replays find it at 0); one
+ * launch at a time per word. Written after session 11's device budget was spent: not yet run on a GPU. */
+typedef struct dsv4_cuda_mvw_router_args {
+    uint32_t n_expert, k; /* n_expert == segment 0's rows, <= DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS */
+    const float *bias;    /* device, n_expert floats, or NULL */
+    float scale;
+    int32_t *sel;   /* device, k ids */
+    float *weights; /* device, k weights */
+    unsigned *ticket;
+} dsv4_cuda_mvw_router_args;
+#define DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS 1024
+dsv4_status dsv4_cuda_mvw_router(const dsv4_cuda_mvw_seg *segs, int n_segs,
+                                 const dsv4_cuda_mvw_router_args *rt, struct CUstream_st *stream,
+                                 dsv4_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,8 +70,9 @@ struct mvw_seg_dev {
 struct mvw_params {
     mvw_seg_dev seg[DSV4_CUDA_MVW_MAX_SEGS];
     int n_segs;
-    int act_smem; /* bytes of the Q8_0 activation area at the start of shared memory */
-    int q8_async; /* Q8_0 pieces by cp.async into a per-warp ring (else through registers) */
+    int act_smem;                 /* bytes of the Q8_0 activation area at the start of shared memory */
+    int q8_async;                 /* Q8_0 pieces by cp.async into a per-warp ring (else through registers) */
+    dsv4_cuda_mvw_router_args rt; /* mvw_kernel<*, true>: the router epilogue's arguments */
 };
 
 /* ---- validation and launch plan (host) ---- */

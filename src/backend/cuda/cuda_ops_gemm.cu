@@ -437,9 +437,11 @@ dsv4_status cu_matmul_grouped(void *vctx, const dsv4_tensor *w, uint32_t n_group
 /* One token: every item a Q8_0/F16 product the warp-direct kernel takes -> each distinct input
  * quantized once (DSV4_CUDA_MVW_ACT=fused: by the kernel itself, no quantizer launch), then one
  * launch. Anything else: one matmul per item. */
-dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
-                            dsv4_error *err) {
-    cuda_ctx *c = (cuda_ctx *)vctx;
+/* The one-launch path of matmul_multi (one token, every item on the warp-direct kernel), with the
+ * router epilogue when rt is set. DSV4_ERR_UNSUPPORTED when it does not apply: then at most some
+ * quantizations were launched (harmless) and the producer-side Q8_0 record is dropped. */
+static dsv4_status multi_one(cuda_ctx *c, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                             const dsv4_cuda_mvw_router_args *rt, dsv4_error *err) {
     bool one = n == 1 && n_items >= 1 && n_items <= DSV4_CUDA_MVW_MAX_SEGS;
     const uint8_t *wd[DSV4_CUDA_MVW_MAX_SEGS] = {0};
     size_t need = 0; /* bytes of quantized inputs */
@@ -496,11 +498,19 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
                 w->type, wd[i], w->row_bytes, (int64_t)w->ne[0], (int64_t)items[i].n_out, x, items[i].y, xf};
         }
         if (st != DSV4_OK) return st;
-        st = dsv4_cuda_mvw(seg, (int)n_items, c->stream, err);
-        if (st != DSV4_ERR_UNSUPPORTED) return st;
-        dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else; each item's
-                                  matmul below quantizes again if it must */
+        return rt ? dsv4_cuda_mvw_router(seg, (int)n_items, rt, c->stream, err)
+                  : dsv4_cuda_mvw(seg, (int)n_items, c->stream, err);
     }
+    return DSV4_ERR_UNSUPPORTED;
+}
+
+dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                            dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    const dsv4_status so = multi_one(c, items, n_items, n, NULL, err);
+    if (so != DSV4_ERR_UNSUPPORTED) return so;
+    dsv4_error_clear(err); /* declined: the quantizations ran (harmless), nothing else; each item's
+                              matmul below quantizes again if it must */
     /* several tokens: one product each; the cuBLAS path converts a shared input once */
     c->blas_share = true;
     c->bx_valid = false;
@@ -509,5 +519,34 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
         st = cu_matmul(vctx, items[i].w, items[i].row0, items[i].n_out, items[i].x, items[i].x_stride, n,
                        items[i].y, items[i].y_stride, err);
     c->blas_share = c->bx_valid = false;
+    return st;
+}
+
+/* Gate of router_topk: switched on (DSV4_CUDA_ROUTER_FUSED=1: written after session 11's device
+ * budget was spent, so off until it has run on a GPU), one token, DS4 numerics, the tuned kernels,
+ * at most DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS experts. */
+bool cu_router_topk_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_expert) {
+    return c->router_fused_on && n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && c->mvw &&
+           !c->generic_only && n_expert >= 1 && n_expert <= DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS && c->d_hc_tail;
+}
+
+/* router_topk (backend.h): matmul_multi's one launch with the router's selection as its epilogue
+ * (cuda_mvw.h dsv4_cuda_mvw_router). DSV4_ERR_UNSUPPORTED where it does not apply (items the
+ * warp-direct kernel does not take, a bias that is not F32 of n_expert values). */
+dsv4_status cu_matmuls_router(void *vctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
+                              uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
+                              int32_t *sel, float *weights, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_router_topk_ok(c, n, n_expert) || n_items < 1 || items[0].n_out != n_expert ||
+        items[0].row0 != 0 || k == 0 || k > n_expert ||
+        (bias && (bias->ne[0] != n_expert || bias->type != DSV4_TYPE_F32)))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router_topk: not on the one-token fused path here");
+    const float *bv = NULL;
+    if (bias && !(bv = (const float *)cu_weight_dev(c, bias, err))) return DSV4_ERR_INVALID;
+    const dsv4_cuda_mvw_router_args rt = {n_expert, k, bv, scale, sel, weights, c->d_hc_tail + 96};
+    const dsv4_status st = multi_one(c, items, n_items, n, &rt, err);
+    if (st == DSV4_ERR_UNSUPPORTED)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "router_topk: the products are not on the warp-direct kernel");
     return st;
 }

@@ -9,84 +9,22 @@
 #include "backend/cuda/cuda_moe_grouped.h"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
+#include "backend/cuda/cuda_router.cuh"
 #include "backend/cuda/cuda_smallops_units.cuh"
 
-#define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
 #define ROUTER_THREADS 256
 
-/* One block per token. The scores in parallel; the top k (higher score first, ties to the lower
- * index: the order the CPU's insertion top-k gives) by rank: the experts scoring at least the k-th
- * largest warp maximum are the candidates (no other can take a slot, rtu_kth_max), and each candidate's
- * rank among them, if below k, is its slot (three barriers in all, not two per slot). The weights in
- * slot order by thread 0, as the CPU. Scores with a NaN, whose insertion order no ranking reproduces,
- * take the CPU's insertion loop itself. An id that is not an expert (a corrupt hash table) gets a NaN
- * weight, which the products make visible. Hash layers read the token id by value (tk) for a few
- * tokens, else from tok. */
+/* One block per token: router_block (cuda_router.cuh) with ROUTER_THREADS threads. Hash layers read
+ * the token id by value (tk) for a few tokens, else from tok. */
 __global__ void __launch_bounds__(ROUTER_THREADS)
     router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
                   const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights) {
     cu_pdl_enter();
     extern __shared__ float sh[];
-    float *p = sh, *s = sh + n_expert;
-    int32_t *cand = (int32_t *)(s + n_expert);
-    __shared__ float wmax[ROUTER_THREADS / 32];
-    __shared__ uint32_t n_cand;
-    const uint32_t t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float *lg = logits + (uint64_t)t * n_expert;
-    int32_t *st = sel + (uint64_t)t * k;
-    float *wt = weights + (uint64_t)t * k;
-    int has_nan = 0;
-    float mx = -INFINITY;
-    for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x) {
-        p[e] = sqrtf(cu_softplus(lg[e]));
-        s[e] = bias ? p[e] + bias[e] : p[e];
-        has_nan |= isnan(s[e]) ? 1 : 0;
-        mx = fmaxf(mx, s[e]);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (lane == 0) wmax[warp] = mx;
-    if (threadIdx.x == 0) n_cand = 0;
-    const bool serial = __syncthreads_or(has_nan) != 0;
-    if (hash) {
-        if (threadIdx.x == 0) {
-            const int32_t *row = hash + (uint64_t)(tok ? tok[t] : tk.v[t]) * k;
-            for (uint32_t i = 0; i < k; i++) st[i] = row[i];
-        }
-    } else if (serial) {
-        if (threadIdx.x == 0) {
-            for (uint32_t i = 0; i < k; i++) st[i] = -1;
-            for (uint32_t i = 0; i < n_expert; i++) {
-                for (uint32_t j = 0; j < k; j++) {
-                    if (st[j] < 0 || s[i] > s[st[j]]) {
-                        for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
-                        st[j] = (int32_t)i;
-                        break;
-                    }
-                }
-            }
-        }
-    } else {
-        const float lo = rtu_kth_max(wmax, ROUTER_THREADS / 32, k);
-        for (uint32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
-            if (s[e] >= lo) cand[atomicAdd(&n_cand, 1u)] = (int32_t)e;
-        __syncthreads();
-        const uint32_t nc = n_cand;
-        for (uint32_t i = threadIdx.x; i < nc; i += blockDim.x) {
-            const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
-            if (r < k) st[r] = cand[i];
-        }
-    }
-    __syncthreads(); /* st (global) written by other threads of the block */
-    if (threadIdx.x != 0) return;
-    float sum = 0.0f;
-    for (uint32_t i = 0; i < k; i++) {
-        const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
-        wt[i] = ok ? p[st[i]] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
-        sum += wt[i];
-    }
-    if (sum < ROUTER_SUM_FLOOR) sum = ROUTER_SUM_FLOOR;
-    for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
+    const uint32_t t = blockIdx.x;
+    const int32_t *row = hash ? hash + (uint64_t)(tok ? tok[t] : tk.v[t]) * k : NULL;
+    router_block<ROUTER_THREADS>(logits + (uint64_t)t * n_expert, n_expert, k, bias, row, scale, sh,
+                                 sel + (uint64_t)t * k, weights + (uint64_t)t * k);
 }
 
 dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,

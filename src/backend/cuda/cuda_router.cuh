@@ -1,0 +1,92 @@
+/* The router's selection for one token by one block (router_kernel's, and the router epilogue of the
+ * warp-direct matvec, cuda_mvw.cu). Written once so that both give the same ids and weights.
+ *
+ * Scores p = sqrt(softplus(logit)), s = p + bias; the top k of s (higher first, ties to the lower
+ * index: the CPU's insertion order) by rank: the candidates are the experts scoring at least the k-th
+ * largest of the warp maxima of ROUTER_VT virtual threads (expert e belongs to virtual thread
+ * e % ROUTER_VT), a superset of the top k, and each candidate's rank among them, if below k, is its
+ * slot. Any superset gives the same slots; the virtual threads make the candidates the same for
+ * every block size. Scores with a NaN take the CPU's insertion loop; hash layers copy their table
+ * row. The weights (the unbiased p of the slots, over their sum floored at 2^-14, times scale) by
+ * thread 0 in slot order, as the CPU. An id that is not an expert gets a NaN weight. */
+#ifndef DSV4_CUDA_ROUTER_CUH
+#define DSV4_CUDA_ROUTER_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_smallops_units.cuh"
+
+#define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
+#define ROUTER_VT 256                    /* the virtual threads whose warp maxima bound the candidates */
+
+/* NT threads (a multiple of 32 dividing ROUTER_VT) call it together. lg: the n_expert logits (read
+ * through L2: another block may have just written them); hash_row: the token's k ids (hash layers)
+ * or NULL; sh: 3 * n_expert words of shared memory. st, wt: the k ids and weights (global). */
+template <int NT>
+__device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert, uint32_t k,
+                                             const float *bias, const int32_t *hash_row, float scale,
+                                             float *sh, int32_t *st, float *wt) {
+    static_assert(NT % 32 == 0 && ROUTER_VT % NT == 0, "router_block: whole warps dividing ROUTER_VT");
+    __shared__ float wmax[ROUTER_VT / 32];
+    __shared__ uint32_t n_cand;
+    float *p = sh, *s = sh + n_expert;
+    int32_t *cand = (int32_t *)(s + n_expert);
+    const uint32_t lane = threadIdx.x & 31;
+    int has_nan = 0;
+    for (uint32_t pass = 0; pass < ROUTER_VT / NT; pass++) {
+        const uint32_t v = threadIdx.x + pass * NT; /* the virtual thread */
+        float mx = -INFINITY;
+        for (uint32_t e = v; e < n_expert; e += ROUTER_VT) {
+            p[e] = sqrtf(cu_softplus(__ldcg(lg + e)));
+            s[e] = bias ? p[e] + bias[e] : p[e];
+            has_nan |= isnan(s[e]) ? 1 : 0;
+            mx = fmaxf(mx, s[e]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (lane == 0) wmax[v / 32] = mx;
+    }
+    if (threadIdx.x == 0) n_cand = 0;
+    const bool serial = __syncthreads_or(has_nan) != 0;
+    if (hash_row) {
+        if (threadIdx.x == 0)
+            for (uint32_t i = 0; i < k; i++) st[i] = hash_row[i];
+    } else if (serial) {
+        if (threadIdx.x == 0) {
+            for (uint32_t i = 0; i < k; i++) st[i] = -1;
+            for (uint32_t i = 0; i < n_expert; i++) {
+                for (uint32_t j = 0; j < k; j++) {
+                    if (st[j] < 0 || s[i] > s[st[j]]) {
+                        for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
+                        st[j] = (int32_t)i;
+                        break;
+                    }
+                }
+            }
+        }
+    } else {
+        const float lo = rtu_kth_max(wmax, ROUTER_VT / 32, k);
+        for (uint32_t e = threadIdx.x; e < n_expert; e += NT)
+            if (s[e] >= lo) cand[atomicAdd(&n_cand, 1u)] = (int32_t)e;
+        __syncthreads();
+        const uint32_t nc = n_cand;
+        for (uint32_t i = threadIdx.x; i < nc; i += NT) {
+            const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
+            if (r < k) st[r] = cand[i];
+        }
+    }
+    __syncthreads(); /* st (global) written by other threads of the block */
+    if (threadIdx.x != 0) return;
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < k; i++) {
+        const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
+        wt[i] = ok ? p[st[i]] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
+        sum += wt[i];
+    }
+    if (sum < ROUTER_SUM_FLOOR) sum = ROUTER_SUM_FLOOR;
+    for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
+}
+
+#endif
