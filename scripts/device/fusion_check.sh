@@ -18,9 +18,10 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx emit_row router_topk"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx emit_row router_topk hc_post_pre_norm"
 # the fused emitted row and router are off by default until they have run on a GPU: on for every run here
-export DSV4_CUDA_EMIT_ROW="${DSV4_CUDA_EMIT_ROW:-1}" DSV4_CUDA_ROUTER_FUSED="${DSV4_CUDA_ROUTER_FUSED:-1}"
+export DSV4_CUDA_EMIT_ROW="${DSV4_CUDA_EMIT_ROW:-1}" DSV4_CUDA_ROUTER_FUSED="${DSV4_CUDA_ROUTER_FUSED:-1}" \
+  DSV4_CUDA_HC_POST_PRE="${DSV4_CUDA_HC_POST_PRE:-1}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"
@@ -58,6 +59,10 @@ for name in tiny flash4; do
   for f in $FUSIONS; do
     if [ "$name" = tiny ] && [ "$f" = moe_sum_post ]; then # its gate wants the tuned matvec's 16-byte rows
       grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f gated off (expert rows not 16-byte multiples)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
+      continue
+    fi
+    if [ "$name" = tiny ] && [ "$f" = hc_post_pre_norm ]; then # its gate wants the register tail's widths (1024, 4096)
+      grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f gated off (n_embd not 1024 or 4096)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
       continue
     fi
     if [ "$name" = tiny ] && [ "$f" = attn_rope ]; then # its gate wants 512-wide heads (the fast attention)

@@ -46,21 +46,22 @@ typedef struct dsv4_rope {
 
 /* Fused ops a backend may offer (graph/ falls back to the unfused sequence). */
 typedef enum dsv4_fused_op {
-    DSV4_FUSED_HC_PRE_NORM = 0,      /* hc_pre + rmsnorm(weight) of the collapsed row */
-    DSV4_FUSED_Q_NORM_ROPE = 1,      /* per-head rmsnorm (no weight) + rope_tail of the queries */
-    DSV4_FUSED_KV_NORM_ROPE_FP8 = 2, /* rmsnorm(weight) + rope_tail + fp8_kv of the KV rows */
-    DSV4_FUSED_PARALLEL_FFN = 3,     /* the shared expert on a side lane while the routed experts run */
-    DSV4_FUSED_PARALLEL_ATTN = 4,    /* decode: the KV row's norm/RoPE/FP8, cache push and compressors on a
-                                        side lane while the query projections run */
-    DSV4_FUSED_HC_POST_ADD = 5,      /* add(routed, shared) inside the FFN's hc_post */
-    DSV4_FUSED_ATTN_ROPE = 6,        /* decode: the heads' inverse rope_tail inside the attention */
-    DSV4_FUSED_MOE_SUM_POST = 7,     /* decode: the routed experts' slot sum inside the FFN's hc_post */
-    DSV4_FUSED_Q_NORM_ROPE_IDX = 8,  /* decode with the indexer: q_norm_rope of the query heads and
-                                        rope_tail + hadamard_fp4 of the indexer's query heads, one pass */
-    DSV4_FUSED_EMIT_ROW = 9,         /* a compressor's emitted row: rmsnorm(weight), rope_tail, fp8_kv or
-                                        hadamard_fp4, and its cache store, one pass */
-    DSV4_FUSED_ROUTER_TOPK = 10,     /* decode, non-hash layers: router_select after its logits' products, in
-                                        the same call (the router + shared gate/up matmul_multi) */
+    DSV4_FUSED_HC_PRE_NORM = 0,       /* hc_pre + rmsnorm(weight) of the collapsed row */
+    DSV4_FUSED_Q_NORM_ROPE = 1,       /* per-head rmsnorm (no weight) + rope_tail of the queries */
+    DSV4_FUSED_KV_NORM_ROPE_FP8 = 2,  /* rmsnorm(weight) + rope_tail + fp8_kv of the KV rows */
+    DSV4_FUSED_PARALLEL_FFN = 3,      /* the shared expert on a side lane while the routed experts run */
+    DSV4_FUSED_PARALLEL_ATTN = 4,     /* decode: the KV row's norm/RoPE/FP8, cache push and compressors on a
+                                         side lane while the query projections run */
+    DSV4_FUSED_HC_POST_ADD = 5,       /* add(routed, shared) inside the FFN's hc_post */
+    DSV4_FUSED_ATTN_ROPE = 6,         /* decode: the heads' inverse rope_tail inside the attention */
+    DSV4_FUSED_MOE_SUM_POST = 7,      /* decode: the routed experts' slot sum inside the FFN's hc_post */
+    DSV4_FUSED_Q_NORM_ROPE_IDX = 8,   /* decode with the indexer: q_norm_rope of the query heads and
+                                         rope_tail + hadamard_fp4 of the indexer's query heads, one pass */
+    DSV4_FUSED_EMIT_ROW = 9,          /* a compressor's emitted row: rmsnorm(weight), rope_tail, fp8_kv or
+                                         hadamard_fp4, and its cache store, one pass */
+    DSV4_FUSED_ROUTER_TOPK = 10,      /* decode, non-hash layers: router_select after its logits' products, in
+                                         the same call (the router + shared gate/up matmul_multi) */
+    DSV4_FUSED_HC_POST_PRE_NORM = 11, /* decode: the attention's hc_post inside the FFN's hc_pre_norm */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -257,6 +258,15 @@ typedef struct dsv4_backend_ops {
     dsv4_status (*matmuls_router)(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
                                   uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,
                                   int32_t *sel, float *weights, dsv4_error *err);
+
+    /* One token: hc_post(f, x_hc, split_old, 1, n_hc, n_embd, out_hc), then hc_pre_norm(fn, scale, base,
+     * norm_w, out_hc, 1, n_hc, n_embd, iters, rms_eps, hc_eps, u_normed, split_new), split_new another
+     * buffer than split_old (which the fallback still needs); bitwise the pair. */
+    dsv4_status (*hc_post_pre_norm)(void *ctx, const float *f, const float *x_hc, const float *split_old,
+                                    float *out_hc, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                    const dsv4_tensor *base, const dsv4_tensor *norm_w, uint32_t n_hc,
+                                    uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                                    float *u_normed, float *split_new, dsv4_error *err);
 
     /* hc_post(f = a + b, ...): each f[d] is the add op's a[d] + b[d]; bitwise add + hc_post. */
     dsv4_status (*hc_post_add)(void *ctx, const float *a, const float *b, const float *x_hc,

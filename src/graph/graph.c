@@ -116,6 +116,7 @@ static dsv4_status alloc_tier_ws(dsv4_graph *g, graph_tier *tr, uint32_t cap, ds
     A(xn, n * e);
     A(attn_out, n * e);
     A(split, n * mix);
+    A(split2, mix);
     A(qa, n * c->q_lora_rank);
     A(qr, n * c->q_lora_rank);
     A(q, n * qd);
@@ -419,9 +420,10 @@ static dsv4_status eval_ops(dsv4_graph *g, dsv4_kv_state *kv, const int32_t *tok
                              c->n_layer);
         }
         GB(graph_switch_tier(g, g->place.entry[1 + il], mode, n, err));
-        *damaged = !issue_only; /* from here on the KV state has moved past kv->pos */
-        GB(graph_layer_attention(g, kv, il, n, h, err));
-        GB(graph_layer_ffn(g, il, tokens, n, err));
+        *damaged = !issue_only;    /* from here on the KV state has moved past kv->pos */
+        bool post_pending = false; /* the attention's post is left to the FFN's pre (hc_post_pre_norm) */
+        GB(graph_layer_attention(g, kv, il, n, h, &post_pending, err));
+        GB(graph_layer_ffn(g, il, tokens, n, post_pending, err));
         if (h && h->on_layer) h->on_layer(h->user, il, c->n_layer);
     }
     GB(graph_switch_tier(g, g->place.entry[c->n_layer + 1], mode, n, err));

@@ -9,6 +9,8 @@ typedef struct graph_ws {
     float *hc_cur, *hc_mid;     /* cap x n_hc*n_embd */
     float *u, *xn, *attn_out;   /* cap x n_embd */
     float *split;               /* cap x mix */
+    float *split2;              /* mix: the FFN's split when hc_post_pre_norm made it (split still holds the
+                                   attention's, which its fallback needs) */
     float *qa, *qr;             /* cap x q_lora */
     float *q, *heads;           /* cap x n_head*head_dim */
     float *kv;                  /* cap x head_dim */
@@ -93,13 +95,16 @@ dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, ui
 /* Layer il's KV pointer for layout byte offset off (on the layer's tier). */
 void *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
 
+/* *post_pending (may be NULL: never): set when the layer's HC post was left to the FFN's pre step
+ * (one decode token, the hc_post_pre_norm fusion wanted); graph_layer_ffn then runs it. */
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
-                                  const dsv4_graph_hooks *h, dsv4_error *err);
+                                  const dsv4_graph_hooks *h, bool *post_pending, dsv4_error *err);
 /* The sequential part of layer il's attention for a chunk of n > 1 tokens with the batched ops
  * (compressor_chunk, indexer_topk_chunk, attention_chunk): the same KV state, head outputs and
  * on_indexer calls as the per-token loop. t_idx: the first chunk row that runs the indexer. */
 dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, uint32_t t_idx,
                                   const dsv4_graph_hooks *h, dsv4_error *err);
-dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err);
+dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, bool post_pending,
+                            dsv4_error *err);
 
 #endif

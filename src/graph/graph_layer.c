@@ -330,7 +330,7 @@ static dsv4_status query_side(dsv4_graph *g, const dsv4_layer_weights *L, const 
 }
 
 dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n,
-                                  const dsv4_graph_hooks *h, dsv4_error *err) {
+                                  const dsv4_graph_hooks *h, bool *post_pending, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
     const dsv4_kv_layer *K = &kv->layout.layers[il];
@@ -432,6 +432,20 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
                            n, w->low + (uint64_t)gi * OL, (uint64_t)G * OL, err));
     }
     GB(OPS->matmul(BCTX, &L->attn_output_b, 0, E, w->low, (uint64_t)G * OL, n, w->attn_out, E, err));
+    /* one decode token: the post is formed inside the FFN's pre step (its fallback runs it there) */
+    const dsv4_fused_query pq = {.n_tokens = n,
+                                 .width = E,
+                                 .weight_type = L->hc_ffn_fn.type,
+                                 .mode = g->mode,
+                                 .n_hc = c->n_hc,
+                                 .aux_type = L->ffn_norm.type,
+                                 .tier = g->active,
+                                 .n_tiers = g->n_tiers};
+    if (n == 1 && post_pending &&
+        fusion_wanted(g, DSV4_FUSED_HC_POST_PRE_NORM, OPS->hc_post_pre_norm != NULL, &pq)) {
+        *post_pending = true;
+        return DSV4_OK;
+    }
     return OPS->hc_post(BCTX, w->attn_out, w->hc_cur, w->split, n, c->n_hc, E, w->hc_mid, err);
 }
 
@@ -453,13 +467,31 @@ static dsv4_status routed_experts(dsv4_graph *g, const dsv4_layer_weights *L, ui
                     clamp, w->routed, err);
 }
 
-dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, dsv4_error *err) {
+dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, bool post_pending,
+                            dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
     graph_ws *w = &g->w;
     const uint32_t E = c->n_embd, k = c->n_expert_used;
     const float clamp = c->swiglu_clamp ? c->swiglu_clamp[il] : 0.0f;
-    GB(hc_pre_normed(g, &L->hc_ffn_fn, &L->hc_ffn_scale, &L->hc_ffn_base, &L->ffn_norm, w->hc_mid, n, err));
+    const float *split = w->split; /* the FFN's HC split (split2 when the fused op made it) */
+    bool pre_done = false;
+    if (post_pending) { /* the attention's post, inside this pre step (hc_post_pre_norm) */
+        const dsv4_status st =
+            OPS->hc_post_pre_norm(BCTX, w->attn_out, w->hc_cur, w->split, w->hc_mid, &L->hc_ffn_fn,
+                                  &L->hc_ffn_scale, &L->hc_ffn_base, &L->ffn_norm, c->n_hc, E,
+                                  c->hc_sinkhorn_iter, c->rms_eps, c->hc_eps, w->xn, w->split2, err);
+        float *const outs[3] = {w->hc_mid, w->xn, w->split2};
+        const size_t n_outs[3] = {(size_t)c->n_hc * E, E, dsv4_cfg_hc_mix(c)};
+        pre_done = fusion_result(g, DSV4_FUSED_HC_POST_PRE_NORM, st, outs, n_outs, 3, err);
+        if (pre_done)
+            split = w->split2;
+        else
+            GB(OPS->hc_post(BCTX, w->attn_out, w->hc_cur, w->split, n, c->n_hc, E, w->hc_mid, err));
+    }
+    if (!pre_done)
+        GB(hc_pre_normed(g, &L->hc_ffn_fn, &L->hc_ffn_scale, &L->hc_ffn_base, &L->ffn_norm, w->hc_mid, n,
+                         err));
 
     /* the router and the shared expert's gate and up: all products of xn, in one call */
     const bool shared = dsv4_tensor_present(&L->ffn_gate_shexp);
@@ -496,7 +528,7 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     if (!shared) {
         GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
                     clamp, w->routed, err));
-        return OPS->hc_post(BCTX, w->routed, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+        return OPS->hc_post(BCTX, w->routed, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
     }
     /* One decode token: the routed slots summed inside the FFN's post (moe_sum_post), one launch
      * less; the unfused moe and post below when it may not run or fails. */
@@ -548,8 +580,8 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
     }
     if (slots) {
-        const dsv4_status st = OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, w->split, n,
-                                                  c->n_hc, E, w->hc_cur, err);
+        const dsv4_status st =
+            OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
         float *const outs[1] = {w->hc_cur};
         const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
         if (fusion_result(g, DSV4_FUSED_MOE_SUM_POST, st, outs, n_outs, 1, err)) return DSV4_OK;
@@ -568,11 +600,11 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
                                  .n_tiers = g->n_tiers};
     if (fusion_wanted(g, DSV4_FUSED_HC_POST_ADD, OPS->hc_post_add != NULL, &pq)) {
         const dsv4_status st =
-            OPS->hc_post_add(BCTX, w->routed, w->shared, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+            OPS->hc_post_add(BCTX, w->routed, w->shared, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
         float *const outs[1] = {w->hc_cur};
         const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
         if (fusion_result(g, DSV4_FUSED_HC_POST_ADD, st, outs, n_outs, 1, err)) return DSV4_OK;
     }
     GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
-    return OPS->hc_post(BCTX, w->f, w->hc_mid, w->split, n, c->n_hc, E, w->hc_cur, err);
+    return OPS->hc_post(BCTX, w->f, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
 }

@@ -1179,7 +1179,8 @@ int main(int argc, char **argv) {
     /* the fused emitted row (off by default until it has run on a GPU) is checked here */
     if (!getenv("DSV4_CUDA_EMIT_ROW")) setenv("DSV4_CUDA_EMIT_ROW", "1", 1);
     if (!getenv("DSV4_CUDA_ROUTER_FUSED"))
-        setenv("DSV4_CUDA_ROUTER_FUSED", "1", 1); /* likewise router_topk */
+        setenv("DSV4_CUDA_ROUTER_FUSED", "1", 1);                                  /* likewise router_topk */
+    if (!getenv("DSV4_CUDA_HC_POST_PRE")) setenv("DSV4_CUDA_HC_POST_PRE", "1", 1); /* and hc_post_pre_norm */
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
                         "[--numerics ds4|exact]\n");
@@ -1315,6 +1316,53 @@ int main(int argc, char **argv) {
         if (ran(c, lb, CPU->hc_post(CC, f, x, sp, n, HC, E, o, &ec),
                 GPU->hc_post(GC, df, dx, dsp, n, HC, E, do_, &c->err), &ec))
             cmp_f(c, lb, o, do_, (size_t)n * HD);
+        /* hc_post_pre_norm (one token): the post's output, the normed row and the new split bitwise
+         * hc_post then hc_pre_norm on the device */
+        if (n == 1 && GPU->hc_post_pre_norm && GPU->hc_pre_norm && GPU->fused_available) {
+            const dsv4_fused_query q = {.n_tokens = 1,
+                                        .width = E,
+                                        .weight_type = L0->hc_ffn_fn.type,
+                                        .n_hc = HC,
+                                        .aux_type = L0->ffn_norm.type,
+                                        .n_tiers = 1};
+            const bool gate = GPU->fused_available(GC, DSV4_FUSED_HC_POST_PRE_NORM, &q);
+            printf("%s %-34s %s\n", gate ? "ok  " : "FAIL", "hc_post_pre_norm gate n=1",
+                   gate ? "open" : "closed");
+            c->fails += !gate, c->checks++;
+            float *zh = calloc(HD, 4), *ze = calloc(E + MIX, 4);
+            float *o1 = dcopy(c, zh, (size_t)HD * 4), *o2 = dcopy(c, zh, (size_t)HD * 4);
+            float *y1 = dcopy(c, ze, (size_t)E * 4), *y2 = dcopy(c, ze, (size_t)E * 4);
+            float *s1 = dcopy(c, ze, (size_t)MIX * 4), *s2 = dcopy(c, ze, (size_t)MIX * 4);
+            dsv4_status su = GPU->hc_post(GC, df, dx, dsp, 1, HC, E, o1, &c->err);
+            if (su == DSV4_OK)
+                su = GPU->hc_pre_norm(GC, &L0->hc_ffn_fn, &L0->hc_ffn_scale, &L0->hc_ffn_base, &L0->ffn_norm,
+                                      o1, 1, HC, E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, y1, s1,
+                                      &c->err);
+            const dsv4_status sf =
+                su == DSV4_OK
+                    ? GPU->hc_post_pre_norm(GC, df, dx, dsp, o2, &L0->hc_ffn_fn, &L0->hc_ffn_scale,
+                                            &L0->hc_ffn_base, &L0->ffn_norm, HC, E, cf->hc_sinkhorn_iter,
+                                            cf->rms_eps, cf->hc_eps, y2, s2, &c->err)
+                    : su;
+            if (gate && ran(c, "hc_post_pre_norm fused vs unfused", DSV4_OK, sf, &ec)) {
+                const float *pa[3] = {o1, y1, s1}, *pb[3] = {o2, y2, s2};
+                const size_t nv[3] = {HD, E, MIX};
+                size_t differ = 0, total = 0;
+                for (int v = 0; v < 3; v++) {
+                    float *a = malloc(nv[v] * 4), *b = malloc(nv[v] * 4);
+                    GPU->read(GC, a, pa[v], nv[v] * 4, &c->err);
+                    GPU->read(GC, b, pb[v], nv[v] * 4, &c->err);
+                    for (size_t i = 0; i < nv[v]; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+                    total += nv[v];
+                    free(a), free(b);
+                }
+                printf("%s %-34s %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ",
+                       "hc_post_pre_norm bitwise", differ, total);
+                c->fails += differ != 0, c->checks++;
+            }
+            free(zh), free(ze);
+            dfree(c, o1), dfree(c, o2), dfree(c, y1), dfree(c, y2), dfree(c, s1), dfree(c, s2);
+        }
         snprintf(lb, sizeof lb, "hc_head n=%u", n);
         if (ran(c, lb,
                 CPU->hc_head(CC, &m->output_hc_fn, &m->output_hc_scale, &m->output_hc_base, x, n, HC, E,

@@ -122,6 +122,10 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_ATTN_ROPE: return q->n_tokens == 1 && q->width > 0;
     case DSV4_FUSED_MOE_SUM_POST: return q->n_tokens == 1 && q->n_hc > 0;
     case DSV4_FUSED_Q_NORM_ROPE_IDX: return q->n_tokens == 1 && q->width > 0 && q->width2 > 0;
+    case DSV4_FUSED_HC_POST_PRE_NORM:
+        return q->n_tokens == 1 && q->n_hc > 0 && q->n_hc <= 16 && q->width > 0 &&
+               cpu_supports_weight_type(ctx, q->weight_type) &&
+               (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
     case DSV4_FUSED_ROUTER_TOPK:
         return q->n_tokens == 1 && q->width > 0 && q->width2 > 0 && q->width2 <= q->width;
     case DSV4_FUSED_EMIT_ROW:
@@ -187,6 +191,7 @@ static const dsv4_backend_ops cpu_ops = {
     .q_norm_rope_idx = cpu_q_norm_rope_idx,
     .emit_row = cpu_emit_row,
     .matmuls_router = cpu_matmuls_router,
+    .hc_post_pre_norm = cpu_hc_post_pre_norm,
     .compressor_chunk = cpu_compressor_chunk,
     .indexer_topk_chunk = cpu_indexer_topk_chunk,
     .attention_chunk = cpu_attention_chunk,

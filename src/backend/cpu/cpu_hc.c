@@ -269,3 +269,17 @@ dsv4_status cpu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sc
     dsv4_tp_run(c->tp, n, 1, wsum_worker, &wj);
     return DSV4_OK;
 }
+
+/* The post then the pre step, in their order: the fused op's reference on every backend. */
+dsv4_status cpu_hc_post_pre_norm(void *vctx, const float *f, const float *x_hc, const float *split_old,
+                                 float *out_hc, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                 const dsv4_tensor *base, const dsv4_tensor *norm_w, uint32_t n_hc,
+                                 uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                                 float *u_normed, float *split_new, dsv4_error *err) {
+    if (split_new == split_old)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "hc_post_pre_norm: the new split must not overwrite the old");
+    const dsv4_status st = cpu_hc_post(vctx, f, x_hc, split_old, 1, n_hc, n_embd, out_hc, err);
+    if (st != DSV4_OK) return st;
+    return cpu_hc_pre_norm(vctx, fn, scale, base, norm_w, out_hc, 1, n_hc, n_embd, iters, rms_eps, hc_eps,
+                           u_normed, split_new, err);
+}

@@ -101,6 +101,11 @@ dsv4_status cpu_emit_row(void *ctx, const float *x, const dsv4_tensor *norm_w, u
 dsv4_status cpu_kv_norm_rope_fp8(void *ctx, float *x, const dsv4_tensor *norm_w, uint32_t n_rows,
                                  uint32_t width, float eps, uint32_t pos0, uint32_t pos_step,
                                  const dsv4_rope *rope, uint32_t n_nope, dsv4_error *err);
+dsv4_status cpu_hc_post_pre_norm(void *ctx, const float *f, const float *x_hc, const float *split_old,
+                                 float *out_hc, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                 const dsv4_tensor *base, const dsv4_tensor *norm_w, uint32_t n_hc,
+                                 uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps,
+                                 float *u_normed, float *split_new, dsv4_error *err);
 dsv4_status cpu_hc_post(void *ctx, const float *f, const float *x_hc, const float *split, uint32_t n,
                         uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
 dsv4_status cpu_hc_head(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *scale, const dsv4_tensor *base,

@@ -243,6 +243,8 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_Q_NORM_ROPE: return cu_q_norm_rope_ok(c, q->n_tokens, q->width);
     case DSV4_FUSED_Q_NORM_ROPE_IDX: return cu_q_norm_rope_idx_ok(c, q->n_tokens, q->width, q->width2);
     case DSV4_FUSED_EMIT_ROW: return cu_emit_row_ok(c, q->n_tokens, q->width, q->aux_type, q->width2);
+    case DSV4_FUSED_HC_POST_PRE_NORM:
+        return cu_hc_post_pre_norm_ok(c, q->n_tokens, q->n_hc, q->width, q->aux_type);
     case DSV4_FUSED_ROUTER_TOPK: /* the router weight on the warp-direct kernel, an F32 bias */
         return cu_router_topk_ok(c, q->n_tokens, q->width) && q->aux_type == DSV4_TYPE_F32 &&
                (q->weight_type == DSV4_TYPE_Q8_0 || q->weight_type == DSV4_TYPE_F16);
@@ -329,6 +331,7 @@ static const dsv4_backend_ops cuda_ops = {
     .q_norm_rope_idx = cu_q_norm_rope_idx,
     .emit_row = cu_emit_row,
     .matmuls_router = cu_matmuls_router,
+    .hc_post_pre_norm = cu_hc_post_pre_norm,
     .hc_post_add = cu_hc_post_add,
     .moe_slots = cu_moe_slots,
     .hc_post_slots = cu_hc_post_slots,
@@ -422,6 +425,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->emit_row_on = er && strcmp(er, "1") == 0;
         const char *rf = getenv("DSV4_CUDA_ROUTER_FUSED");
         c->router_fused_on = rf && strcmp(rf, "1") == 0;
+        const char *hp = getenv("DSV4_CUDA_HC_POST_PRE");
+        c->hc_post_pre_on = hp && strcmp(hp, "1") == 0;
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
         /* prefill chunks on the tensor-core kernel unless `fast` or `exact` is asked for (the generic

@@ -108,6 +108,8 @@ typedef struct cuda_ctx {
     bool attn_tc;         /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
     bool emit_row_on;     /* DSV4_CUDA_EMIT_ROW=1: the fused emitted-row op (not yet run on a GPU: off) */
     bool router_fused_on; /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (not yet run: off) */
+    bool hc_post_pre_on;  /* DSV4_CUDA_HC_POST_PRE=1: the attention's post in the FFN's pre (not yet run: off)
+                           */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's
@@ -326,6 +328,13 @@ dsv4_status cu_q_norm_rope(void *ctx, float *x, uint32_t n_rows, uint32_t n_head
 bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim);
 bool cu_emit_row_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t width, uint32_t norm_type,
                     uint32_t dst_type);
+bool cu_hc_post_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc, uint32_t n_embd,
+                            uint32_t norm_type);
+dsv4_status cu_hc_post_pre_norm(void *ctx, const float *f, const float *x_hc, const float *split_old,
+                                float *out_hc, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                const dsv4_tensor *base, const dsv4_tensor *norm_w, uint32_t n_hc,
+                                uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, float *u_normed,
+                                float *split_new, dsv4_error *err);
 bool cu_router_topk_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_expert);
 dsv4_status cu_matmuls_router(void *ctx, const dsv4_matmul_item *items, uint32_t n_items, uint32_t n,
                               uint32_t n_expert, uint32_t k, const dsv4_tensor *bias, float scale,

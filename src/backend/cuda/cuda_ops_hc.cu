@@ -557,11 +557,49 @@ template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&y
     }
 }
 
-template <bool NORM, uint32_t KE>
+/* The previous sublayer's HC post folded into this pre step (hc_post_pre_norm): x is not read but
+ * formed, x[h][d] = f[d] * post[h] + sum over src of comb[src][h] * x_old[src][d] (hc_post_kernel's
+ * expression in its order, in this file's --fmad=false build: the same bits), post and comb from
+ * split_old; each block also writes its chunk of x (the post's output) to out. */
+struct hct_post {
+    const float *f, *x_old, *split_old;
+    float *out;
+};
+
+/* Four consecutive values of stream h at d0..d0+3 of the post's output: f4 = f[d0..], o[src] =
+ * x_old[src][d0..]; pc = post[4] then comb[16]. */
+__device__ __forceinline__ float4 hct_post4(const float4 f4, const float4 (&o)[HCT_NH], const float *pc,
+                                            uint32_t h) {
+    float v[4];
+    const float fv[4] = {f4.x, f4.y, f4.z, f4.w};
+#pragma unroll
+    for (uint32_t j = 0; j < 4; j++) {
+        float acc = fv[j] * pc[h];
+#pragma unroll
+        for (uint32_t src = 0; src < HCT_NH; src++) {
+            const float xs = j == 0 ? o[src].x : j == 1 ? o[src].y : j == 2 ? o[src].z : o[src].w;
+            acc += pc[HCT_NH + src * HCT_NH + h] * xs;
+        }
+        v[j] = acc;
+    }
+    return make_float4(v[0], v[1], v[2], v[3]);
+}
+
+/* f[d0..d0+3] and the four streams' x_old there */
+template <uint32_t NE>
+__device__ __forceinline__ float4 hct_post_load(const hct_post &po, uint32_t d0, float4 (&o)[HCT_NH]) {
+#pragma unroll
+    for (uint32_t src = 0; src < HCT_NH; src++)
+        o[src] = *(const float4 *)(po.x_old + (uint64_t)src * NE + d0);
+    return *(const float4 *)(po.f + d0);
+}
+
+template <bool NORM, uint32_t KE, bool POST>
 __global__ void __launch_bounds__(HCT_BLOCK)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
-                   uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq, uint8_t *yk) {
+                   uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq, uint8_t *yk,
+                   hct_post po) {
     cu_pdl_trigger();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
@@ -587,12 +625,39 @@ __global__ void __launch_bounds__(HCT_BLOCK)
         if (row && warp + i * W < HCT_NMIX)
             qp[i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
     cu_pdl_wait();
+    __shared__ float s_pc[HCT_NH + HCT_NH * HCT_NH]; /* POST: the previous split's post and comb */
+    if (POST) {
+        if (t < HCT_NH + HCT_NH * HCT_NH) s_pc[t] = po.split_old[HCT_NH + t];
+        __syncthreads();
+    }
     /* phase 1 (row threads): hc_mix_part_token with the row's groups kept in registers */
     float4 xv[NX];
     if (row) {
-        const float4 a = *(const float4 *)(x + i0), b = *(const float4 *)(x + i0 + 4);
+        float4 a, b;
+        if (POST) {
+            /* thread t's groups t + 256 k, k = h * KE + e: stream h at d0 = 4 (t + 256 e) */
 #pragma unroll
-        for (uint32_t k = 0; k < NX; k++) xv[k] = ((const float4 *)x)[hct_group(t, k)];
+            for (uint32_t e = 0; e < KE; e++) {
+                float4 o[HCT_NH];
+                const float4 f4 = hct_post_load<NE>(po, 4 * hct_group(t, e), o);
+#pragma unroll
+                for (uint32_t h = 0; h < HCT_NH; h++) xv[hct_slot(h, e, KE)] = hct_post4(f4, o, s_pc, h);
+            }
+            const uint32_t h0 = i0 / NE, d0 = i0 % NE; /* the 8 values of the dots: one stream */
+            float4 o[HCT_NH];
+            float4 f4 = hct_post_load<NE>(po, d0, o);
+            a = hct_post4(f4, o, s_pc, h0);
+            f4 = hct_post_load<NE>(po, d0 + 4, o);
+            b = hct_post4(f4, o, s_pc, h0);
+            if (warp == 0) { /* this block's chunk of the post's output */
+                *(float4 *)(po.out + i0) = a;
+                *(float4 *)(po.out + i0 + 4) = b;
+            }
+        } else {
+            a = *(const float4 *)(x + i0), b = *(const float4 *)(x + i0 + 4);
+#pragma unroll
+            for (uint32_t k = 0; k < NX; k++) xv[k] = ((const float4 *)x)[hct_group(t, k)];
+        }
         double ss = 0.0;
 #pragma unroll
         for (uint32_t k = 0; k < NX; k++) ss = hct_sq4(ss, xv[k].x, xv[k].y, xv[k].z, xv[k].w);
@@ -700,7 +765,7 @@ __global__ void __launch_bounds__(HCT_BLOCK)
 
 template <bool NORM, uint32_t KE> static int hct_blocks_per_sm(void) {
     int nb = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, hc_tail_kernel<NORM, KE>, HCT_BLOCK, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, hc_tail_kernel<NORM, KE, false>, HCT_BLOCK, 0) !=
         cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -721,11 +786,13 @@ void cu_hc_tail_init(cuda_ctx *c) {
 
 /* The register-tail pre step when DSV4_CUDA_HC_TAIL asks for it and the shapes fit (n_hc = 4,
  * n_embd 1024 or 4096, aligned vectors; multi: the grid resident at once); *done says whether it
- * ran. The caller has checked hc_pre_one's conditions. */
+ * ran. The caller has checked hc_pre_one's conditions. po: the previous post folded in (the one-block
+ * tail with the norm only; x_hc is then its output). */
 static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes, const float *sv,
                            const float *bv, const float *norm_w, const float *x_hc, uint32_t n_hc,
                            uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, double *part,
-                           float *y, float *split, uint8_t *yq, uint8_t *yk, bool *done, dsv4_error *err) {
+                           float *y, float *split, uint8_t *yq, uint8_t *yk, const hct_post *po, bool *done,
+                           dsv4_error *err) {
     *done = false;
     const uint32_t P = n_hc * n_embd / HCM_CHUNK;
     const bool grid = c->hc_tail == CU_HC_TAIL_MULTI;
@@ -733,19 +800,27 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
         (n_embd != 1024 && n_embd != 4096) || P > HCT_MAX_P || ((uintptr_t)y & 15) != 0 ||
         (norm_w && ((uintptr_t)norm_w & 15) != 0) || (grid && P > c->hc_tail_resident))
         return DSV4_OK;
+    if (po && (grid || !norm_w || (((uintptr_t)po->f | (uintptr_t)po->x_old | (uintptr_t)po->out) & 15) != 0))
+        return DSV4_OK;
+    const hct_post pv = po ? *po : hct_post{NULL, NULL, NULL, NULL};
     unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
     if (grid || !norm_w) yq = yk = NULL; /* the Q8 copies need the one-block tail (and the normed row) */
-#define HCT_LAUNCH(NORM, KE)                                                                                 \
-    hc_tail_kernel<NORM, KE><<<P, HCT_BLOCK, 0, c->stream>>>(                                                \
-        x_hc, wd, fn_row_bytes, rms_eps, part, sync, grid, sv, bv, norm_w, iters, hc_eps, split, y, yq, yk)
-    if (norm_w && n_embd == 4096)
-        HCT_LAUNCH(true, 4);
+#define HCT_LAUNCH(NORM, KE, POST)                                                                           \
+    hc_tail_kernel<NORM, KE, POST><<<P, HCT_BLOCK, 0, c->stream>>>(x_hc, wd, fn_row_bytes, rms_eps, part,    \
+                                                                   sync, grid, sv, bv, norm_w, iters,        \
+                                                                   hc_eps, split, y, yq, yk, pv)
+    if (po && n_embd == 4096)
+        HCT_LAUNCH(true, 4, true);
+    else if (po)
+        HCT_LAUNCH(true, 1, true);
+    else if (norm_w && n_embd == 4096)
+        HCT_LAUNCH(true, 4, false);
     else if (norm_w)
-        HCT_LAUNCH(true, 1);
+        HCT_LAUNCH(true, 1, false);
     else if (n_embd == 4096)
-        HCT_LAUNCH(false, 4);
+        HCT_LAUNCH(false, 4, false);
     else
-        HCT_LAUNCH(false, 1);
+        HCT_LAUNCH(false, 1, false);
 #undef HCT_LAUNCH
     c->hc_tail_launches++;
     *done = true;
@@ -760,8 +835,8 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
  * hc_pre (y = u), else hc_pre_norm's weight (y = the normed row). */
 static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *sv, const float *bv,
                               const float *norm_w, const float *x_hc, uint32_t n_hc, uint32_t n_embd,
-                              uint32_t iters, float rms_eps, float hc_eps, float *y, float *split, bool *done,
-                              dsv4_error *err) {
+                              uint32_t iters, float rms_eps, float hc_eps, float *y, float *split,
+                              const hct_post *po, bool *done, dsv4_error *err) {
     *done = false;
     cu_preq_clear(c); /* y is rewritten */
     const uint64_t hd = (uint64_t)n_hc * n_embd;
@@ -786,8 +861,8 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
         if (kb) yk = yq + qb; /* qb is a multiple of 4 */
     }
     dsv4_status st = hc_tail(c, wd, fn->row_bytes, sv, bv, norm_w, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps,
-                             part, y, split, yq, yk, done, err);
-    if (st != DSV4_OK || *done) return st;
+                             part, y, split, yq, yk, po, done, err);
+    if (st != DSV4_OK || *done || po) return st; /* the folded post has no other kernel: not done */
     const bool stage = part_bytes <= HCO_STAGE_BYTES;
     size_t smem = norm_w ? (size_t)n_embd * sizeof(float) : 0;
     if (stage && part_bytes > smem) smem = part_bytes;
@@ -825,8 +900,8 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     if (st != DSV4_OK || n == 0) return st;
     if (n == 1) {
         bool done;
-        st =
-            hc_pre_one(c, fn, sv, bv, NULL, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u, split, &done, err);
+        st = hc_pre_one(c, fn, sv, bv, NULL, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u, split, NULL,
+                        &done, err);
         if (st != DSV4_OK || done) return st;
     }
     float *mix;
@@ -907,8 +982,8 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
     const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
     if (!wd) return DSV4_ERR_INVALID;
     bool done;
-    st = hc_pre_one(c, fn, sv, bv, wd, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u_normed, split, &done,
-                    err);
+    st = hc_pre_one(c, fn, sv, bv, wd, x_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u_normed, split, NULL,
+                    &done, err);
     if (st != DSV4_OK || done) return st;
     float *mix;
     double *part;
@@ -923,6 +998,44 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
     hc_pre_norm_kernel<<<1, RMS_THREADS, smem, c->stream>>>(mix, part, P, x_hc, sv, bv, wd, n_hc, n_embd,
                                                             iters, hc_eps, rms_eps, split, u_normed);
     return cu_launched(err, "hc_pre_norm");
+}
+
+/* hc_post_pre_norm (backend.h): the register-tail kernel forms the post's output itself (hct_post)
+ * and writes it beside the pre step's outputs. Gate: switched on (DSV4_CUDA_HC_POST_PRE=1: written
+ * after session 11's device budget was spent, so off until it has run on a GPU), one token, the
+ * register tail in its one-block mode, n_hc = 4, n_embd 1024 or 4096, an F32 norm weight.
+ * DSV4_ERR_UNSUPPORTED (nothing launched) where the kernel does not take the call. */
+bool cu_hc_post_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc, uint32_t n_embd,
+                            uint32_t norm_type) {
+    return c->hc_post_pre_on && n_tokens == 1 && c->hc_fast && c->hc_tail == CU_HC_TAIL_LAST &&
+           n_hc == HCT_NH && (n_embd == 1024 || n_embd == 4096) && norm_type == DSV4_TYPE_F32;
+}
+
+dsv4_status cu_hc_post_pre_norm(void *vctx, const float *f, const float *x_hc, const float *split_old,
+                                float *out_hc, const dsv4_tensor *fn, const dsv4_tensor *scale,
+                                const dsv4_tensor *base, const dsv4_tensor *norm_w, uint32_t n_hc,
+                                uint32_t n_embd, uint32_t iters, float rms_eps, float hc_eps, float *u_normed,
+                                float *split_new, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    cu_preq_clear(c);
+    if (!cu_hc_post_pre_norm_ok(c, 1, n_hc, n_embd, norm_w->type) || norm_w->ne[0] != n_embd ||
+        split_new == split_old || out_hc == x_hc)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "hc_post_pre_norm: not on the one-token register tail here");
+    const uint32_t n_mix = 2 * n_hc + n_hc * n_hc;
+    const float *sv = NULL, *bv = NULL;
+    dsv4_status st = hc_vecs(c, scale, 3, base, n_mix, &sv, &bv, "hc_post_pre_norm", err);
+    if (st != DSV4_OK) return st;
+    const float *wd = (const float *)cu_weight_dev(c, norm_w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    const hct_post po = {f, x_hc, split_old, out_hc};
+    bool done = false;
+    st = hc_pre_one(c, fn, sv, bv, wd, out_hc, n_hc, n_embd, iters, rms_eps, hc_eps, u_normed, split_new, &po,
+                    &done, err);
+    if (st == DSV4_OK && !done)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "hc_post_pre_norm: the register tail declined the shapes");
+    return st;
 }
 
 /* ---- hc_post ---- */
@@ -1028,13 +1141,15 @@ dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
 
 /* kernels that wait before touching earlier kernels' memory (cuda_pdl.cuh) */
 extern "C" int cu_pdl_kernels_hc(const void **out) {
-    out[0] = (const void *)(hc_tail_kernel<true, 1>);
-    out[1] = (const void *)(hc_tail_kernel<true, 4>);
-    out[2] = (const void *)(hc_tail_kernel<false, 1>);
-    out[3] = (const void *)(hc_tail_kernel<false, 4>);
+    out[0] = (const void *)(hc_tail_kernel<true, 1, false>);
+    out[1] = (const void *)(hc_tail_kernel<true, 4, false>);
+    out[2] = (const void *)(hc_tail_kernel<false, 1, false>);
+    out[3] = (const void *)(hc_tail_kernel<false, 4, false>);
     out[4] = (const void *)hc_pre_one_kernel<true>;
     out[5] = (const void *)hc_pre_one_kernel<false>;
     out[6] = (const void *)hc_post_kernel<4>;
     out[7] = (const void *)hc_post_kernel<0>;
-    return 8;
+    out[8] = (const void *)(hc_tail_kernel<true, 1, true>);
+    out[9] = (const void *)(hc_tail_kernel<true, 4, true>);
+    return 10;
 }

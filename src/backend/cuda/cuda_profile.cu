@@ -167,6 +167,7 @@ PW_NAME(q_norm_rope)
 PW_NAME(q_norm_rope_idx)
 PW_NAME(emit_row)
 PW_NAME(matmuls_router)
+PW_NAME(hc_post_pre_norm)
 PW_NAME(kv_norm_rope_fp8)
 PW_NAME(compressor_chunk)
 PW_NAME(indexer_topk_chunk)
@@ -323,6 +324,7 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(q_norm_rope_idx, PW(q_norm_rope_idx, true));
     PW_SET(emit_row, PW(emit_row, true));
     PW_SET(matmuls_router, PW(matmuls_router, true));
+    PW_SET(hc_post_pre_norm, PW(hc_post_pre_norm, true));
     PW_SET(kv_norm_rope_fp8, PW(kv_norm_rope_fp8, true));
     PW_SET(compressor_chunk, PW(compressor_chunk, true));
     PW_SET(indexer_topk_chunk, PW(indexer_topk_chunk, true));
