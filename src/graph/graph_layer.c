@@ -8,6 +8,20 @@
 #define OPS g->b->ops
 #define BCTX g->b->ctx
 
+/* What a fused op's gate is asked: this call's shapes and types, the mode and the placement. */
+static dsv4_fused_query fused_query(const dsv4_graph *g, uint32_t n, uint32_t width, uint32_t weight_type,
+                                    uint32_t aux_type, uint32_t width2) {
+    return (dsv4_fused_query){.n_tokens = n,
+                              .width = width,
+                              .weight_type = weight_type,
+                              .mode = g->mode,
+                              .n_hc = g->cfg->n_hc,
+                              .aux_type = aux_type,
+                              .tier = g->active,
+                              .n_tiers = g->n_tiers,
+                              .width2 = width2};
+}
+
 /* Fused-op protocol: ask whether the fused op may run here (switches, then the backend's gate on
  * its device caps, mode, shapes, types and placement); run it; on failure (or an injected fault)
  * the caller runs the unfused sequence, which rewrites every output the fused op may have touched
@@ -55,14 +69,7 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
                                  const dsv4_tensor *base, const dsv4_tensor *norm, const float *x_hc,
                                  uint32_t n, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
-    const dsv4_fused_query fq = {.n_tokens = n,
-                                 .width = c->n_embd,
-                                 .weight_type = fn->type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = norm->type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query fq = fused_query(g, n, c->n_embd, fn->type, norm->type, 0);
     if (fusion_wanted(g, DSV4_FUSED_HC_PRE_NORM, OPS->hc_pre_norm != NULL, &fq)) {
         const dsv4_status st =
             OPS->hc_pre_norm(BCTX, fn, scale, base, norm, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter,
@@ -94,15 +101,7 @@ static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const
     *idx_done = false;
     /* one decode token with the indexer: its queries' RoPE and Hadamard/FP4 in the query heads'
      * norm + RoPE pass (one launch instead of three); in place, so the fallback redoes both products */
-    const dsv4_fused_query iq = {.n_tokens = n,
-                                 .width = Dh,
-                                 .weight_type = DSV4_TYPE_F32, /* no weight */
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = DSV4_TYPE_F32,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers,
-                                 .width2 = c->idx_head_dim};
+    const dsv4_fused_query iq = fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, c->idx_head_dim);
     if (idx && n == 1 && fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE_IDX, OPS->q_norm_rope_idx != NULL, &iq)) {
         const dsv4_status st = OPS->q_norm_rope_idx(BCTX, g->w.q, H, Dh, c->rms_eps, g->w.iq, c->idx_n_head,
                                                     c->idx_head_dim, p0, rope, err);
@@ -114,14 +113,7 @@ static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const
         }
         GB(matmuls(g, it, 2, n, err));
     }
-    const dsv4_fused_query fq = {.n_tokens = n,
-                                 .width = Dh,
-                                 .weight_type = DSV4_TYPE_F32, /* no weight */
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = DSV4_TYPE_F32,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query fq = fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, 0);
     if (fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE, OPS->q_norm_rope != NULL, &fq)) {
         const dsv4_status st = OPS->q_norm_rope(BCTX, g->w.q, n, H, Dh, c->rms_eps, p0, 1, rope, err);
         float *const outs[1] = {g->w.q};
@@ -140,14 +132,7 @@ static dsv4_status kv_projected(dsv4_graph *g, const dsv4_layer_weights *L, cons
     const dsv4_config *c = g->cfg;
     const uint32_t E = c->n_embd, Dh = c->head_dim, nope = Dh - c->n_rot;
     const dsv4_tensor *norm = &L->attn_kv_a_norm;
-    const dsv4_fused_query fq = {.n_tokens = n,
-                                 .width = Dh,
-                                 .weight_type = L->attn_kv.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = norm->type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query fq = fused_query(g, n, Dh, L->attn_kv.type, norm->type, 0);
     if (fusion_wanted(g, DSV4_FUSED_KV_NORM_ROPE_FP8, OPS->kv_norm_rope_fp8 != NULL, &fq)) {
         const dsv4_status st =
             OPS->kv_norm_rope_fp8(BCTX, g->w.kv, norm, n, Dh, c->rms_eps, p0, 1, rope, nope, err);
@@ -167,15 +152,7 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
                             bool indexer, void *dst, uint32_t dst_type, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     /* the four ops in one pass; out of place (pooled stays), so the fallback simply runs them */
-    const dsv4_fused_query fq = {.n_tokens = 1,
-                                 .width = width,
-                                 .weight_type = DSV4_TYPE_F32, /* no product */
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = norm->type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers,
-                                 .width2 = dst_type};
+    const dsv4_fused_query fq = fused_query(g, 1, width, DSV4_TYPE_F32, norm->type, dst_type);
     if (fusion_wanted(g, DSV4_FUSED_EMIT_ROW, OPS->emit_row != NULL, &fq)) {
         const dsv4_status st =
             OPS->emit_row(BCTX, g->w.pooled, norm, width, c->rms_eps, pos, &g->rope[il], indexer,
@@ -377,14 +354,7 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
          * operands. It advances KV state, so it cannot be redone: the fusion fails (and falls back)
          * only before it starts (the lanes not opened, or an injected fault); an op's error after
          * that is returned, as in the unfused sequence. */
-        const dsv4_fused_query fq = {.n_tokens = n,
-                                     .width = Dh,
-                                     .weight_type = L->attn_kv.type,
-                                     .mode = g->mode,
-                                     .n_hc = c->n_hc,
-                                     .aux_type = L->attn_kv_a_norm.type,
-                                     .tier = g->active,
-                                     .n_tiers = g->n_tiers};
+        const dsv4_fused_query fq = fused_query(g, n, Dh, L->attn_kv.type, L->attn_kv_a_norm.type, 0);
         if (fusion_wanted(g, DSV4_FUSED_PARALLEL_ATTN, OPS->lanes != NULL, &fq)) {
             dsv4_status st = g->fusion_fault >> DSV4_FUSED_PARALLEL_ATTN & 1u ? DSV4_ERR_IO : DSV4_OK;
             if (st != DSV4_OK) g->stats.fusion[DSV4_FUSED_PARALLEL_ATTN].faulted++;
@@ -433,14 +403,7 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     }
     GB(OPS->matmul(BCTX, &L->attn_output_b, 0, E, w->low, (uint64_t)G * OL, n, w->attn_out, E, err));
     /* one decode token: the post is formed inside the FFN's pre step (its fallback runs it there) */
-    const dsv4_fused_query pq = {.n_tokens = n,
-                                 .width = E,
-                                 .weight_type = L->hc_ffn_fn.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = L->ffn_norm.type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query pq = fused_query(g, n, E, L->hc_ffn_fn.type, L->ffn_norm.type, 0);
     if (n == 1 && post_pending &&
         fusion_wanted(g, DSV4_FUSED_HC_POST_PRE_NORM, OPS->hc_post_pre_norm != NULL, &pq)) {
         *post_pending = true;
@@ -502,15 +465,8 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     const bool hash = dsv4_cfg_is_hash_layer(c, il) && dsv4_tensor_present(&L->ffn_gate_tid2eid);
     const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
     /* one decode token of a top-k layer: the selection inside the products' call */
-    const dsv4_fused_query rq = {.n_tokens = n,
-                                 .width = c->n_expert,
-                                 .weight_type = L->ffn_gate_inp.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = bias ? bias->type : DSV4_TYPE_F32,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers,
-                                 .width2 = k};
+    const dsv4_fused_query rq =
+        fused_query(g, n, c->n_expert, L->ffn_gate_inp.type, bias ? bias->type : DSV4_TYPE_F32, k);
     bool routed = false;
     if (n == 1 && !hash && fusion_wanted(g, DSV4_FUSED_ROUTER_TOPK, OPS->matmuls_router != NULL, &rq)) {
         const dsv4_status st = OPS->matmuls_router(BCTX, it, shared ? 3 : 1, n, c->n_expert, k, bias,
@@ -532,27 +488,13 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     }
     /* One decode token: the routed slots summed inside the FFN's post (moe_sum_post), one launch
      * less; the unfused moe and post below when it may not run or fails. */
-    const dsv4_fused_query sq = {.n_tokens = n,
-                                 .width = E,
-                                 .weight_type = L->ffn_down_exps.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = L->ffn_gate_exps.type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers,
-                                 .width2 = (uint32_t)L->ffn_gate_exps.ne[1]};
+    const dsv4_fused_query sq =
+        fused_query(g, n, E, L->ffn_down_exps.type, L->ffn_gate_exps.type, (uint32_t)L->ffn_gate_exps.ne[1]);
     bool slots = n == 1 && k * E > 0 &&
                  fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
     /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
      * buffers, so the same values; a failure joins the lanes and reruns both in order. */
-    const dsv4_fused_query fq = {.n_tokens = n,
-                                 .width = E,
-                                 .weight_type = L->ffn_down_shexp.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = L->ffn_gate_exps.type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query fq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
     bool done = false;
     if (fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
         dsv4_status st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
@@ -590,14 +532,7 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
                     clamp, w->routed, err));
     }
     /* routed + shared inside the HC post (the add's float sums, then the post's expression) */
-    const dsv4_fused_query pq = {.n_tokens = n,
-                                 .width = E,
-                                 .weight_type = L->ffn_down_shexp.type,
-                                 .mode = g->mode,
-                                 .n_hc = c->n_hc,
-                                 .aux_type = L->ffn_down_exps.type,
-                                 .tier = g->active,
-                                 .n_tiers = g->n_tiers};
+    const dsv4_fused_query pq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_down_exps.type, 0);
     if (fusion_wanted(g, DSV4_FUSED_HC_POST_ADD, OPS->hc_post_add != NULL, &pq)) {
         const dsv4_status st =
             OPS->hc_post_add(BCTX, w->routed, w->shared, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
