@@ -557,6 +557,18 @@ template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&y
     }
 }
 
+/* One output of the HC post, stream dst at one position: fd * post[dst] + comb[src][dst] * xs[src] for
+ * src in order (hc_post_kernel's expression; this file is built with --fmad=false). NH: n_hc at
+ * compile time, 0: n_hc. */
+template <uint32_t NH>
+__device__ __forceinline__ float hc_post_value(float fd, const float *post, const float *comb,
+                                               const float *xs, uint32_t n_hc, uint32_t dst) {
+    const uint32_t nh = NH ? NH : n_hc;
+    float acc = fd * post[dst];
+    for (uint32_t src = 0; src < nh; src++) acc += comb[src * nh + dst] * xs[src];
+    return acc;
+}
+
 /* The previous sublayer's HC post folded into this pre step (hc_post_pre_norm): x is not read but
  * formed, x[h][d] = f[d] * post[h] + sum over src of comb[src][h] * x_old[src][d] (hc_post_kernel's
  * expression in its order, in this file's --fmad=false build: the same bits), post and comb from
@@ -574,13 +586,11 @@ __device__ __forceinline__ float4 hct_post4(const float4 f4, const float4 (&o)[H
     const float fv[4] = {f4.x, f4.y, f4.z, f4.w};
 #pragma unroll
     for (uint32_t j = 0; j < 4; j++) {
-        float acc = fv[j] * pc[h];
+        float xs[HCT_NH];
 #pragma unroll
-        for (uint32_t src = 0; src < HCT_NH; src++) {
-            const float xs = j == 0 ? o[src].x : j == 1 ? o[src].y : j == 2 ? o[src].z : o[src].w;
-            acc += pc[HCT_NH + src * HCT_NH + h] * xs;
-        }
-        v[j] = acc;
+        for (uint32_t src = 0; src < HCT_NH; src++)
+            xs[src] = j == 0 ? o[src].x : j == 1 ? o[src].y : j == 2 ? o[src].z : o[src].w;
+        v[j] = hc_post_value<HCT_NH>(fv[j], pc, pc + HCT_NH, xs, HCT_NH, h);
     }
     return make_float4(v[0], v[1], v[2], v[3]);
 }
@@ -1074,11 +1084,9 @@ __global__ void hc_post_kernel(const float *f, uint32_t k, const float *f2, cons
             fd = f[(uint64_t)t * n_embd + d];
         }
         if (f2) fd = fd + f2[(uint64_t)t * n_embd + d]; /* hc_post_add: the add op's sum */
-        for (uint32_t dst = 0; dst < n_hc; dst++) {
-            float acc = fd * post[dst];
-            for (uint32_t src = 0; src < n_hc; src++) acc += comb[src * n_hc + dst] * xs[src];
-            out[(uint64_t)t * hd + (uint64_t)dst * n_embd + d] = acc;
-        }
+        for (uint32_t dst = 0; dst < n_hc; dst++)
+            out[(uint64_t)t * hd + (uint64_t)dst * n_embd + d] =
+                hc_post_value<NH>(fd, post, comb, xs, n_hc, dst);
     }
 }
 
