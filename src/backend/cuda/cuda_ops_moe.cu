@@ -270,6 +270,16 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     return cu_launched(err, "moe sum");
 }
 
+/* The device copies of the three expert tensors (false, with err set, if one has none). */
+static bool experts_dev(const cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up,
+                        const dsv4_tensor *down, const uint8_t **gd, const uint8_t **ud, const uint8_t **dd,
+                        dsv4_error *err) {
+    *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
+    *ud = *gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
+    *dd = *ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
+    return *dd != NULL;
+}
+
 dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                    const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                    float clamp, float *out, dsv4_error *err) {
@@ -288,10 +298,8 @@ dsv4_status cu_moe(void *vctx, const dsv4_tensor *gate, const dsv4_tensor *up, c
     /* the producer-side Q8_K record (cu_preq_*): for this call at most */
     const uint8_t *xq_pre = n == 1 && c->preqk_x && c->preqk_x == x && c->preqk_n == in ? c->preqk_q : NULL;
     c->preqk_x = NULL;
-    const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
-    const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
-    const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
-    if (!dd) return DSV4_ERR_INVALID;
+    const uint8_t *gd, *ud, *dd;
+    if (!experts_dev(c, gate, up, down, &gd, &ud, &dd, err)) return DSV4_ERR_INVALID;
     /* prefill chunks: each expert's rows read once per tile of its tokens (same bits) */
     const dsv4_status gs =
         cu_moe_grouped(c, gate, up, down, gd, ud, dd, x, n, sel, weights, k, clamp, out, err);
@@ -375,10 +383,8 @@ dsv4_status cu_moe_slots(void *vctx, const dsv4_tensor *gate, const dsv4_tensor 
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe_slots: not on the one-token decode path here");
     const uint64_t in = gate->ne[0];
     const uint8_t *xq_pre = c->preqk_x && c->preqk_x == x && c->preqk_n == in ? c->preqk_q : NULL;
-    const uint8_t *gd = (const uint8_t *)cu_weight_dev(c, gate, err);
-    const uint8_t *ud = gd ? (const uint8_t *)cu_weight_dev(c, up, err) : NULL;
-    const uint8_t *dd = ud ? (const uint8_t *)cu_weight_dev(c, down, err) : NULL;
-    if (!dd) return DSV4_ERR_INVALID;
+    const uint8_t *gd, *ud, *dd;
+    if (!experts_dev(c, gate, up, down, &gd, &ud, &dd, err)) return DSV4_ERR_INVALID;
     const dsv4_status st =
         moe_decode_fused(c, gate, down, gd, ud, dd, x, sel, weights, k, clamp, NULL, slots, xq_pre, err);
     if (st != DSV4_ERR_UNSUPPORTED) c->preqk_x = NULL; /* taken (declined: the moe op takes it) */
