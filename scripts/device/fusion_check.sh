@@ -19,9 +19,8 @@ B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
 FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx emit_row router_topk hc_post_pre_norm"
-# the fused emitted row and router are off by default until they have run on a GPU: on for every run here
-export DSV4_CUDA_EMIT_ROW="${DSV4_CUDA_EMIT_ROW:-1}" DSV4_CUDA_ROUTER_FUSED="${DSV4_CUDA_ROUTER_FUSED:-1}" \
-  DSV4_CUDA_HC_POST_PRE="${DSV4_CUDA_HC_POST_PRE:-1}"
+# the fused router is off by default (measured slower): on for every run here
+export DSV4_CUDA_ROUTER_FUSED="${DSV4_CUDA_ROUTER_FUSED:-1}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
 "$B/dsv4-gguf" synth --preset tiny --quant q2 "$W/tiny.gguf" >/dev/null || say "FAIL synth tiny"
 "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$W/flash4.gguf" >/dev/null || say "FAIL synth flash4"

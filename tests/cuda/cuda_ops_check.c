@@ -1176,11 +1176,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps every line printed so far */
     /* the routed-MoE tensor-core paths at every chunk size checked here, whatever the crossover */
     if (!getenv("DSV4_CUDA_MOE_MMA_MIN_N")) setenv("DSV4_CUDA_MOE_MMA_MIN_N", "2", 1);
-    /* the fused emitted row (off by default until it has run on a GPU) is checked here */
-    if (!getenv("DSV4_CUDA_EMIT_ROW")) setenv("DSV4_CUDA_EMIT_ROW", "1", 1);
-    if (!getenv("DSV4_CUDA_ROUTER_FUSED"))
-        setenv("DSV4_CUDA_ROUTER_FUSED", "1", 1);                                  /* likewise router_topk */
-    if (!getenv("DSV4_CUDA_HC_POST_PRE")) setenv("DSV4_CUDA_HC_POST_PRE", "1", 1); /* and hc_post_pre_norm */
+    /* router_topk (off by default: measured slower) is checked here too */
+    if (!getenv("DSV4_CUDA_ROUTER_FUSED")) setenv("DSV4_CUDA_ROUTER_FUSED", "1", 1);
     if (argc < 2) {
         fprintf(stderr, "usage: cuda_ops_check MODEL.gguf [--tol X] [--device N] [--against cpu] "
                         "[--numerics ds4|exact]\n");

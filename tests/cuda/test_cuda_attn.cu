@@ -294,7 +294,10 @@ void test_compressor(rng &r, uint32_t ratio, uint32_t d_c, uint32_t pos0, uint32
     std::vector<float> skv(n_state, 0.0f), ssc(n_state, -1e30f), pooled(d_c, 0.0f);
     dbuf<uint16_t> dape(ape);
     dbuf<float> dskv(skv), dssc(ssc), dpooled(pooled), dkv(width), dsc(width);
-    std::vector<float> all_cpu, all_gpu;
+    /* a second device state stepped with DSV4_CUDA_COMPRESSOR_STAGED=0 (the ratio-4 emission with the
+     * loads after the stores): the staged default must give the same bits */
+    dbuf<float> dskv0(skv), dssc0(ssc), dpooled0(pooled);
+    std::vector<float> all_cpu, all_gpu, all_gpu0;
     for (uint32_t i = 0; i < n_steps; i++) {
         const uint32_t pos = pos0 + i;
         std::vector<float> kv = normals(r, width), sc = normals(r, width, 2.0f);
@@ -307,10 +310,16 @@ void test_compressor(rng &r, uint32_t ratio, uint32_t d_c, uint32_t pos0, uint32
         launch_ok(dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, dkv.p, dsc.p, dape.p, pos, ratio, d_c,
                                             dskv.p, dssc.p, dpooled.p),
                   "compressor_step");
+        setenv("DSV4_CUDA_COMPRESSOR_STAGED", "0", 1);
+        launch_ok(dsv4_cuda_compressor_step((dsv4_cuda_stream)g_stream, dkv.p, dsc.p, dape.p, pos, ratio, d_c,
+                                            dskv0.p, dssc0.p, dpooled0.p),
+                  "compressor_step (unstaged)");
+        unsetenv("DSV4_CUDA_COMPRESSOR_STAGED");
         if ((pos + 1) % ratio == 0) {
-            const std::vector<float> g = dpooled.get();
+            const std::vector<float> g = dpooled.get(), g0 = dpooled0.get();
             all_cpu.insert(all_cpu.end(), pooled.begin(), pooled.end());
             all_gpu.insert(all_gpu.end(), g.begin(), g.end());
+            all_gpu0.insert(all_gpu0.end(), g0.begin(), g0.end());
         }
     }
     char shape[96];
@@ -322,6 +331,10 @@ void test_compressor(rng &r, uint32_t ratio, uint32_t d_c, uint32_t pos0, uint32
     const std::vector<float> g2 = dssc.get();
     st_gpu.insert(st_gpu.end(), g2.begin(), g2.end());
     report("compressor state", shape, st_cpu, st_gpu, BITWISE);
+    report("compressor pool staged == unstaged", shape, all_gpu0, all_gpu, BITWISE);
+    std::vector<float> st_gpu0 = dskv0.get(), g3 = dssc0.get();
+    st_gpu0.insert(st_gpu0.end(), g3.begin(), g3.end());
+    report("compressor state staged == unstaged", shape, st_gpu0, st_gpu, BITWISE);
 }
 
 /* ---- indexer ---- */

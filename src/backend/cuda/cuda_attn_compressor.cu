@@ -80,13 +80,67 @@ __device__ void compressor_col(const float *kv, const float *score, const uint16
     }
 }
 
+/* compressor_col for a ratio-4 emission with every state value read once, up front: in
+ * compressor_col each shift store may alias the next load, so the 16 moves of the shift run one
+ * L2 round trip after another (the decode token that closes a window waited on them in every
+ * ratio-4 layer). The same values in the same expressions, so the same bits. */
+__device__ void compressor_col_r4_emit(const float *kv, const float *score, const uint16_t *ape, uint32_t phase,
+                                       uint32_t d_c, float *skv, float *ssc, float *pooled, uint32_t j) {
+    const uint64_t width = 2ull * d_c;
+    float pv[4], ps[4], cv[4][2], cs[4][2]; /* previous window (first half), current window (both) */
+    for (uint32_t r = 0; r < 4; r++) {
+        pv[r] = skv[r * width + j];
+        ps[r] = ssc[r * width + j];
+        for (uint32_t l = 0; l < 2; l++) {
+            const uint64_t c = (uint64_t)l * d_c + j;
+            if (r == phase) {
+                cv[r][l] = kv[c];
+                cs[r][l] = __fadd_rn(score[c], f16_bits_to_f32(ape[phase * width + c]));
+            } else {
+                cv[r][l] = skv[(4 + r) * width + c];
+                cs[r][l] = ssc[(4 + r) * width + c];
+            }
+        }
+    }
+    float mx = DSV4_ATTN_NEG_INF;
+    for (uint32_t r = 0; r < 4; r++) {
+        if (ps[r] > mx) mx = ps[r];
+        if (cs[r][1] > mx) mx = cs[r][1];
+    }
+    float out = 0.0f;
+    if (!(mx <= DSV4_ATTN_NEG_INF * 0.5f)) {
+        float den = 0.0f, sum = 0.0f;
+        for (uint32_t r = 0; r < 4; r++) {
+            const float wp = attn_expf(__fsub_rn(ps[r], mx));
+            const float wc = attn_expf(__fsub_rn(cs[r][1], mx));
+            den = __fadd_rn(den, __fadd_rn(wp, wc));
+            sum = __fadd_rn(sum, __fmul_rn(wp, pv[r]));
+            sum = __fadd_rn(sum, __fmul_rn(wc, cv[r][1]));
+        }
+        out = den > 0.0f ? __fdiv_rn(sum, den) : 0.0f;
+    }
+    pooled[j] = out;
+    for (uint32_t l = 0; l < 2; l++) { /* the token's row, then the current window becomes the previous */
+        const uint64_t c = (uint64_t)l * d_c + j;
+        skv[(4 + phase) * width + c] = cv[phase][l];
+        ssc[(4 + phase) * width + c] = cs[phase][l];
+        for (uint32_t r = 0; r < 4; r++) {
+            skv[r * width + c] = cv[r][l];
+            ssc[r * width + c] = cs[r][l];
+        }
+    }
+}
+
 __global__ void compressor_kernel(const float *kv, const float *score, const uint16_t *ape, uint32_t phase,
                                   uint32_t ratio, uint32_t d_c, bool emit, float *skv, float *ssc,
-                                  float *pooled) {
+                                  float *pooled, bool staged) {
     cu_pdl_enter();
     const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d_c) return;
-    compressor_col(kv, score, ape, phase, ratio, d_c, emit, skv, ssc, pooled, j);
+    if (ratio == 4 && emit && staged)
+        compressor_col_r4_emit(kv, score, ape, phase, d_c, skv, ssc, pooled, j);
+    else
+        compressor_col(kv, score, ape, phase, ratio, d_c, emit, skv, ssc, pooled, j);
 }
 
 /* compressor_chunk: each column thread runs the n steps in order (a column's steps depend on
@@ -218,9 +272,11 @@ extern "C" int dsv4_cuda_compressor_step(dsv4_cuda_stream s, const float *kv, co
     if (ratio < 2) return (int)cudaErrorInvalidValue;
     if (d_c == 0) return 0;
     const bool emit = (pos + 1) % ratio == 0;
+    const char *sv = getenv("DSV4_CUDA_COMPRESSOR_STAGED"); /* =0: the load-after-store order (A/B) */
+    const bool staged = !(sv && strcmp(sv, "0") == 0);
     const uint32_t threads = 128;
     compressor_kernel<<<(d_c + threads - 1) / threads, threads, 0, (cudaStream_t)s>>>(
-        kv, score, ape_dev, pos % ratio, ratio, d_c, emit, state_kv, state_score, pooled);
+        kv, score, ape_dev, pos % ratio, ratio, d_c, emit, state_kv, state_score, pooled, staged);
     return attn_launch_status();
 }
 

@@ -422,11 +422,11 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         const char *ma = getenv("DSV4_CUDA_MVW_ACT");
         c->mvw_act_fused = ma && strcmp(ma, "fused") == 0;
         const char *er = getenv("DSV4_CUDA_EMIT_ROW");
-        c->emit_row_on = er && strcmp(er, "1") == 0;
+        c->emit_row_on = !(er && strcmp(er, "0") == 0);
         const char *rf = getenv("DSV4_CUDA_ROUTER_FUSED");
         c->router_fused_on = rf && strcmp(rf, "1") == 0;
         const char *hp = getenv("DSV4_CUDA_HC_POST_PRE");
-        c->hc_post_pre_on = hp && strcmp(hp, "1") == 0;
+        c->hc_post_pre_on = !(hp && strcmp(hp, "0") == 0);
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
         /* prefill chunks on the tensor-core kernel unless `fast` or `exact` is asked for (the generic

@@ -106,10 +106,9 @@ typedef struct cuda_ctx {
     bool mvw_act_fused;   /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
     bool attn_exact;      /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
     bool attn_tc;         /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
-    bool emit_row_on;     /* DSV4_CUDA_EMIT_ROW=1: the fused emitted-row op (not yet run on a GPU: off) */
-    bool router_fused_on; /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (not yet run: off) */
-    bool hc_post_pre_on;  /* DSV4_CUDA_HC_POST_PRE=1: the attention's post in the FFN's pre (not yet run: off)
-                           */
+    bool emit_row_on;     /* not DSV4_CUDA_EMIT_ROW=0: the fused emitted-row op */
+    bool router_fused_on; /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (measured slower: off) */
+    bool hc_post_pre_on;  /* not DSV4_CUDA_HC_POST_PRE=0: the attention's post in the FFN's pre */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's

@@ -522,8 +522,9 @@ dsv4_status cu_matmul_multi(void *vctx, const dsv4_matmul_item *items, uint32_t 
     return st;
 }
 
-/* Gate of router_topk: switched on (DSV4_CUDA_ROUTER_FUSED=1: written after session 11's device
- * budget was spent, so off until it has run on a GPU), one token, DS4 numerics, the tuned kernels,
+/* Gate of router_topk: switched on (DSV4_CUDA_ROUTER_FUSED=1; bitwise, but the full model decoded
+ * 1-4 % slower with it in session 12: the router waits for the last CTA of a bandwidth-bound launch
+ * instead of overlapping it, so off by default), one token, DS4 numerics, the tuned kernels,
  * at most DSV4_CUDA_MVW_ROUTER_MAX_EXPERTS experts. */
 bool cu_router_topk_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_expert) {
     return c->router_fused_on && n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && c->mvw &&

@@ -1011,8 +1011,8 @@ dsv4_status cu_hc_pre_norm(void *vctx, const dsv4_tensor *fn, const dsv4_tensor 
 }
 
 /* hc_post_pre_norm (backend.h): the register-tail kernel forms the post's output itself (hct_post)
- * and writes it beside the pre step's outputs. Gate: switched on (DSV4_CUDA_HC_POST_PRE=1: written
- * after session 11's device budget was spent, so off until it has run on a GPU), one token, the
+ * and writes it beside the pre step's outputs. Gate: not switched off (DSV4_CUDA_HC_POST_PRE=0;
+ * bitwise the unfused pair, session 12), one token, the
  * register tail in its one-block mode, n_hc = 4, n_embd 1024 or 4096, an F32 norm weight.
  * DSV4_ERR_UNSUPPORTED (nothing launched) where the kernel does not take the call. */
 bool cu_hc_post_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc, uint32_t n_embd,
