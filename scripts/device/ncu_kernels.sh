@@ -15,7 +15,7 @@ B="$ROOT/.carry/bin"; W=/dev/shm/dsv4-ncu; mkdir -p "$W"; M="$W/flash4.gguf"
 [ -s "$M" ] || "$B/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$M" >/dev/null || { echo "FAIL synth"; exit 1; }
 P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corpus.txt"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-ARGS="-m $M --backend cuda --prompt-file $P --ctx-start 2048 --ctx-max 2048 --gen-tokens 4 --chunk 2048"
+ARGS="-m $M --backend cuda --prompt-file $P --ctx-start 2048 --ctx-max 2048 --gen-tokens ${GEN:-4} --chunk 2048"
 env "$@" timeout 120 "$B/cuda/dsv4-bench" $ARGS >"$OUT/ncu-$TAG-plain.csv" 2>"$OUT/ncu-$TAG-plain.err"
 echo "plain rc $?: $(tail -1 "$OUT/ncu-$TAG-plain.csv")"
 [ -n "$NCU" ] || { echo "FAIL no ncu"; exit 1; }

@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(RMS_THREADS)
  * rotation into shared memory (the rmsnorm and rope ops' expressions), then its FP8 blocks over
  * the first n_nope values (hadamard = 0) or hadamard_fp4_smem (hadamard = 1, the hadamard op's code),
  * the row to y and its cache copy to dst: F16 (__float2half_rn), F32 (f16-rounded floats) or packed
- * FP4 (fp4_pack_block32), the store op's conversions. */
+ * FP4 (fp4_pack_block32_warp: fp4_pack_block32's bytes, a warp per block), the store op's conversions. */
 __global__ void __launch_bounds__(RMS_THREADS)
     emit_row_kernel(const float *x, const float *w, uint32_t width, float eps, bool vec, uint32_t n_nope,
                     uint32_t hadamard, float hnorm, rope_args a, float *y, void *dst, uint32_t dst_type) {
@@ -143,9 +143,9 @@ __global__ void __launch_bounds__(RMS_THREADS)
         for (uint32_t i = threadIdx.x; i < width; i += blockDim.x)
             ((float *)dst)[i] = __half2float(__float2half_rn(row[i]));
     } else {
-        for (uint32_t b = threadIdx.x; b < width / 32; b += blockDim.x)
-            fp4_pack_block32(row + (uint64_t)b * 32,
-                             (unsigned char *)dst + (uint64_t)b * DSV4_KV_FP4_BLOCK_BYTES);
+        for (uint32_t b = threadIdx.x / 32; b < width / 32; b += warps)
+            fp4_pack_block32_warp(row + (uint64_t)b * 32,
+                                  (unsigned char *)dst + (uint64_t)b * DSV4_KV_FP4_BLOCK_BYTES, lane);
     }
 }
 
