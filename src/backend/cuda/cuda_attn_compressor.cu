@@ -84,8 +84,9 @@ __device__ void compressor_col(const float *kv, const float *score, const uint16
  * compressor_col each shift store may alias the next load, so the 16 moves of the shift run one
  * L2 round trip after another (the decode token that closes a window waited on them in every
  * ratio-4 layer). The same values in the same expressions, so the same bits. */
-__device__ void compressor_col_r4_emit(const float *kv, const float *score, const uint16_t *ape, uint32_t phase,
-                                       uint32_t d_c, float *skv, float *ssc, float *pooled, uint32_t j) {
+__device__ void compressor_col_r4_emit(const float *kv, const float *score, const uint16_t *ape,
+                                       uint32_t phase, uint32_t d_c, float *skv, float *ssc, float *pooled,
+                                       uint32_t j) {
     const uint64_t width = 2ull * d_c;
     float pv[4], ps[4], cv[4][2], cs[4][2]; /* previous window (first half), current window (both) */
     for (uint32_t r = 0; r < 4; r++) {

@@ -104,7 +104,8 @@ static __device__ __forceinline__ void fp4_pack_block32(const float *x, unsigned
  * (order-free; from 0 as the loop's), each lane rounds its own value and the even lanes write the
  * pairs. One thread's 32 rounds in a row made the emitted indexer row the longest kernel of a
  * closing token's KV lane (ncu: 9.7 us). */
-static __device__ __forceinline__ void fp4_pack_block32_warp(const float *x, unsigned char *o, uint32_t lane) {
+static __device__ __forceinline__ void fp4_pack_block32_warp(const float *x, unsigned char *o,
+                                                             uint32_t lane) {
     const float v = x[lane];
     const float amax = fmaxf(0.0f, warp_max(fabsf(v)));
     int ex = 0;
@@ -113,7 +114,11 @@ static __device__ __forceinline__ void fp4_pack_block32_warp(const float *x, uns
     e = e < -128 ? -128 : e > 127 ? 127 : e;
     if (lane == 0) o[0] = (unsigned char)(signed char)e;
     const float m = e2m1_nearest(fabsf(ldexpf(v, -e)));
-    const uint32_t k = m < 2.0f ? (uint32_t)(m * 2.0f) : m == 2.0f ? 4u : m == 3.0f ? 5u : m == 4.0f ? 6u : 7u;
+    const uint32_t k = m < 2.0f    ? (uint32_t)(m * 2.0f)
+                       : m == 2.0f ? 4u
+                       : m == 3.0f ? 5u
+                       : m == 4.0f ? 6u
+                                   : 7u;
     const uint32_t code = (signbit(v) ? 8u : 0u) | k;
     const uint32_t hi = __shfl_down_sync(0xffffffffu, code, 1);
     if ((lane & 1) == 0) o[1 + lane / 2] = (unsigned char)(code | hi << 4);

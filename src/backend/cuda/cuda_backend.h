@@ -99,16 +99,16 @@ typedef struct cuda_ctx {
     bool mv_ready;
     dsv4_cuda_moe_dec_ctx moe_dec; /* one-token routed experts (cuda_ops_moe_decode.cu) */
     bool moe_dec_ready;
-    bool generic_only;    /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
-    bool fused_gates_off; /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
-    bool hc_fast;         /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
-    bool mvw;             /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
-    bool mvw_act_fused;   /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
-    bool attn_exact;      /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
-    bool attn_tc;         /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
-    bool emit_row_on;     /* not DSV4_CUDA_EMIT_ROW=0: the fused emitted-row op */
-    bool router_fused_on; /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (measured slower: off) */
-    bool hc_post_pre_on;  /* not DSV4_CUDA_HC_POST_PRE=0: the attention's post in the FFN's pre */
+    bool generic_only;      /* DSV4_CUDA_MATVEC=generic: every product through the CPU-order kernels */
+    bool fused_gates_off;   /* DSV4_CUDA_FUSED_GATE=off: fused_available says no to everything */
+    bool hc_fast;           /* not DSV4_CUDA_HC_FAST=0: one-launch decode hc_pre / hc_pre_norm */
+    bool mvw;               /* not DSV4_CUDA_MVW=0: warp-direct Q8_0/F16 matvec (cuda_mvw.h) for one token */
+    bool mvw_act_fused;     /* DSV4_CUDA_MVW_ACT=fused: that matvec quantizes Q8_0 inputs itself (x_f32) */
+    bool attn_exact;        /* DSV4_CUDA_ATTN=exact: the exact attention kernel in DS4 numerics too */
+    bool attn_tc;           /* DSV4_CUDA_ATTN=tc: prefill chunks on the tensor-core kernel (f16 Q, P) */
+    bool emit_row_on;       /* not DSV4_CUDA_EMIT_ROW=0: the fused emitted-row op */
+    bool router_fused_on;   /* DSV4_CUDA_ROUTER_FUSED=1: the router in its logits' matvec (slower: off) */
+    bool hc_post_pre_on;    /* not DSV4_CUDA_HC_POST_PRE=0: the attention's post in the FFN's pre */
     dsv4_numerics numerics; /* EXACT: fp8/f16/FP4 roundings off, products in double (cu_gemm_exact) */
 
     /* Producer-side Q8_0 (not DSV4_CUDA_PREQ=0): the one-token hc_pre_norm also writes its row's
