@@ -375,6 +375,92 @@ void test_indexer(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, u
     report_sel(shape, sel, dsel.get());
 }
 
+/* The one-query scoring kernel (iscore_one_kernel) against a host evaluation of the indexer's score
+ * expressions in their order (each dot a float chain over d from 0, each score a chain over heads of
+ * relu(dot) * (w[h] * w_scale)) and against the previous decode kernel (DSV4_CUDA_ISCORE_ONE=0):
+ * every score bitwise, the same selection. rows_type F32, F16 or packed FP4 (random codes, block
+ * exponents in [-3, 3]). */
+float fp4_host(const uint8_t *row, uint32_t d) {
+    const uint8_t *blk = row + (d / 32) * DSV4_KV_FP4_BLOCK_BYTES;
+    const int e = (int)(int8_t)blk[0];
+    const uint32_t b = blk[1 + (d % 32) / 2], code = d % 2 ? b >> 4 : b & 15u;
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float m = ldexpf(mag[code & 7u], e);
+    return dsv4_f16_round(code & 8u ? -m : m);
+}
+
+void test_iscore_one(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows, uint32_t k, uint32_t type) {
+    const std::vector<float> q = normals(r, (size_t)n_head * head_dim), w = normals(r, n_head);
+    const size_t rb = type == DSV4_KV_FP4 ? head_dim / 32 * DSV4_KV_FP4_BLOCK_BYTES
+                                          : (size_t)head_dim * (type == DSV4_TYPE_F16 ? 2 : 4);
+    std::vector<uint8_t> bytes((size_t)n_rows * rb);
+    std::vector<float> dec((size_t)n_rows * head_dim);
+    for (uint32_t i = 0; i < n_rows; i++)
+        for (uint32_t d = 0; d < head_dim; d++) {
+            uint8_t *row = &bytes[(size_t)i * rb];
+            float v = r.normal();
+            if (type == DSV4_TYPE_F16) {
+                const uint16_t hv = dsv4_f32_to_f16(v);
+                memcpy(row + 2 * d, &hv, 2);
+                v = dsv4_f16_to_f32(hv);
+            } else if (type == DSV4_KV_FP4) {
+                if (d % 32 == 0) row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES] = (uint8_t)(int8_t)((int)r.below(7) - 3);
+                if (d % 2 == 0) row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES + 1 + (d % 32) / 2] = (uint8_t)r.below(256);
+            } else {
+                memcpy(row + 4 * d, &v, 4);
+            }
+            dec[(size_t)i * head_dim + d] = v;
+        }
+    if (type == DSV4_KV_FP4)
+        for (uint32_t i = 0; i < n_rows; i++)
+            for (uint32_t d = 0; d < head_dim; d++) dec[(size_t)i * head_dim + d] = fp4_host(&bytes[(size_t)i * rb], d);
+    const float w_scale = 1.0f / sqrtf((float)(head_dim * n_head));
+    std::vector<float> ref(n_rows);
+    for (uint32_t i = 0; i < n_rows; i++) {
+        volatile float sv = 0.0f; /* volatile: every product and sum rounded to float, no contraction */
+        for (uint32_t h = 0; h < n_head; h++) {
+            volatile float dot = 0.0f;
+            for (uint32_t d = 0; d < head_dim; d++) {
+                volatile float pr = dec[(size_t)i * head_dim + d] * q[(size_t)h * head_dim + d];
+                dot = dot + pr;
+            }
+            volatile float wh = w[h] * w_scale;
+            volatile float t = (dot < 0.0f ? 0.0f : (float)dot) * wh;
+            sv = sv + t;
+        }
+        ref[i] = sv;
+    }
+    dbuf<float> dq(q), dw(w);
+    dbuf<uint8_t> drows(bytes);
+    dbuf<int32_t> dsel(k);
+    dbuf<uint8_t> scratch(dsv4_cuda_indexer_scratch_bytes(n_rows));
+    std::vector<float> sc[2];
+    std::vector<int32_t> sl[2];
+    for (int old = 0; old < 2; old++) {
+        if (old)
+            setenv("DSV4_CUDA_ISCORE_ONE", "0", 1);
+        else
+            unsetenv("DSV4_CUDA_ISCORE_ONE");
+        launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim, type,
+                                         drows.p, n_rows, k, dsel.p, scratch.p),
+                  "indexer_topk");
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        sc[old].resize(n_rows);
+        CUDA_OK(cudaMemcpy(sc[old].data(), scratch.p, n_rows * sizeof(float), cudaMemcpyDeviceToHost));
+        sl[old] = dsel.get();
+    }
+    unsetenv("DSV4_CUDA_ISCORE_ONE");
+    char shape[128];
+    snprintf(shape, sizeof shape, "%ux%u heads, %u %s rows (host)", n_head, head_dim, n_rows,
+             type == DSV4_KV_FP4 ? "FP4" : type == DSV4_TYPE_F16 ? "F16" : "F32");
+    report("iscore_one", shape, ref, sc[0], BITWISE);
+    snprintf(shape, sizeof shape, "%ux%u heads, %u %s rows (old kernel)", n_head, head_dim, n_rows,
+             type == DSV4_KV_FP4 ? "FP4" : type == DSV4_TYPE_F16 ? "F16" : "F32");
+    report("iscore_one", shape, sc[1], sc[0], BITWISE);
+    snprintf(shape, sizeof shape, "one-query top-%u of %u: new == old kernel", k, n_rows);
+    report_sel(shape, sl[1], sl[0]);
+}
+
 /* ---- attention ---- */
 void test_attention(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t raw_cap, uint32_t raw_start,
                     uint32_t n_raw, uint32_t n_comp, uint32_t n_sel, bool use_sel) {
@@ -1096,6 +1182,12 @@ int main(void) {
     test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
     test_indexer(r, 64, 128, 3000, 512, IDX_ZERO_W);
     test_indexer(r, 256, 256, 300, 17, IDX_RANDOM); /* q too large for shared memory */
+    test_iscore_one(r, 64, 128, 513, 512, DSV4_KV_FP4); /* flash at 2K context */
+    test_iscore_one(r, 64, 128, 544, 512, DSV4_TYPE_F16);
+    test_iscore_one(r, 64, 128, 8192, 512, DSV4_KV_FP4); /* 32K context */
+    test_iscore_one(r, 64, 128, 3001, 512, DSV4_TYPE_F32);
+    test_iscore_one(r, 4, 128, 50, 8, DSV4_TYPE_F32); /* 64 rows a pass */
+    test_iscore_one(r, 8, 64, 77, 9, DSV4_KV_FP4);
 
     test_attention(r, 64, 512, 128, 77, 128, 20000, 512, true);
     test_attention(r, 64, 512, 128, 0, 128, 8192, 0, false);

@@ -192,6 +192,97 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
     }
 }
 
+/* One query (decode; DSV4_CUDA_ISCORE_ONE=0 switches back to iscore_kernel<q, true>): a thread owns
+ * whole (row, head) dots, 256 / n_head rows side by side, q and the row tile read as float4 from
+ * shared memory (stride head_dim + 4: conflict-free for 8 consecutive heads; one row per warp, a
+ * broadcast). iscore_kernel's decode form gave each of 256 threads four chains of which, at 2 rows
+ * a tile, three repeated the first, one shared-memory load per multiply-add: ~15 us a call at 2K
+ * context (ncu, session 12) for 4.2 M multiply-adds. The same expressions in the same order: each
+ * dot a chain over d from 0.0f, each score a chain over heads in order (relu(dot) * w[h] * w_scale):
+ * the same bits. Tiles of I1_RP(n_head) .. I1_MAX_TILE rows. */
+constexpr uint32_t I1_THREADS = 256, I1_MAX_TILE = 16, I1_PAD = 4;
+__host__ __device__ constexpr uint32_t i1_rows_per_pass(uint32_t n_head) { return I1_THREADS / n_head; }
+__host__ __device__ inline size_t i1_smem(uint32_t n_head, uint32_t head_dim, uint32_t tile) {
+    return ((size_t)n_head + (size_t)tile * (head_dim + I1_PAD) + (size_t)tile * (n_head + 1) +
+            (size_t)n_head * (head_dim + I1_PAD)) *
+           sizeof(float);
+}
+
+__global__ void __launch_bounds__(I1_THREADS)
+    iscore_one_kernel(const float *q, const float *w, float w_scale, uint32_t n_head, uint32_t head_dim,
+                      const void *rows, uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores) {
+    cu_pdl_enter();
+    extern __shared__ __align__(16) float i1_sh[];
+    const uint32_t t = threadIdx.x, st = head_dim + I1_PAD, st4 = st / 4, hd4 = head_dim / 4;
+    const uint32_t r0 = blockIdx.x * tile;
+    if (r0 >= n_rows) return;
+    const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
+    float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st, *qs = dots + (size_t)tile * (n_head + 1);
+    for (uint32_t h = t; h < n_head; h += I1_THREADS) ws[h] = __fmul_rn(w[h], w_scale);
+    /* q: every float4 of it in flight at once (8 per thread for 64 x 128) */
+    const uint32_t nq4 = n_head * hd4;
+    for (uint32_t e0 = t; e0 < nq4; e0 += ISC_PF * I1_THREADS) {
+        float4 v[ISC_PF];
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_PF; j++) {
+            const uint32_t e = e0 + j * I1_THREADS;
+            if (e < nq4) v[j] = ((const float4 *)q)[e];
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_PF; j++) {
+            const uint32_t e = e0 + j * I1_THREADS;
+            if (e < nq4) ((float4 *)qs)[(e / hd4) * st4 + e % hd4] = v[j];
+        }
+    }
+    const isc_div hd = isc_div_make(head_dim);
+    if (rows_type == DSV4_KV_FP4)
+        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, st);
+    else if (rows_type == DSV4_TYPE_F16)
+        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, st);
+    else
+        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, hd, r0, nr, ks, st);
+    __syncthreads();
+    /* thread t: head t % n_head of rows t / n_head + RP i; two rows' chains side by side */
+    const uint32_t RP = i1_rows_per_pass(n_head), h = t % n_head;
+    const float4 *qh = (const float4 *)qs + (size_t)h * st4;
+    for (uint32_t ra = t / n_head; ra < nr; ra += 2 * RP) {
+        const uint32_t rc = ra + RP < nr ? ra + RP : ra;
+        const float4 *ka = (const float4 *)ks + (size_t)ra * st4, *kc = (const float4 *)ks + (size_t)rc * st4;
+        float da = 0.0f, dc = 0.0f;
+#pragma unroll 8
+        for (uint32_t d4 = 0; d4 < hd4; d4++) {
+            const float4 qv = qh[d4], a = ka[d4], c = kc[d4];
+            da = __fadd_rn(da, __fmul_rn(a.x, qv.x));
+            dc = __fadd_rn(dc, __fmul_rn(c.x, qv.x));
+            da = __fadd_rn(da, __fmul_rn(a.y, qv.y));
+            dc = __fadd_rn(dc, __fmul_rn(c.y, qv.y));
+            da = __fadd_rn(da, __fmul_rn(a.z, qv.z));
+            dc = __fadd_rn(dc, __fmul_rn(c.z, qv.z));
+            da = __fadd_rn(da, __fmul_rn(a.w, qv.w));
+            dc = __fadd_rn(dc, __fmul_rn(c.w, qv.w));
+        }
+        dots[(size_t)ra * (n_head + 1) + h] = da;
+        if (rc != ra) dots[(size_t)rc * (n_head + 1) + h] = dc;
+    }
+    __syncthreads();
+    for (uint32_t r = t; r < nr; r += I1_THREADS) {
+        float sv = 0.0f;
+        for (uint32_t h0 = 0; h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
+            float dv[ISC_SPF], wv[ISC_SPF];
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_SPF; j++)
+                if (h0 + j < n_head) dv[j] = dots[(size_t)r * (n_head + 1) + h0 + j], wv[j] = ws[h0 + j];
+#pragma unroll
+            for (uint32_t j = 0; j < ISC_SPF; j++)
+                if (h0 + j < n_head) {
+                    const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
+                    sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
+                }
+        }
+        scores[r0 + r] = sv;
+    }
+}
+
 /* Prefill chunks (the default since session 11; DSV4_CUDA_ISCORE=plain switches back): iscore_kernel's
  * plain loops load two shared-memory values per multiply-add; this one a quarter
  * (cuda_iscore_tiled_units.cuh: a warp 2 rows, a lane 2 heads, 16-byte loads; the same sequential
@@ -423,14 +514,29 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
     size_t smem = 0;
     uint32_t tile = iscore_tile(n_head, head_dim, &q_in, &smem);
     if (!tile) return (int)cudaErrorInvalidValue;
-    /* one query: smaller tiles until its rows cover the SMs (a CTA per SM and tile rows each was a
-     * quarter of the SMs at 2K context); a row's score does not depend on its tile */
     const uint32_t sms = isc_sm_count();
-    while (tile > 1 && (n_rows + tile - 1) / tile < sms) tile /= 2;
-    smem = isc_smem(n_head, head_dim, tile, q_in);
     const itok one = {0, 0, k, 0, sel_keys(n_rows)};
-    const int e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head,
-                                head_dim, rows, rows_type, n_rows, tile, scores, one);
+    const char *ov = getenv("DSV4_CUDA_ISCORE_ONE"); /* read on every call (A/B and the tests) */
+    const uint32_t rp = n_head && n_head <= I1_THREADS ? i1_rows_per_pass(n_head) : 0;
+    int e;
+    if (!(ov && strcmp(ov, "0") == 0) && rp && I1_THREADS % n_head == 0 && head_dim % 4 == 0 &&
+        ((uintptr_t)q & 15) == 0 && i1_smem(n_head, head_dim, rp) <= SMEM_LIMIT) {
+        /* the fewest rows a tile whose tiles still give two CTAs per SM, within the shared memory */
+        uint32_t t1 = rp;
+        while (t1 * 2 <= (rp > I1_MAX_TILE ? rp : I1_MAX_TILE) && (n_rows + t1 - 1) / t1 > 2 * sms &&
+               i1_smem(n_head, head_dim, t1 * 2) <= SMEM_LIMIT)
+            t1 *= 2;
+        iscore_one_kernel<<<(n_rows + t1 - 1) / t1, I1_THREADS, i1_smem(n_head, head_dim, t1), st>>>(
+            q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, t1, scores);
+        e = attn_launch_status();
+    } else {
+        /* one query: smaller tiles until its rows cover the SMs (a CTA per SM and tile rows each was a
+         * quarter of the SMs at 2K context); a row's score does not depend on its tile */
+        while (tile > 1 && (n_rows + tile - 1) / tile < sms) tile /= 2;
+        smem = isc_smem(n_head, head_dim, tile, q_in);
+        e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head, head_dim,
+                          rows, rows_type, n_rows, tile, scores, one);
+    }
     if (e) return e;
     select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one);
     return attn_launch_status();
@@ -499,5 +605,6 @@ extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
     out[3] = (const void *)iscore_kernel<false, true>;
     out[4] = (const void *)iscore_kernel<true, true>;
     out[5] = (const void *)iscore_tiled_kernel;
-    return 6;
+    out[6] = (const void *)iscore_one_kernel;
+    return 7;
 }
