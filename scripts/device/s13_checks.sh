@@ -3,7 +3,8 @@
 #  1. test_cuda_attn (iscore_one: scores bitwise vs a host evaluation and vs the old decode kernel);
 #  2. flash4 teacher-forced logits over 2,200 positions at chunk 1 (the indexer runs from position
 #     2051): default vs each switch in S13_SWITCHES, byte for byte;
-#  3. PART=bench: full flash q2, 2K prompt 128 tokens, default vs each switch, REPS rounds
+#  3. OPS=1: cuda_ops_check; AB="switches": ab_check with them (300 positions, chunk 1 and 128);
+#  4. PART=bench: full flash q2, 2K prompt 128 tokens, default vs each switch, REPS rounds
 #     interleaved; then 32K prompt 64 tokens, default vs each switch in S13_32K.
 # Results in $OUT.
 set -u
@@ -28,6 +29,13 @@ if [ "${CHECKS:-1}" = 1 ]; then
     dump "$t" $(echo "$sw" | tr '+' ' ')
     cmp -s "$W/s13.base.bin" "$W/s13.$t.bin" && say "ok   $sw == default, chunk 1, 2,200 positions ($(stat -c %s "$W/s13.base.bin") bytes)" || say "FAIL $sw != default (2,200 positions)"
   done
+fi
+if [ "${OPS:-0}" = 1 ]; then
+  timeout 170 "$C/cuda_ops_check" "$M" --numerics ds4 >"$OUT/ops_check.txt" 2>&1; say "cuda_ops_check rc $?: $(tail -1 "$OUT/ops_check.txt")"
+  grep -E "^FAIL|indexer" "$OUT/ops_check.txt" | head -20 | tee -a "$S"
+fi
+if [ -n "${AB:-}" ]; then
+  AB_SWITCHES="$AB" OUT="$OUT/ab" timeout 200 "$ROOT/scripts/device/ab_check.sh" 2>&1 | grep -E "^FAIL|ab_check:|counters" | tee -a "$S"
 fi
 if [ "${PART:-}" = bench ]; then
   FB="$ROOT/scripts/device/flash_bench.sh"

@@ -355,8 +355,10 @@ __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_s
     return before;
 }
 
+/* agg: the histogram counts a warp's keys of one bin with one atomic (DSV4_CUDA_SELECT_AGG=0: one per
+ * key). The counts, so the selection, are the same integers either way. */
 __global__ void __launch_bounds__(SELECT_THREADS)
-    select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
+    select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c, bool agg) {
     cu_pdl_enter();
     const uint32_t tok = blockIdx.x;
     n = itok_rows(c, n, tok);
@@ -390,10 +392,24 @@ __global__ void __launch_bounds__(SELECT_THREADS)
         for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
         __syncthreads();
         const uint32_t prefix = s_prefix;
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const uint32_t key = SEL_KEY(i);
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-        }
+        if (agg) /* a warp's keys of one bin counted once (scores of one magnitude share the top bins: the
+                    per-key shared atomics to one address were serialised) */
+            for (uint32_t i0 = threadIdx.x & ~31u; i0 < n; i0 += blockDim.x) {
+                const uint32_t i = i0 + (threadIdx.x & 31u);
+                uint32_t bin = 256u; /* none */
+                if (i < n) {
+                    const uint32_t key = SEL_KEY(i);
+                    if ((key & mask) == prefix) bin = (key >> shift) & 255u;
+                }
+                const uint32_t same = __match_any_sync(0xffffffffu, bin);
+                if (bin < 256u && (threadIdx.x & 31u) == (uint32_t)(__ffs((int)same) - 1))
+                    atomicAdd(&hist[bin], (uint32_t)__popc((int)same));
+            }
+        else
+            for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+                const uint32_t key = SEL_KEY(i);
+                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+            }
         __syncthreads();
         if (threadIdx.x < 32) { /* the bin holding the remaining-th largest key of this prefix: the
                                     first bin from 255 down whose running count reaches it; lane l
@@ -444,6 +460,12 @@ __global__ void __launch_bounds__(SELECT_THREADS)
         if (key > thr || (key == thr && r++ < need_eq)) sel[at++] = (int32_t)i;
     }
 #undef SEL_KEY
+}
+
+/* DSV4_CUDA_SELECT_AGG=0: one histogram atomic per key (A/B; read on every call, as the tests set it) */
+static bool select_agg(void) {
+    const char *v = getenv("DSV4_CUDA_SELECT_AGG");
+    return !(v && strcmp(v, "0") == 0);
 }
 
 /* Shared memory of a tile of rows: the weights, the row tile, the dots, q when it sits there. */
@@ -538,7 +560,8 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
                           rows, rows_type, n_rows, tile, scores, one);
     }
     if (e) return e;
-    select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one);
+    select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one,
+                                                                          select_agg());
     return attn_launch_status();
 }
 
@@ -590,7 +613,7 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
         }
         if (e) return e;
         select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>((const float *)scratch, 0, k,
-                                                                            sel + (uint64_t)t0 * k, c);
+                                                                            sel + (uint64_t)t0 * k, c, select_agg());
         e = attn_launch_status();
         if (e) return e;
     }
