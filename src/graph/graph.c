@@ -200,8 +200,6 @@ dsv4_status dsv4_graph_create_ex(const dsv4_model *m, const dsv4_graph_params *p
     g->prepare_ahead = !p->no_step_ahead;
     g->warm = !p->no_step_warm;
     g->prefill_serial = p->prefill_serial;
-    const char *se = getenv("DSV4_FFN_SHARED_EARLY");
-    g->shared_early = !(se && strcmp(se, "0") == 0);
     g->rec_lead = -1;
     g->kv_type = dsv4_kv_row_type(p->numerics, p->kv_f32);
     g->head_rows = 16;

@@ -70,7 +70,6 @@ struct dsv4_graph {
     uint32_t rec_joined;
     uint32_t rec_multi_failures; /* consecutive failed recordings across tiers (3: stop trying) */
     bool prefill_serial;         /* prefill attention token by token even where batched ops are offered */
-    bool shared_early; /* parallel FFN: the shared gate/up products on the side lane (DSV4_FFN_SHARED_EARLY=0: with the router's) */
     uint32_t kv_type;            /* KV row type of new sessions (kv.h) */
     dsv4_exec_stats stats;
     uint32_t mode;      /* dsv4_tier_mode of the chunk being evaluated (decode / batch) */

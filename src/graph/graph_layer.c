@@ -476,12 +476,12 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         const size_t n_outs[3] = {c->n_expert, k, k};
         routed = fusion_result(g, DSV4_FUSED_ROUTER_TOPK, st, outs, n_outs, 3, err);
     }
+    if (!routed) {
+        GB(matmuls(g, it, shared ? 3 : 1, n, err));
+        GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL,
+                              tokens, c->expert_weights_scale, w->rsel, w->rw, err));
+    }
     if (!shared) {
-        if (!routed) {
-            GB(matmuls(g, it, 1, n, err));
-            GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL,
-                                  tokens, c->expert_weights_scale, w->rsel, w->rw, err));
-        }
         GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
                     clamp, w->routed, err));
         return OPS->hc_post(BCTX, w->routed, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
@@ -493,39 +493,18 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     bool slots = n == 1 && k * E > 0 &&
                  fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
     /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
-     * buffers, so the same values; a failure joins the lanes and reruns everything from the
-     * products on, in order. Unless the router's fused call made them, the shared gate and up
-     * products go to the side lane too (shared_early): the router's product runs alone, so the
-     * selection and the routed experts do not wait for the shared expert's 2 x ff x E weights
-     * (every product's value does not depend on which call it is in). */
+     * buffers, so the same values; a failure joins the lanes and reruns both in order. */
     const dsv4_fused_query fq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
     bool done = false;
     if (fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
-        const bool early = !routed && g->shared_early;
-        dsv4_status st = DSV4_OK;
-        if (!routed && !early) {
-            st = matmuls(g, it, 3, n, err);
-            if (st == DSV4_OK)
-                st = OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias,
-                                        hash ? &L->ffn_gate_tid2eid : NULL, tokens, c->expert_weights_scale,
-                                        w->rsel, w->rw, err);
-        }
-        if (st == DSV4_OK) st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
+        dsv4_status st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
         const bool forked = st == DSV4_OK;
-        if (st == DSV4_OK && early) st = matmuls(g, it + 1, 2, n, err);
         if (st == DSV4_OK) st = OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err);
         if (st == DSV4_OK) st = OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err);
         if (forked) {
             dsv4_error e2 = {0};
             const dsv4_status sm = OPS->lanes(BCTX, DSV4_LANE_MAIN, &e2);
             if (sm != DSV4_OK) return dsv4_fail(err, sm, "%s", e2.msg);
-        }
-        if (st == DSV4_OK && early) {
-            st = matmuls(g, it, 1, n, err);
-            if (st == DSV4_OK)
-                st = OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias,
-                                        hash ? &L->ffn_gate_tid2eid : NULL, tokens, c->expert_weights_scale,
-                                        w->rsel, w->rw, err);
         }
         if (st == DSV4_OK) st = routed_experts(g, L, n, k, clamp, &slots, err);
         if (forked) {
@@ -538,11 +517,6 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
     }
     if (!done) {
-        if (!routed) {
-            GB(matmuls(g, it, 3, n, err));
-            GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL,
-                                  tokens, c->expert_weights_scale, w->rsel, w->rw, err));
-        }
         GB(routed_experts(g, L, n, k, clamp, &slots, err));
         GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));

@@ -396,17 +396,6 @@ static void test_fusion_on_off_fault(void **state) {
     uint8_t *s_dis = fusion_run(&o_dis, &dis, &b_dis);
     uint8_t *s_flt = fusion_run(&o_flt, &flt, &b_flt);
     uint8_t *s_flt1 = fusion_run(&o_flt1, &flt1, &b_flt1);
-    /* the parallel FFN with the shared gate/up products in the router's call (the order before
-     * shared_early): the same logits (fusion_run), KV state and counters */
-    dsv4_engine_stats late;
-    size_t b_late;
-    setenv("DSV4_FFN_SHARED_EARLY", "0", 1);
-    uint8_t *s_late = fusion_run(&o_on, &late, &b_late);
-    unsetenv("DSV4_FFN_SHARED_EARLY");
-    assert_int_equal(b_on, b_late);
-    assert_memory_equal(s_on, s_late, b_on);
-    assert_memory_equal(on.fusion, late.fusion, sizeof on.fusion);
-    free(s_late);
     /* KV state and logits (checked in fusion_run) identical on every path */
     assert_int_equal(b_on, b_off);
     assert_int_equal(b_on, b_dis);
