@@ -545,8 +545,10 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
         ((uintptr_t)q & 15) == 0 && i1_smem(n_head, head_dim, rp) <= SMEM_LIMIT) {
         /* the fewest rows a tile whose tiles still give two CTAs per SM, within the shared memory */
         uint32_t t1 = rp;
-        while (t1 * 2 <= (rp > I1_MAX_TILE ? rp : I1_MAX_TILE) && (n_rows + t1 - 1) / t1 > 2 * sms &&
-               i1_smem(n_head, head_dim, t1 * 2) <= SMEM_LIMIT)
+        const char *tv = getenv("DSV4_CUDA_ISCORE_ONE_TILE"); /* the least rows a tile (A/B; same scores) */
+        const uint32_t t_min = tv ? (uint32_t)atoi(tv) : 0;
+        while (t1 * 2 <= (rp > I1_MAX_TILE ? rp : I1_MAX_TILE) &&
+               ((n_rows + t1 - 1) / t1 > 2 * sms || t1 < t_min) && i1_smem(n_head, head_dim, t1 * 2) <= SMEM_LIMIT)
             t1 *= 2;
         iscore_one_kernel<<<(n_rows + t1 - 1) / t1, I1_THREADS, i1_smem(n_head, head_dim, t1), st>>>(
             q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, t1, scores);

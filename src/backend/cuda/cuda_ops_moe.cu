@@ -18,13 +18,14 @@
  * the token id by value (tk) for a few tokens, else from tok. */
 __global__ void __launch_bounds__(ROUTER_THREADS)
     router_kernel(const float *logits, uint32_t n_expert, uint32_t k, const float *bias, const int32_t *hash,
-                  const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights) {
+                  const int32_t *tok, const cu_tok_arg tk, float scale, int32_t *sel, float *weights,
+                  bool smem_slots) {
     cu_pdl_enter();
     extern __shared__ float sh[];
     const uint32_t t = blockIdx.x;
     const int32_t *row = hash ? hash + (uint64_t)(tok ? tok[t] : tk.v[t]) * k : NULL;
     router_block<ROUTER_THREADS>(logits + (uint64_t)t * n_expert, n_expert, k, bias, row, scale, sh,
-                                 sel + (uint64_t)t * k, weights + (uint64_t)t * k);
+                                 sel + (uint64_t)t * k, weights + (uint64_t)t * k, smem_slots);
 }
 
 dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
@@ -67,8 +68,9 @@ dsv4_status cu_router_select(void *vctx, const float *logits, uint32_t n, uint32
     const size_t smem = (size_t)3 * n_expert * sizeof(float); /* p, s, the candidates */
     if (smem > 48 * 1024)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "router: %u experts (at most 4096 on CUDA)", n_expert);
+    const char *sv = getenv("DSV4_CUDA_ROUTER_SMEM"); /* =0: the slots formed in global memory (A/B) */
     router_kernel<<<n, ROUTER_THREADS, smem, c->stream>>>(logits, n_expert, k, bv, hash, dtok, tk, scale, sel,
-                                                          weights);
+                                                          weights, !(sv && strcmp(sv, "0") == 0));
     return cu_launched(err, "router select");
 }
 

@@ -8,7 +8,9 @@
  * slot. Any superset gives the same slots; the virtual threads make the candidates the same for
  * every block size. Scores with a NaN take the CPU's insertion loop; hash layers copy their table
  * row. The weights (the unbiased p of the slots, over their sum floored at 2^-14, times scale) by
- * thread 0 in slot order, as the CPU. An id that is not an expert gets a NaN weight. */
+ * thread 0 in slot order, as the CPU. An id that is not an expert gets a NaN weight. smem_slots = false
+ * (DSV4_CUDA_ROUTER_SMEM=0, A/B): the slots and weights formed in st / wt (global) as before session 13;
+ * the same values. */
 #ifndef DSV4_CUDA_ROUTER_CUH
 #define DSV4_CUDA_ROUTER_CUH
 
@@ -20,6 +22,7 @@
 
 #define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
 #define ROUTER_VT 256                    /* the virtual threads whose warp maxima bound the candidates */
+#define ROUTER_KMAX 32                   /* slots formed in shared memory (more: in st / wt themselves) */
 
 /* NT threads (a multiple of 32 dividing ROUTER_VT) call it together. lg: the n_expert logits (read
  * through L2: another block may have just written them); hash_row: the token's k ids (hash layers)
@@ -27,10 +30,16 @@
 template <int NT>
 __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert, uint32_t k,
                                              const float *bias, const int32_t *hash_row, float scale,
-                                             float *sh, int32_t *st, float *wt) {
+                                             float *sh, int32_t *st, float *wt, bool smem_slots = true) {
     static_assert(NT % 32 == 0 && ROUTER_VT % NT == 0, "router_block: whole warps dividing ROUTER_VT");
     __shared__ float wmax[ROUTER_VT / 32];
     __shared__ uint32_t n_cand;
+    /* the slots and weights formed in shared memory (k <= ROUTER_KMAX), each stored to st / wt once:
+     * reading them back from global memory put two L2 round trips on thread 0's chain */
+    __shared__ int32_t s_st[ROUTER_KMAX];
+    __shared__ float s_wt[ROUTER_KMAX];
+    int32_t *sv = smem_slots && k <= ROUTER_KMAX ? s_st : st;
+    float *wv = smem_slots && k <= ROUTER_KMAX ? s_wt : wt;
     float *p = sh, *s = sh + n_expert;
     int32_t *cand = (int32_t *)(s + n_expert);
     const uint32_t lane = threadIdx.x & 31;
@@ -52,15 +61,15 @@ __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert,
     const bool serial = __syncthreads_or(has_nan) != 0;
     if (hash_row) {
         if (threadIdx.x == 0)
-            for (uint32_t i = 0; i < k; i++) st[i] = hash_row[i];
+            for (uint32_t i = 0; i < k; i++) sv[i] = hash_row[i];
     } else if (serial) {
         if (threadIdx.x == 0) {
-            for (uint32_t i = 0; i < k; i++) st[i] = -1;
+            for (uint32_t i = 0; i < k; i++) sv[i] = -1;
             for (uint32_t i = 0; i < n_expert; i++) {
                 for (uint32_t j = 0; j < k; j++) {
-                    if (st[j] < 0 || s[i] > s[st[j]]) {
-                        for (uint32_t m = k - 1; m > j; m--) st[m] = st[m - 1];
-                        st[j] = (int32_t)i;
+                    if (sv[j] < 0 || s[i] > s[sv[j]]) {
+                        for (uint32_t m = k - 1; m > j; m--) sv[m] = sv[m - 1];
+                        sv[j] = (int32_t)i;
                         break;
                     }
                 }
@@ -74,19 +83,21 @@ __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert,
         const uint32_t nc = n_cand;
         for (uint32_t i = threadIdx.x; i < nc; i += NT) {
             const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
-            if (r < k) st[r] = cand[i];
+            if (r < k) sv[r] = cand[i];
         }
     }
-    __syncthreads(); /* st (global) written by other threads of the block */
+    __syncthreads(); /* sv written by other threads of the block */
     if (threadIdx.x != 0) return;
     float sum = 0.0f;
     for (uint32_t i = 0; i < k; i++) {
-        const bool ok = st[i] >= 0 && (uint32_t)st[i] < n_expert;
-        wt[i] = ok ? p[st[i]] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
-        sum += wt[i];
+        const int32_t id = sv[i];
+        const bool ok = id >= 0 && (uint32_t)id < n_expert;
+        wv[i] = ok ? p[id] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
+        if (sv != st) st[i] = id;
+        sum += wv[i];
     }
     if (sum < ROUTER_SUM_FLOOR) sum = ROUTER_SUM_FLOOR;
-    for (uint32_t i = 0; i < k; i++) wt[i] = wt[i] / sum * scale;
+    for (uint32_t i = 0; i < k; i++) wt[i] = wv[i] / sum * scale;
 }
 
 #endif
