@@ -404,8 +404,10 @@ void test_iscore_one(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows
                 memcpy(row + 2 * d, &hv, 2);
                 v = dsv4_f16_to_f32(hv);
             } else if (type == DSV4_KV_FP4) {
-                if (d % 32 == 0) row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES] = (uint8_t)(int8_t)((int)r.below(7) - 3);
-                if (d % 2 == 0) row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES + 1 + (d % 32) / 2] = (uint8_t)r.below(256);
+                if (d % 32 == 0)
+                    row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES] = (uint8_t)(int8_t)((int)r.below(7) - 3);
+                if (d % 2 == 0)
+                    row[(d / 32) * DSV4_KV_FP4_BLOCK_BYTES + 1 + (d % 32) / 2] = (uint8_t)r.below(256);
             } else {
                 memcpy(row + 4 * d, &v, 4);
             }
@@ -413,7 +415,8 @@ void test_iscore_one(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows
         }
     if (type == DSV4_KV_FP4)
         for (uint32_t i = 0; i < n_rows; i++)
-            for (uint32_t d = 0; d < head_dim; d++) dec[(size_t)i * head_dim + d] = fp4_host(&bytes[(size_t)i * rb], d);
+            for (uint32_t d = 0; d < head_dim; d++)
+                dec[(size_t)i * head_dim + d] = fp4_host(&bytes[(size_t)i * rb], d);
     const float w_scale = 1.0f / sqrtf((float)(head_dim * n_head));
     std::vector<float> ref(n_rows);
     for (uint32_t i = 0; i < n_rows; i++) {
@@ -441,8 +444,8 @@ void test_iscore_one(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows
             setenv("DSV4_CUDA_ISCORE_ONE", "0", 1);
         else
             unsetenv("DSV4_CUDA_ISCORE_ONE");
-        launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim, type,
-                                         drows.p, n_rows, k, dsel.p, scratch.p),
+        launch_ok(dsv4_cuda_indexer_topk((dsv4_cuda_stream)g_stream, dq.p, dw.p, w_scale, n_head, head_dim,
+                                         type, drows.p, n_rows, k, dsel.p, scratch.p),
                   "indexer_topk");
         CUDA_OK(cudaStreamSynchronize(g_stream));
         sc[old].resize(n_rows);
@@ -452,10 +455,14 @@ void test_iscore_one(rng &r, uint32_t n_head, uint32_t head_dim, uint32_t n_rows
     unsetenv("DSV4_CUDA_ISCORE_ONE");
     char shape[128];
     snprintf(shape, sizeof shape, "%ux%u heads, %u %s rows (host)", n_head, head_dim, n_rows,
-             type == DSV4_KV_FP4 ? "FP4" : type == DSV4_TYPE_F16 ? "F16" : "F32");
+             type == DSV4_KV_FP4     ? "FP4"
+             : type == DSV4_TYPE_F16 ? "F16"
+                                     : "F32");
     report("iscore_one", shape, ref, sc[0], BITWISE);
     snprintf(shape, sizeof shape, "%ux%u heads, %u %s rows (old kernel)", n_head, head_dim, n_rows,
-             type == DSV4_KV_FP4 ? "FP4" : type == DSV4_TYPE_F16 ? "F16" : "F32");
+             type == DSV4_KV_FP4     ? "FP4"
+             : type == DSV4_TYPE_F16 ? "F16"
+                                     : "F32");
     report("iscore_one", shape, sc[1], sc[0], BITWISE);
     snprintf(shape, sizeof shape, "one-query top-%u of %u: new == old kernel", k, n_rows);
     report_sel(shape, sl[1], sl[0]);
@@ -1181,7 +1188,7 @@ int main(void) {
     test_indexer(r, 4, 128, 8, 8, IDX_RANDOM);
     test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
     test_indexer(r, 64, 128, 3000, 512, IDX_ZERO_W);
-    test_indexer(r, 256, 256, 300, 17, IDX_RANDOM); /* q too large for shared memory */
+    test_indexer(r, 256, 256, 300, 17, IDX_RANDOM);     /* q too large for shared memory */
     test_iscore_one(r, 64, 128, 513, 512, DSV4_KV_FP4); /* flash at 2K context */
     test_iscore_one(r, 64, 128, 544, 512, DSV4_TYPE_F16);
     test_iscore_one(r, 64, 128, 8192, 512, DSV4_KV_FP4); /* 32K context */

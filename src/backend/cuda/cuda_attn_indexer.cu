@@ -217,7 +217,8 @@ __global__ void __launch_bounds__(I1_THREADS)
     const uint32_t r0 = blockIdx.x * tile;
     if (r0 >= n_rows) return;
     const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
-    float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st, *qs = dots + (size_t)tile * (n_head + 1);
+    float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st,
+          *qs = dots + (size_t)tile * (n_head + 1);
     for (uint32_t h = t; h < n_head; h += I1_THREADS) ws[h] = __fmul_rn(w[h], w_scale);
     /* q: every float4 of it in flight at once (8 per thread for 64 x 128) */
     const uint32_t nq4 = n_head * hd4;
@@ -548,7 +549,8 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
         const char *tv = getenv("DSV4_CUDA_ISCORE_ONE_TILE"); /* the least rows a tile (A/B; same scores) */
         const uint32_t t_min = tv ? (uint32_t)atoi(tv) : 0;
         while (t1 * 2 <= (rp > I1_MAX_TILE ? rp : I1_MAX_TILE) &&
-               ((n_rows + t1 - 1) / t1 > 2 * sms || t1 < t_min) && i1_smem(n_head, head_dim, t1 * 2) <= SMEM_LIMIT)
+               ((n_rows + t1 - 1) / t1 > 2 * sms || t1 < t_min) &&
+               i1_smem(n_head, head_dim, t1 * 2) <= SMEM_LIMIT)
             t1 *= 2;
         iscore_one_kernel<<<(n_rows + t1 - 1) / t1, I1_THREADS, i1_smem(n_head, head_dim, t1), st>>>(
             q, w, w_scale, n_head, head_dim, rows, rows_type, n_rows, t1, scores);
@@ -558,8 +560,8 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
          * quarter of the SMs at 2K context); a row's score does not depend on its tile */
         while (tile > 1 && (n_rows + tile - 1) / tile < sms) tile /= 2;
         smem = isc_smem(n_head, head_dim, tile, q_in);
-        e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head, head_dim,
-                          rows, rows_type, n_rows, tile, scores, one);
+        e = iscore_launch(st, dim3((n_rows + tile - 1) / tile, 1), q_in, smem, q, w, w_scale, n_head,
+                          head_dim, rows, rows_type, n_rows, tile, scores, one);
     }
     if (e) return e;
     select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one,
@@ -614,8 +616,8 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
                               head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
         }
         if (e) return e;
-        select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>((const float *)scratch, 0, k,
-                                                                            sel + (uint64_t)t0 * k, c, select_agg());
+        select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>(
+            (const float *)scratch, 0, k, sel + (uint64_t)t0 * k, c, select_agg());
         e = attn_launch_status();
         if (e) return e;
     }
