@@ -79,6 +79,25 @@ __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_d
     }
 }
 
+/* A row's score from its head dots d[0..n_head): relu(d[h]) * ws[h] summed from 0.0f in head order,
+ * ISC_SPF dots read ahead of the chain (the one-query kernels' form). */
+__device__ __forceinline__ float isc_score_ahead(const float *d, const float *ws, uint32_t n_head) {
+    float sv = 0.0f;
+    for (uint32_t h0 = 0; h0 < n_head; h0 += ISC_SPF) {
+        float dv[ISC_SPF], wv[ISC_SPF];
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_SPF; j++)
+            if (h0 + j < n_head) dv[j] = d[h0 + j], wv[j] = ws[h0 + j];
+#pragma unroll
+        for (uint32_t j = 0; j < ISC_SPF; j++)
+            if (h0 + j < n_head) {
+                const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
+                sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
+            }
+    }
+    return sv;
+}
+
 /* ONE: a single query (decode): the staging, dot and score loops below that issue their loads
  * together; prefill chunks (ONE = false) keep the session-9 loops. The build with the read-ahead
  * loops in every launch prefilled a 32K flash4 prompt slower (33.8K vs 35.3K tok/s, bench/NOTES.md
@@ -176,18 +195,7 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
                 if (dot < 0.0f) dot = 0.0f;
                 sv = __fadd_rn(sv, __fmul_rn(dot, ws[h]));
             }
-        for (uint32_t h0 = 0; ONE && h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
-            float dv[ISC_SPF], wv[ISC_SPF];
-#pragma unroll
-            for (uint32_t j = 0; j < ISC_SPF; j++)
-                if (h0 + j < n_head) dv[j] = dots[r * (n_head + 1) + h0 + j], wv[j] = ws[h0 + j];
-#pragma unroll
-            for (uint32_t j = 0; j < ISC_SPF; j++)
-                if (h0 + j < n_head) {
-                    const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
-                    sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
-                }
-        }
+        if (ONE) sv = isc_score_ahead(dots + r * (n_head + 1), ws, n_head);
         scores[r0 + r] = sv;
     }
 }
@@ -266,22 +274,8 @@ __global__ void __launch_bounds__(I1_THREADS)
         if (rc != ra) dots[(size_t)rc * (n_head + 1) + h] = dc;
     }
     __syncthreads();
-    for (uint32_t r = t; r < nr; r += I1_THREADS) {
-        float sv = 0.0f;
-        for (uint32_t h0 = 0; h0 < n_head; h0 += ISC_SPF) { /* reads ahead, the sum in head order */
-            float dv[ISC_SPF], wv[ISC_SPF];
-#pragma unroll
-            for (uint32_t j = 0; j < ISC_SPF; j++)
-                if (h0 + j < n_head) dv[j] = dots[(size_t)r * (n_head + 1) + h0 + j], wv[j] = ws[h0 + j];
-#pragma unroll
-            for (uint32_t j = 0; j < ISC_SPF; j++)
-                if (h0 + j < n_head) {
-                    const float dot = dv[j] < 0.0f ? 0.0f : dv[j];
-                    sv = __fadd_rn(sv, __fmul_rn(dot, wv[j]));
-                }
-        }
-        scores[r0 + r] = sv;
-    }
+    for (uint32_t r = t; r < nr; r += I1_THREADS)
+        scores[r0 + r] = isc_score_ahead(dots + (size_t)r * (n_head + 1), ws, n_head);
 }
 
 /* Prefill chunks (the default since session 11; DSV4_CUDA_ISCORE=plain switches back): iscore_kernel's
