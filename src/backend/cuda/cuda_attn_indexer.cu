@@ -79,6 +79,18 @@ __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_d
     }
 }
 
+/* isc_stage_rows for the rows' type (F32, F16 or packed FP4) */
+__device__ __forceinline__ void isc_stage_rows_of(const void *rows, uint32_t rows_type, uint32_t head_dim,
+                                                  isc_div hd, uint32_t r0, uint32_t nr, float *ks,
+                                                  uint32_t ks_stride) {
+    if (rows_type == DSV4_KV_FP4)
+        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, ks_stride);
+    else if (rows_type == DSV4_TYPE_F16)
+        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, ks_stride);
+    else
+        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, hd, r0, nr, ks, ks_stride);
+}
+
 /* A row's score from its head dots d[0..n_head): relu(d[h]) * ws[h] summed from 0.0f in head order,
  * ISC_SPF dots read ahead of the chain (the one-query kernels' form). */
 __device__ __forceinline__ float isc_score_ahead(const float *d, const float *ws, uint32_t n_head) {
@@ -148,13 +160,7 @@ __global__ void iscore_kernel(const float *q, const float *w, float w_scale, uin
                 if (e < n_head * head_dim) qs[isc_q(e, hd) * qs_stride + isc_r(e, hd)] = v[j];
             }
         }
-    if (!ONE) {
-    } else if (rows_type == DSV4_KV_FP4)
-        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, ks_stride);
-    else if (rows_type == DSV4_TYPE_F16)
-        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, ks_stride);
-    else
-        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, hd, r0, nr, ks, ks_stride);
+    if (ONE) isc_stage_rows_of(rows, rows_type, head_dim, hd, r0, nr, ks, ks_stride);
     __syncthreads();
     const float *qb = q_glob ? q : qs;
     /* ISC_DOTS (row, head) dots per thread side by side: each its own chain over d in order (the
@@ -244,12 +250,7 @@ __global__ void __launch_bounds__(I1_THREADS)
         }
     }
     const isc_div hd = isc_div_make(head_dim);
-    if (rows_type == DSV4_KV_FP4)
-        isc_stage_rows<DSV4_KV_FP4>(rows, head_dim, hd, r0, nr, ks, st);
-    else if (rows_type == DSV4_TYPE_F16)
-        isc_stage_rows<DSV4_TYPE_F16>(rows, head_dim, hd, r0, nr, ks, st);
-    else
-        isc_stage_rows<DSV4_TYPE_F32>(rows, head_dim, hd, r0, nr, ks, st);
+    isc_stage_rows_of(rows, rows_type, head_dim, hd, r0, nr, ks, st);
     __syncthreads();
     /* thread t: head t % n_head of rows t / n_head + RP i; two rows' chains side by side */
     const uint32_t RP = i1_rows_per_pass(n_head), h = t % n_head;
