@@ -229,6 +229,56 @@ struct mv_iq2_tabs {
     const uint8_t *TG, *TS; /* V = 1 */
     uint32_t loff;
 };
+#ifdef __CUDA_ARCH__
+/* The device form of the LG = 7 selector lookups (session 14: the SASS spent shift + LOP3 + an add of
+ * the table base on every lookup): a grid entry's address is one PRMT (index byte l to byte 0) and one
+ * LEA ((index << 7) + base + 4 lane); a sign entry's is the 7-bit field masked in place (md_ent) plus
+ * base + 4 lane. The same table words are read and the same PRMT / dp4a operations follow: the same
+ * integer sum. (The PRMT pool's low word is still re-materialised before most PRMTs: ptxas sees
+ * through an opaque register under the kernel's 64-register bound.) */
+static __device__ __forceinline__ uint32_t mv_lds32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+    return v;
+}
+template <int L> static __device__ __forceinline__ uint32_t mv_byte_lo(uint32_t x) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(x), "n"(0x4440 | L));
+    return d;
+}
+/* base + (7-bit field of x at bit SH) * 128, written as mask-then-shift in PTX so that the mask and
+ * the shift-add stay two instructions (LOP3, then LEA / LEA.HI / IADD) */
+template <int SH> static __device__ __forceinline__ uint32_t mv_field_addr(uint32_t x, uint32_t base) {
+    uint32_t d;
+    if (SH <= 7)
+        asm("{ .reg .b32 t; and.b32 t, %1, %2; shl.b32 t, t, %3; add.u32 %0, t, %4; }"
+            : "=r"(d)
+            : "r"(x), "n"(0x7fu << SH), "n"(7 - SH), "r"(base));
+    else
+        asm("{ .reg .b32 t; and.b32 t, %1, %2; shr.u32 t, t, %3; add.u32 %0, t, %4; }"
+            : "=r"(d)
+            : "r"(x), "n"(0x7fu << SH), "n"(SH - 7), "r"(base));
+    return d;
+}
+static __device__ __forceinline__ void mv_iq2_sel_fast(uint32_t a0, uint32_t a1, const mv_iq2_tabs &t,
+                                                       uint32_t (&sel)[4]) {
+    const uint32_t g = (uint32_t)__cvta_generic_to_shared(t.TG) + t.loff;
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(t.TS) + t.loff;
+    sel[0] = mv_lds32(g + (mv_byte_lo<0>(a0) << 7)) | mv_lds32(mv_field_addr<0>(a1, s));
+    sel[1] = mv_lds32(g + (mv_byte_lo<1>(a0) << 7)) | mv_lds32(mv_field_addr<7>(a1, s));
+    sel[2] = mv_lds32(g + (mv_byte_lo<2>(a0) << 7)) | mv_lds32(mv_field_addr<14>(a1, s));
+    sel[3] = mv_lds32(g + (mv_byte_lo<3>(a0) << 7)) | mv_lds32(mv_field_addr<21>(a1, s));
+}
+static __device__ __forceinline__ int mv_iq2_sel_dots(const uint32_t (&sel)[4], const int (&q)[8]) {
+    int s0 = 0, s1 = 0;
+    MV_UNROLL
+    for (int l = 0; l < 4; l++) {
+        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
+        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
+    }
+    return s0 + s1;
+}
+#endif
 template <int V, int LG>
 static __host__ __device__ __forceinline__ int iq2_sub_sum(uint32_t a0, uint32_t a1, const int (&q)[8],
                                                            const mv_iq2_tabs &t) {
@@ -246,6 +296,12 @@ static __host__ __device__ __forceinline__ int iq2_sub_sum(uint32_t a0, uint32_t
         return sp - sn;
     }
     uint32_t sel[4];
+#ifdef __CUDA_ARCH__
+    if (LG == 7) { /* the kernels' 32-copy tables: shared addresses, see mv_iq2_sel_fast */
+        mv_iq2_sel_fast(a0, a1, t, sel);
+        return mv_iq2_sel_dots(sel, q);
+    }
+#endif
     sel[0] =
         ld32(t.TG + (md_ent<0, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<0, LG, 127u>(a1) | t.loff));
     sel[1] =
