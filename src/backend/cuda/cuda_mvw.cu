@@ -270,17 +270,6 @@ extern "C" bool dsv4_cuda_mvw_ok(uint32_t type, const void *w, uint64_t row_byte
 }
 
 /* DSV4_CUDA_MVW_ASYNC=0: Q8_0 pieces through registers (the session-3 path; the same bits). Read once. */
-/* DSV4_CUDA_MVW_CTAS=1..4: the plan's resident CTAs per SM (default MVW_MIN_CTAS: the whole register
- * file); read once. */
-static int mvw_ctas_per_sm(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *s = getenv("DSV4_CUDA_MVW_CTAS");
-        const int n = s ? atoi(s) : 0;
-        v = n >= 1 && n <= MVW_MIN_CTAS ? n : MVW_MIN_CTAS;
-    }
-    return v;
-}
 static int mvw_async_enabled(void) {
     static int v = -1;
     if (v < 0) {
@@ -329,7 +318,7 @@ static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const d
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: device query: %s", cudaGetErrorString(e));
     mvw_params p;
     int grid = 0, smem = 0;
-    mvw_plan(segs, n_segs, sms, &p, &grid, &smem, mvw_ctas_per_sm());
+    mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
     p.q8_async = mvw_async_enabled();
     if (rt) {
         p.rt = *rt;

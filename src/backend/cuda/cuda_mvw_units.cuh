@@ -95,13 +95,11 @@ static inline long long mvw_rpw_for(long long budget, const dsv4_cuda_mvw_seg *g
 }
 /* Rows per warp from one byte budget per warp, so that every warp streams about as many bytes
  * whatever its segment's row size (none idles while another still has half its rows to go): the
- * smallest budget that fits every CTA into one wave of ctas_per_sm (default MVW_MIN_CTAS) per SM (small
- * launches start all their warps at once; large ones become persistent-like streams). Fewer than
- * MVW_MIN_CTAS leaves registers free on every SM for the next kernel's CTAs, which a programmatic
- * dependent launch can then start before this one ends. The rows' bits do not depend on the plan. Fills p
- * (pointers included), the grid and the dynamic shared memory. Segments must be valid. */
+ * smallest budget that fits every CTA into one wave of MVW_MIN_CTAS per SM (small launches start
+ * all their warps at once; large ones become persistent-like streams). Fills p (pointers
+ * included), the grid and the dynamic shared memory. Segments must be valid. */
 static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_params *p, int *grid,
-                            int *smem, int ctas_per_sm = MVW_MIN_CTAS) {
+                            int *smem) {
     memset(p, 0, sizeof *p);
     long long bytes = 0;
     int act = 0;
@@ -114,8 +112,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
             if (a > act) act = a;
         }
     }
-    if (ctas_per_sm < 1 || ctas_per_sm > MVW_MIN_CTAS) ctas_per_sm = MVW_MIN_CTAS;
-    const long long slots = (long long)(sms > 0 ? sms : 1) * ctas_per_sm;
+    const long long slots = (long long)(sms > 0 ? sms : 1) * MVW_MIN_CTAS;
     long long budget = (bytes + slots * MVW_WARPS - 1) / (slots * MVW_WARPS);
     if (budget < 1) budget = 1;
     for (;;) { /* rounding up per segment can overshoot the wave: grow the budget until it fits (or one CTA
