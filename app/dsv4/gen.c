@@ -92,8 +92,11 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
                 (unsigned long long)di.steps_failed, (unsigned long long)di.steps_stale,
                 (unsigned long long)di.steps_pdl_edges);
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.blas_products)
-        fprintf(stderr, "prefill products on cuBLAS: %llu (activation conversions shared %llu)\n",
-                (unsigned long long)di.blas_products, (unsigned long long)di.blas_shared);
+        fprintf(stderr,
+                "prefill products on cuBLAS: %llu (activation conversions shared %llu, HC mixes with the "
+                "rmsnorm folded %llu)\n",
+                (unsigned long long)di.blas_products, (unsigned long long)di.blas_shared,
+                (unsigned long long)di.blas_hc_mix_folded);
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.moe_f16_products)
         fprintf(stderr, "routed gate/up products on f16 tensor cores: %llu\n",
                 (unsigned long long)di.moe_f16_products);

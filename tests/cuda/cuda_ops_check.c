@@ -347,6 +347,74 @@ static uint64_t blas_calls(chk *c) {
     return n;
 }
 
+/* The HC pre step of a prefill chunk (n >= 256, the cuBLAS mix): its rmsnorm folded into the f16
+ * conversion of the mix operand (default) must give the bytes of the rmsnorm-then-product pair
+ * (DSV4_CUDA_HC_MIX_FOLD=0), and the weighted sum one block per token (default) those of 4 blocks per
+ * token (DSV4_CUDA_HC_SUM_BLOCKS=4): u and split bitwise, the fold counted; both close to the CPU's. */
+static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
+    const dsv4_config *cf = &m->cfg;
+    const dsv4_layer_weights *L0 = &m->layers[0];
+    const uint32_t HC = cf->n_hc, E = cf->n_embd, MIX = dsv4_cfg_hc_mix(cf);
+    const size_t HD = (size_t)HC * E;
+    dsv4_error ec = {0};
+    float *x = hrand(c, (size_t)n * HD, 2.0f), *u = calloc((size_t)n * E, 4),
+          *sp = calloc((size_t)n * MIX, 4);
+    float *dx = dcopy(c, x, (size_t)n * HD * 4);
+    float *du[3], *dsp[3], *gu[3], *gs[3];
+    const char *cfg_env[3][2] = {
+        {NULL, NULL}, {"DSV4_CUDA_HC_MIX_FOLD", "0"}, {"DSV4_CUDA_HC_SUM_BLOCKS", "4"}};
+    dsv4_device_info di0, di1;
+    memset(&di0, 0, sizeof di0), memset(&di1, 0, sizeof di1);
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; k++) {
+        du[k] = dcopy(c, u, (size_t)n * E * 4), dsp[k] = dcopy(c, sp, (size_t)n * MIX * 4);
+        gu[k] = malloc((size_t)n * E * 4), gs[k] = malloc((size_t)n * MIX * 4);
+        env_saved es = {0};
+        if (cfg_env[k][0]) es = env_set(cfg_env[k][0], cfg_env[k][1]);
+        if (k == 0) dsv4_backend_device_info(&c->gpu, &di0, &c->err);
+        const dsv4_status st =
+            c->gpu.ops->hc_pre(c->gpu.ctx, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, dx, n, HC,
+                               E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, du[k], dsp[k], &c->err);
+        if (k == 0) dsv4_backend_device_info(&c->gpu, &di1, &c->err);
+        if (cfg_env[k][0]) env_restore(&es);
+        ok = ran(c, "hc_pre prefill", DSV4_OK, st, &ec) &&
+             c->gpu.ops->read(c->gpu.ctx, gu[k], du[k], (size_t)n * E * 4, &c->err) == DSV4_OK &&
+             c->gpu.ops->read(c->gpu.ctx, gs[k], dsp[k], (size_t)n * MIX * 4, &c->err) == DSV4_OK;
+    }
+    if (ok) {
+        const uint64_t folded = di1.blas_hc_mix_folded - di0.blas_hc_mix_folded;
+        printf("%s %-34s n=%-8u %llu folded HC mixes (required: 1)\n", folded == 1 ? "ok  " : "FAIL",
+               "hc_pre prefill mix rms fold", n, (unsigned long long)folded);
+        c->fails += folded != 1, c->checks++;
+        for (int k = 1; k < 3; k++) {
+            size_t differ = 0;
+            for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[0][i], &gu[k][i], 4) != 0;
+            for (size_t i = 0; i < (size_t)n * MIX; i++) differ += memcmp(&gs[0][i], &gs[k][i], 4) != 0;
+            char lb[64];
+            snprintf(lb, sizeof lb, "hc_pre prefill vs %s=%s", cfg_env[k][0] + 10, cfg_env[k][1]);
+            printf("%s %-34s n=%-8u %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ", lb,
+                   n, differ, (size_t)n * (E + MIX));
+            c->fails += differ != 0, c->checks++;
+        }
+        if (ran(c, "hc_pre prefill cpu",
+                c->cpu.ops->hc_pre(c->cpu.ctx, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, x, n,
+                                   HC, E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, u, sp, &ec),
+                DSV4_OK, &ec)) {
+            char lb[64];
+            const double tol = c->tol;
+            c->tol = 2e-3; /* the mix on f16 operands (check_matmul_blas's bound) */
+            snprintf(lb, sizeof lb, "hc_pre n=%u u (cuBLAS mix)", n);
+            cmp_f(c, lb, u, du[0], (size_t)n * E);
+            snprintf(lb, sizeof lb, "hc_pre n=%u split (cuBLAS mix)", n);
+            cmp_f(c, lb, sp, dsp[0], (size_t)n * MIX);
+            c->tol = tol;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (k == 0 || ok) dfree(c, du[k]), dfree(c, dsp[k]), free(gu[k]), free(gs[k]);
+    free(x), free(u), free(sp), dfree(c, dx);
+}
+
 /* A prefill product on cuBLAS (cuda_gemm_blas.h, n >= 256 tokens): not bitwise. max|d| / max|ref|
  * against the CPU must stay <= 2e-3 (both operands rounded to f16: ~2e-4 on random data), per
  * token when `big` (token 1 scaled by 2e5, token 3 by 3e6: the power-of-two row scaling); the
@@ -1531,6 +1599,7 @@ int main(int argc, char **argv) {
         } else {
             const uint32_t G = cf->n_out_group, OL = cf->o_lora_rank;
             const uint32_t nb[2] = {256, 300};
+            check_hc_pre_prefill(c, m, 300);
             for (int k = 0; k < 2; k++) {
                 check_matmul_blas(c, "attn_q_a", &L0->attn_q_a, 0, cf->q_lora_rank, 1, nb[k], k == 1);
                 check_matmul_blas(c, "attn_q_b", &L0->attn_q_b, 0, (uint64_t)H * Dh, 1, nb[k], false);

@@ -540,6 +540,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_loaded = c->blas_state > 0;
     out->blas_products = c->blas_calls;
     out->blas_shared = c->blas_shared;
+    out->blas_hc_mix_folded = c->hc_mix_folded;
     out->moe_f16_products = c->moe_half_calls;
     return DSV4_OK;
 }

@@ -143,7 +143,8 @@ typedef struct cuda_ctx {
     uint64_t bx_stride, bx_width;
     uint32_t bx_n;
     int bx_q8;
-    uint64_t blas_shared; /* conversions saved */
+    uint64_t blas_shared;   /* conversions saved */
+    uint64_t hc_mix_folded; /* HC mixes of prefill chunks with the rmsnorm in the f16 conversion */
     /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
     int moe_half_attr; /* limits raised: bits 0/1 gate/up 8/16 warps, bits 2/3 down 8/16 warps */
     uint64_t moe_half_calls;
@@ -269,6 +270,9 @@ bool cu_mv_ok(const cuda_ctx *c, uint32_t type, const void *w, uint64_t row_byte
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err);
+dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows, const float *x,
+                               uint64_t width, uint32_t n, float eps, float *y, uint64_t y_stride,
+                               dsv4_error *err);
 /* At backend creation, after the upload (DS4 numerics, cuBLAS found, not DSV4_CUDA_BLAS=0): the
  * handle, the f16 bound of every Q8_0 tensor (one scan each, one wait) and, for a prefill chunk
  * >= the path's minimum, one GEMM of `chunk` tokens per distinct product shape of the uploaded

@@ -112,6 +112,61 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
+/* The HC mix's operand in one pass (session 14): the weightless rmsnorm of a row of L = 1024 V floats
+ * (rms_kernel<true>'s arithmetic in its order: thread tid's float4 groups tid, tid + 256, ... squared and
+ * summed in double, a warp xor tree, the 8 warp sums in order, 1 / sqrtf(mean + eps), y = x * s), then
+ * xb_xcvt1_kernel's conversion of y (largest |y|, row exponent, f16 of each group): the bytes of x16 and
+ * e_tok are those of cu_rms_rows followed by xb_convert, without the f32 rows written and read back.
+ * Row t at x + t * x_stride (16-byte aligned). */
+template <int V>
+__global__ void __launch_bounds__(256)
+    xb_rms_xcvt_kernel(const float *x, uint64_t x_stride, float eps, __half *x16, int32_t *e_tok) {
+    constexpr uint32_t T = 256, L = 4 * V * T;
+    __shared__ double part[T / 32];
+    __shared__ float red[T / 32];
+    const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float4 *xr = (const float4 *)(x + (uint64_t)blockIdx.x * x_stride);
+    float4 v[V];
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        v[k] = xr[k * T + tid];
+        ss = __dadd_rn(ss, __dmul_rn((double)v[k].x, (double)v[k].x));
+        ss = __dadd_rn(ss, __dmul_rn((double)v[k].y, (double)v[k].y));
+        ss = __dadd_rn(ss, __dmul_rn((double)v[k].z, (double)v[k].z));
+        ss = __dadd_rn(ss, __dmul_rn((double)v[k].w, (double)v[k].w));
+    }
+    for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+    if (lane == 0) part[warp] = ss;
+    __syncthreads();
+    double tot = 0.0;
+    for (uint32_t i = 0; i < T / 32; i++) tot = __dadd_rn(tot, part[i]);
+    const float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn((float)__ddiv_rn(tot, (double)L), eps)));
+    float am = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        v[k] = make_float4(__fmul_rn(v[k].x, s), __fmul_rn(v[k].y, s), __fmul_rn(v[k].z, s),
+                           __fmul_rn(v[k].w, s));
+        am = fmaxf(am, fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w))));
+    }
+    for (int o = 16; o > 0; o >>= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    if (lane == 0) red[warp] = am;
+    __syncthreads();
+    am = red[0];
+    for (uint32_t i = 1; i < T / 32; i++) am = fmaxf(am, red[i]);
+    const int e = xb_row_exp(am);
+    const float s2 = xb_pow2(-e);
+    if (tid == 0) e_tok[blockIdx.x] = e;
+    __half2 *out = (__half2 *)(x16 + (uint64_t)blockIdx.x * L);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const uint32_t g = k * T + tid;
+        const float4 r = xb_group(v[k], s2, 0);
+        out[2 * g] = __floats2half2_rn(r.x, r.y);
+        out[2 * g + 1] = __floats2half2_rn(r.z, r.w);
+    }
+}
+
 /* The one-pass kernel's float4 groups per thread for a row of L floats (0: the two-pass kernel):
  * the fewest giving <= 256 threads, else 8 with <= 1024; threads a multiple of 32. */
 static int xb_one_pass_v(uint32_t L) {
@@ -231,6 +286,31 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: rescale: %s", cudaGetErrorString(e));
     return DSV4_OK;
+}
+
+extern "C" bool dsv4_cuda_gemm_blas_rms_ok(const dsv4_cuda_blas_op *op) {
+    return dsv4_cuda_gemm_blas_ok(op) && op->type == DSV4_TYPE_F16 && op->groups == 1 &&
+           (op->in == 4096 || op->in == 8192 || op->in == 16384) && ((uintptr_t)op->x & 15) == 0 &&
+           op->x_stride % 4 == 0;
+}
+
+extern "C" dsv4_status dsv4_cuda_gemm_blas_rms(void *blas, const dsv4_cuda_blas_op *op, float eps, void *x16,
+                                               cudaStream_t stream, dsv4_error *err) {
+    if (!dsv4_cuda_gemm_blas_rms_ok(op))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas gemm (rmsnorm operand): shape or type not taken");
+    const uint32_t L = (uint32_t)op->in;
+    __half *xh = (__half *)x16;
+    int32_t *e_tok = (int32_t *)((uint8_t *)x16 + (((size_t)op->n * L * 2 + 255) & ~(size_t)255));
+    if (L == 4096)
+        xb_rms_xcvt_kernel<4><<<op->n, 256, 0, stream>>>(op->x, op->x_stride, eps, xh, e_tok);
+    else if (L == 8192)
+        xb_rms_xcvt_kernel<8><<<op->n, 256, 0, stream>>>(op->x, op->x_stride, eps, xh, e_tok);
+    else
+        xb_rms_xcvt_kernel<16><<<op->n, 256, 0, stream>>>(op->x, op->x_stride, eps, xh, e_tok);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: rmsnorm operand: %s", cudaGetErrorString(e));
+    return dsv4_cuda_gemm_blas(blas, op, NULL, x16, false, stream, err);
 }
 
 extern "C" dsv4_status dsv4_cuda_block_max_d(const void *w, uint64_t blocks, uint32_t block_bytes,

@@ -46,6 +46,13 @@ bool dsv4_cuda_gemm_blas_ok(const dsv4_cuda_blas_op *op);
 dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w16, void *x16, bool convert,
                                 struct CUstream_st *stream, dsv4_error *err);
 
+/* The same product of the weightless rmsnorm of x's rows (F16 weights, one group, in = 4096, 8192 or
+ * 16384, x 16-byte aligned): the f16 operand is formed from x directly, with the bytes that rmsnorm
+ * into an f32 buffer and then dsv4_cuda_gemm_blas(convert = true) would give. x16 as above. */
+bool dsv4_cuda_gemm_blas_rms_ok(const dsv4_cuda_blas_op *op);
+dsv4_status dsv4_cuda_gemm_blas_rms(void *blas, const dsv4_cuda_blas_op *op, float eps, void *x16,
+                                    struct CUstream_st *stream, dsv4_error *err);
+
 /* Largest |d| (half bits, sign dropped) over `blocks` Q8_0 blocks at w, into *out_bits (device),
  * which the caller zeroes first. */
 dsv4_status dsv4_cuda_q8_0_max_d(const void *w, uint64_t blocks, uint32_t *out_bits,

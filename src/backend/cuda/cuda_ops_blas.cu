@@ -212,3 +212,34 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
     }
     return st;
 }
+
+/* The HC mix of a prefill chunk: y = w . rmsnorm(x) (no norm weight) with the rmsnorm folded into the
+ * f16 conversion of the operand (dsv4_cuda_gemm_blas_rms): the same bytes as cu_rms_rows into a buffer
+ * and then cu_matmul_blas, without the f32 rows in between. The same gate as cu_matmul_blas; anything
+ * else DSV4_ERR_UNSUPPORTED with nothing launched (the caller runs the pair). */
+dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows, const float *x,
+                               uint64_t width, uint32_t n, float eps, float *y, uint64_t y_stride,
+                               dsv4_error *err) {
+    const char *fold = getenv("DSV4_CUDA_HC_MIX_FOLD"); /* =0: the rmsnorm then the product */
+    if (w->type != DSV4_TYPE_F16 || w->ne[0] != width || (fold && !strcmp(fold, "0")))
+        return DSV4_ERR_UNSUPPORTED;
+    const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
+    if (!wd) return DSV4_ERR_INVALID;
+    const dsv4_cuda_blas_op op = {w->type, wd, w->row_bytes, width, rows, 1, x, width, n, y, y_stride};
+    if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
+        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_rms_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w))
+        return DSV4_ERR_UNSUPPORTED;
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    void *x16 = cu_scratch(c, CU_SLOT_ACT, dsv4_cuda_gemm_blas_x16_bytes(&op), &e);
+    if (!x16) return DSV4_ERR_UNSUPPORTED;
+    c->bx_valid = false; /* the slot now holds this operand, which no other product shares */
+    const dsv4_status st = dsv4_cuda_gemm_blas_rms(c->blas, &op, eps, x16, c->stream, err);
+    if (st == DSV4_OK) c->blas_calls++, c->hc_mix_folded++;
+    if (st == DSV4_ERR_UNSUPPORTED) {
+        DSV4_LOGW("cuda%d: %s; prefill products go back to the own kernels", c->device,
+                  err ? err->msg : "cuBLAS failed");
+        c->blas_state = -1;
+    }
+    return st;
+}

@@ -2,6 +2,7 @@
  * backend/cpu/cpu_hc.c and cpu_hc_split (cpu_kernels.c) with the same float order. */
 #include <cuda_fp16.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_act_quant.cuh"
@@ -268,11 +269,22 @@ __global__ void __launch_bounds__(HCS_THREADS)
     }
 }
 
-/* Grid of hc_weights_sum_kernel: every block recomputes its token's weights, so a few tokens get
- * one thread per dim, many tokens fewer blocks. The results do not depend on it. */
+/* Grid of hc_weights_sum_kernel: every block recomputes its token's weights (the split warp's
+ * Sinkhorn passes while the other warps wait), so a few tokens get one thread per dim, more tokens
+ * fewer blocks, and a prefill chunk one block per token (the weights once per token; session 14:
+ * DSV4_CUDA_HC_SUM_BLOCKS=N keeps N blocks per token for the A/B). The results do not depend on it. */
+static unsigned hc_sum_blocks_env(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_HC_SUM_BLOCKS");
+        v = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    return (unsigned)v;
+}
 static dim3 hc_sum_grid(uint32_t n, uint32_t n_embd) {
-    const unsigned per = n <= 4 ? HCS_THREADS : 4 * HCS_THREADS;
-    return dim3(cu_blocks(n_embd, per), n < CU_GRID_Y ? n : CU_GRID_Y);
+    unsigned bx = n <= 4 ? cu_blocks(n_embd, HCS_THREADS) : n < 64 ? cu_blocks(n_embd, 4 * HCS_THREADS) : 1;
+    if (n > 4 && hc_sum_blocks_env()) bx = hc_sum_blocks_env();
+    return dim3(bx, n < CU_GRID_Y ? n : CU_GRID_Y);
 }
 
 /* The decode mix (hc_mix_part_kernel) replaces rmsnorm + the matmul op where the op would take
@@ -311,11 +323,16 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
             return cu_launched(err, "hc mix");
         }
     }
-    float *flat = (float *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * hd * sizeof(float), err);
-    if (!flat) return DSV4_ERR_NOMEM;
     float *mix = (float *)cu_scratch(c, CU_SLOT_MIX, (size_t)n * n_mix * sizeof(float), err);
     if (!mix) return DSV4_ERR_NOMEM;
-    dsv4_status st = cu_rms_rows(c, x_hc, NULL, n, (uint32_t)hd, rms_eps, flat, err);
+    *mix_out = mix;
+    /* a prefill chunk: the rmsnorm inside the product's f16 conversion (same bytes, no f32 rows) */
+    dsv4_status st = cu_matmul_blas_rms(c, fn, n_mix, x_hc, hd, n, rms_eps, mix, n_mix, err);
+    if (st != DSV4_ERR_UNSUPPORTED) return st;
+    dsv4_error_clear(err);
+    float *flat = (float *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * hd * sizeof(float), err);
+    if (!flat) return DSV4_ERR_NOMEM;
+    st = cu_rms_rows(c, x_hc, NULL, n, (uint32_t)hd, rms_eps, flat, err);
     if (st == DSV4_OK) st = cu_matmul(c, fn, 0, n_mix, flat, hd, n, mix, n_mix, err);
     *mix_out = mix;
     return st;

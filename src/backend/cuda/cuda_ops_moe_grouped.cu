@@ -47,18 +47,22 @@ static int mg_kind_of(uint32_t type) {
  * the tiles (expert, first list entry, pairs) and scatters the pairs stably: lanes holding the
  * same expert take consecutive places in lane order (match_any), chunk after chunk. A pair whose
  * expert id is out of range is left out (the sum kernel makes its slot NaN). n_tiles[1] gets the
- * number of listed pairs. */
+ * number of listed pairs. STAGE: the counting pass also copies the ids into shared memory, so the
+ * one-warp scatter reads them there (session 14: its 384 chunks of a 2048-token chunk each waited
+ * for a global load, ~100 us per layer); the same lists. */
 __global__ void __launch_bounds__(MG_IDX_THREADS)
     mg_index_kernel(const int32_t *sel, int n_pairs, int n_expert, int tt, int4 *tiles, int *n_tiles,
-                    int32_t *list) {
+                    int32_t *list, bool stage) {
     extern __shared__ int mg_idx_sh[];
-    int *cnt = mg_idx_sh, *cur = mg_idx_sh + n_expert;
+    int *cnt = mg_idx_sh, *cur = mg_idx_sh + n_expert, *ssel = mg_idx_sh + 2 * n_expert;
     for (int e = threadIdx.x; e < n_expert; e += blockDim.x) cnt[e] = 0;
     __syncthreads();
     for (int i = threadIdx.x; i < n_pairs; i += blockDim.x) {
         const int e = sel[i];
+        if (stage) ssel[i] = e;
         if (e >= 0 && e < n_expert) atomicAdd(&cnt[e], 1);
     }
+    if (stage) sel = ssel; /* after the barrier below: every id staged */
     __syncthreads();
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
@@ -307,8 +311,15 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     dsv4_status st = cu_quant_rows(c, gate->type, x, in, in, n, CU_SLOT_XQ, &xq, &xq_stride, err);
     if (st != DSV4_OK) return st;
     /* ---- 2. lists and tiles ---- */
-    mg_index_kernel<<<1, MG_IDX_THREADS, 2 * E * sizeof(int), c->stream>>>(sel, (int)P, (int)E, (int)tt,
-                                                                           tiles, n_tiles, list);
+    const size_t idx_smem = 2 * E * sizeof(int), staged = idx_smem + P * sizeof(int);
+    const bool stage = staged <= c->caps.smem_per_block_optin;
+    if (stage && staged > MG_SMEM_DEFAULT &&
+        cudaFuncSetAttribute(mg_index_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)staged) !=
+            cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "moe grouped lists: shared memory %zu B: %s", staged,
+                         cudaGetErrorString(cudaGetLastError()));
+    mg_index_kernel<<<1, MG_IDX_THREADS, stage ? staged : idx_smem, c->stream>>>(sel, (int)P, (int)E, (int)tt,
+                                                                                 tiles, n_tiles, list, stage);
     if ((st = cu_launched(err, "moe grouped lists")) != DSV4_OK) return st;
     if (wide) { /* ---- 3. to 5. in cuda_ops_moe_wide.cu ---- */
         cu_moe_wide_args a;
