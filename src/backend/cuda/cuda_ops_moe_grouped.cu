@@ -204,6 +204,37 @@ __global__ void mg_sum_kernel(const float *y, const int32_t *sel, int n_expert, 
     out[i] = acc;
 }
 
+/* The same sums four outputs per thread (embd % 4 == 0, y and out 16-byte aligned): each output
+ * still adds its k slots in slot order from 0.0, so the bits are mg_sum_kernel's; the ids are read
+ * once per four outputs and the rows as float4 (session 14: 89 us per 2048-token layer before). */
+__global__ void mg_sum4_kernel(const float4 *y, const int32_t *sel, int n_expert, uint32_t n, uint32_t k,
+                               uint32_t embd4, float4 *out) {
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (uint64_t)n * embd4) return;
+    const uint64_t t = i / embd4, d = i % embd4;
+    const float nan = __int_as_float(0x7fc00000);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (uint32_t s = 0; s < k; s++) {
+        const int32_t e = sel[t * k + s];
+        const float4 v =
+            e >= 0 && e < n_expert ? y[(t * k + s) * embd4 + d] : make_float4(nan, nan, nan, nan);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    out[i] = acc;
+}
+
+/* The slot sum of n tokens (out = sum over the k slots of y, in slot order): four outputs a thread
+ * where the rows allow it. */
+static void mg_sum_launch(cuda_ctx *c, const float *y, const int32_t *sel, uint64_t E, uint32_t n, uint32_t k,
+                          uint64_t embd, float *out) {
+    if (embd % 4 == 0 && (((uintptr_t)y | (uintptr_t)out) & 15) == 0)
+        mg_sum4_kernel<<<cu_blocks((uint64_t)n * embd / 4, 256), 256, 0, c->stream>>>(
+            (const float4 *)y, sel, (int)E, n, k, (uint32_t)(embd / 4), (float4 *)out);
+    else
+        mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
+                                                                                 (uint32_t)embd, out);
+}
+
 typedef void (*mg_fn)(const mg_params);
 static mg_fn mg_kernel_of(int kind, bool dual) {
     switch (kind) {
@@ -336,8 +367,7 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         if (st != DSV4_OK) return st;
         st = (half & 2) ? cu_moe_half_down(c, &a, &plan, err) : cu_moe_wide_down(c, &a, err);
         if (st != DSV4_OK) return st;
-        mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
-                                                                                 (uint32_t)embd, out);
+        mg_sum_launch(c, y, sel, E, n, k, embd, out);
         return cu_launched(err, "moe grouped sum");
     }
     /* ---- 3. gate and up -> mid ---- */
@@ -382,7 +412,6 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     }
     if (st != DSV4_OK) return st;
     /* ---- 6. slots summed in order ---- */
-    mg_sum_kernel<<<cu_blocks((uint64_t)n * embd, 256), 256, 0, c->stream>>>(y, sel, (int)E, n, k,
-                                                                             (uint32_t)embd, out);
+    mg_sum_launch(c, y, sel, E, n, k, embd, out);
     return cu_launched(err, "moe grouped sum");
 }
