@@ -270,6 +270,7 @@ static void cu_destroy(void *vctx) {
     cu_weights_free(c);
     if (c->blas) dsv4_cuda_blas_destroy(c->blas);
     if (c->d_blas_scan) cudaFree(c->d_blas_scan);
+    if (c->w16_cache) cudaFree(c->w16_cache);
     for (int i = 0; i < 2 * CU_SLOTS; i++)
         if (c->scratch[i]) cudaFree(c->scratch[i]);
     cu_scratch_release_retired(c);
@@ -524,7 +525,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     }
     out->weight_bytes = c->weight_bytes;
     out->n_weights = c->map_n;
-    out->buffer_bytes = c->buffer_bytes;
+    out->buffer_bytes = c->buffer_bytes + c->w16_cache_bytes; /* the prefill f16 weight copies too */
     for (int i = 0; i < 2 * CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
     out->steps_launched = c->step_stats.launched;
     out->steps_updated = c->step_stats.updated;

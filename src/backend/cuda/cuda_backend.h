@@ -62,6 +62,7 @@ typedef struct cu_weight {
     int8_t
         half_state; /* IQ2_XXS: may the f16 MoE gate/up take it (cuda_moe_half.h)? 0 not known yet, 1, -1 */
     int8_t half_shift; /* its power-of-two shift p (cuda_moe_half.cuh) */
+    void *dev16; /* Q8_0 layer matrix: its f16 rows for the prefill products (cu_blas_prepare), or NULL */
 } cu_weight;
 
 typedef struct cu_buf {
@@ -145,6 +146,8 @@ typedef struct cuda_ctx {
     int bx_q8;
     uint64_t blas_shared;   /* conversions saved */
     uint64_t hc_mix_folded; /* HC mixes of prefill chunks with the rmsnorm in the f16 conversion */
+    void *w16_cache;        /* the f16 rows of the Q8_0 layer matrices (one allocation), or NULL */
+    uint64_t w16_cache_bytes;
     /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
     int moe_half_attr; /* limits raised: bits 0/1 gate/up 8/16 warps, bits 2/3 down 8/16 warps */
     uint64_t moe_half_calls;

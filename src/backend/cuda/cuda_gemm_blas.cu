@@ -267,17 +267,21 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
         for (uint64_t r0 = 0; r0 < op->rows && st == DSV4_OK; r0 += S) {
             const uint64_t rs = op->rows - r0 < S ? op->rows - r0 : S;
             const uint64_t wrows = op->groups > 1 ? op->rows * op->groups : rs;
-            const dim3 grid((unsigned)wrows, (unsigned)((op->in + 1023) / 1024));
-            xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)op->w + r0 * op->row_bytes,
-                                                     op->row_bytes, (uint32_t)op->in, (__half *)w16);
-            e = cudaGetLastError();
-            if (e != cudaSuccess)
-                return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: weight conversion: %s",
-                                 cudaGetErrorString(e));
-            st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, w16,
-                                         (long long)op->in, (long long)(op->in * op->rows), xh, L,
-                                         (long long)op->in, op->y + r0, (long long)op->y_stride,
-                                         (long long)op->rows, (int)op->groups, err);
+            const void *wh =
+                op->w16_cached ? (const void *)((const __half *)op->w16_cached + r0 * op->in) : w16;
+            if (!op->w16_cached) {
+                const dim3 grid((unsigned)wrows, (unsigned)((op->in + 1023) / 1024));
+                xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)op->w + r0 * op->row_bytes,
+                                                         op->row_bytes, (uint32_t)op->in, (__half *)w16);
+                e = cudaGetLastError();
+                if (e != cudaSuccess)
+                    return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: weight conversion: %s",
+                                     cudaGetErrorString(e));
+            }
+            st =
+                dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, wh, (long long)op->in,
+                                        (long long)(op->in * op->rows), xh, L, (long long)op->in, op->y + r0,
+                                        (long long)op->y_stride, (long long)op->rows, (int)op->groups, err);
         }
     }
     if (st != DSV4_OK) return st;
@@ -286,6 +290,23 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: rescale: %s", cudaGetErrorString(e));
     return DSV4_OK;
+}
+
+extern "C" dsv4_status dsv4_cuda_gemm_blas_w16_convert(const void *w, uint64_t row_bytes, uint64_t in,
+                                                       uint64_t rows, void *w16, cudaStream_t stream,
+                                                       dsv4_error *err) {
+    if (in == 0 || in % 32 || in / 1024 >= 65535 || row_bytes != in / 32 * 34)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas f16 weights: in = %llu", (unsigned long long)in);
+    for (uint64_t r0 = 0; r0 < rows; r0 += 0x7fffffffull) { /* the grid's x limit */
+        const uint64_t rs = rows - r0 < 0x7fffffffull ? rows - r0 : 0x7fffffffull;
+        const dim3 grid((unsigned)rs, (unsigned)((in + 1023) / 1024));
+        xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)w + r0 * row_bytes, row_bytes, (uint32_t)in,
+                                                 (__half *)w16 + r0 * in);
+    }
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess
+               ? DSV4_OK
+               : dsv4_fail(err, DSV4_ERR_IO, "blas f16 weights: conversion: %s", cudaGetErrorString(e));
 }
 
 extern "C" bool dsv4_cuda_gemm_blas_rms_ok(const dsv4_cuda_blas_op *op) {

@@ -33,6 +33,9 @@ typedef struct dsv4_cuda_blas_op {
     uint32_t n;
     float *y;
     uint64_t y_stride;
+    /* Q8_0: the f16 rows this op reads, converted once (dsv4_cuda_gemm_blas_w16_convert), or NULL: each
+     * call converts them into w16 (the same halves either way) */
+    const void *w16_cached;
 } dsv4_cuda_blas_op;
 
 /* Bytes of the two scratch buffers: the f16 weight slice (0 for F16 weights) and the f16
@@ -52,6 +55,11 @@ dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *op, void *w
 bool dsv4_cuda_gemm_blas_rms_ok(const dsv4_cuda_blas_op *op);
 dsv4_status dsv4_cuda_gemm_blas_rms(void *blas, const dsv4_cuda_blas_op *op, float eps, void *x16,
                                     struct CUstream_st *stream, dsv4_error *err);
+
+/* rows Q8_0 rows of `in` values (row_bytes apart) into f16 rows at w16 (rows x in halves): the halves
+ * dsv4_cuda_gemm_blas converts a Q8_0 weight into. */
+dsv4_status dsv4_cuda_gemm_blas_w16_convert(const void *w, uint64_t row_bytes, uint64_t in, uint64_t rows,
+                                            void *w16, struct CUstream_st *stream, dsv4_error *err);
 
 /* Largest |d| (half bits, sign dropped) over `blocks` Q8_0 blocks at w, into *out_bits (device),
  * which the caller zeroes first. */

@@ -103,7 +103,7 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
             const cu_weight *rec = cu_weight_rec(c, t);
             if (!rec || (t->type == DSV4_TYPE_Q8_0 && rec->f16_ok <= 0)) continue;
             dsv4_cuda_blas_op op = {t->type, rec->dev, t->row_bytes, t->ne[0], t->ne[1] / g, g, NULL,
-                                    0,       n,        NULL,         0};
+                                    0,       n,        NULL,         0,        rec->dev16};
             bool dup = false;
             for (int k = 0; k < ns && !dup; k++)
                 dup = seen[k].type == op.type && seen[k].in == op.in && seen[k].rows == op.rows &&
@@ -142,6 +142,63 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
     cudaGetLastError();
 }
 
+/* The f16 rows of every Q8_0 layer matrix the prefill products take (the same halves each chunk
+ * would convert again; 1.88 bytes per Q8_0 byte), in one allocation made only when at least
+ * W16_RESERVE bytes of device memory stay free after it; DSV4_CUDA_W16_CACHE=0 turns it off. The
+ * output head (one token at a time in prefill) is left out. */
+#define W16_RESERVE ((size_t)16 << 30)
+static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
+    const char *v = getenv("DSV4_CUDA_W16_CACHE");
+    if ((v && !strcmp(v, "0")) || !m || c->w16_cache) return;
+    const size_t per_layer = sizeof(dsv4_layer_weights) / sizeof(dsv4_tensor);
+    size_t need = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *at = (uint8_t *)c->w16_cache;
+        for (uint32_t il = 0; il < m->cfg.n_layer; il++) {
+            if (c->partial && (il < c->layer_first || il >= c->layer_end)) continue;
+            const dsv4_tensor *lt = (const dsv4_tensor *)&m->layers[il];
+            for (size_t i = 0; i < per_layer; i++) {
+                const dsv4_tensor *t = &lt[i];
+                if (!dsv4_tensor_present(t) || t->type != DSV4_TYPE_Q8_0 || t->ne[0] % 32 ||
+                    t->row_bytes != t->ne[0] / 32 * 34)
+                    continue;
+                cu_weight *rec = cu_weight_rec(c, t);
+                if (!rec || rec->f16_ok <= 0 || rec->dev16) continue;
+                const uint64_t rows = rec->bytes / t->row_bytes;
+                const size_t bytes = (size_t)(rows * t->ne[0] * 2 + 255) & ~(size_t)255;
+                if (pass == 0) {
+                    need += bytes;
+                    continue;
+                }
+                dsv4_error e;
+                memset(&e, 0, sizeof e);
+                if (dsv4_cuda_gemm_blas_w16_convert(rec->dev, t->row_bytes, t->ne[0], rows, at, c->stream,
+                                                    &e) != DSV4_OK)
+                    continue; /* this one converts per product */
+                rec->dev16 = at;
+                at += bytes;
+            }
+        }
+        if (pass == 0) {
+            size_t free_b = 0, total_b = 0;
+            if (!need || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < need + W16_RESERVE ||
+                cudaMalloc(&c->w16_cache, need) != cudaSuccess) {
+                cudaGetLastError();
+                c->w16_cache = NULL;
+                if (need)
+                    DSV4_LOGI("cuda%d: prefill weights convert per chunk (f16 copies: %zu MiB, free %zu MiB)",
+                              c->device, need >> 20, free_b >> 20);
+                return;
+            }
+            c->w16_cache_bytes = need;
+        }
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    DSV4_LOGI("cuda%d: f16 copies of the Q8_0 layer matrices for prefill: %zu MiB", c->device,
+              (size_t)(c->w16_cache_bytes >> 20));
+}
+
 void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     const char *v = getenv("DSV4_CUDA_BLAS");
     if (c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || (v && !strcmp(v, "0")) || !blas_ready(c))
@@ -174,21 +231,30 @@ void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     if (d) cudaFree(d);
     free(h);
     cudaGetLastError();
+    if (ok && nq) blas_cache_f16(c, m);
     if ((ok || nq == 0) && m && chunk >= blas_min_n()) blas_warm(c, m, chunk);
 }
 
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err) {
-    const dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
-                                  n,       y,      y_stride};
+    dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
+                            n,       y,      y_stride,     NULL};
+    if (w->type == DSV4_TYPE_Q8_0) { /* the f16 rows converted at creation, when there was room */
+        const cu_weight *rec = cu_weight_rec(c, w);
+        if (rec && rec->dev16 && wslice >= (const uint8_t *)rec->dev) {
+            const uint64_t row0 = (uint64_t)(wslice - (const uint8_t *)rec->dev) / w->row_bytes;
+            op.w16_cached = (const uint16_t *)rec->dev16 + row0 * w->ne[0];
+        }
+    }
     c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
     if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
         !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w)) {
         c->bx_valid = false; /* the caller's kernels may write the slot */
         return DSV4_ERR_UNSUPPORTED;
     }
-    const size_t wb = dsv4_cuda_gemm_blas_w16_bytes(&op), xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
+    const size_t wb = op.w16_cached ? 0 : dsv4_cuda_gemm_blas_w16_bytes(&op),
+                 xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
     dsv4_error e;
     memset(&e, 0, sizeof e);
     void *w16 = wb ? cu_scratch(c, CU_SLOT_PACK, wb, &e) : NULL;
@@ -225,7 +291,7 @@ dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows,
         return DSV4_ERR_UNSUPPORTED;
     const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
     if (!wd) return DSV4_ERR_INVALID;
-    const dsv4_cuda_blas_op op = {w->type, wd, w->row_bytes, width, rows, 1, x, width, n, y, y_stride};
+    const dsv4_cuda_blas_op op = {w->type, wd, w->row_bytes, width, rows, 1, x, width, n, y, y_stride, NULL};
     if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
         !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_rms_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w))
         return DSV4_ERR_UNSUPPORTED;
