@@ -1,0 +1,38 @@
+# Pieces the session A/B scripts share (source it; SUMMARY names the summary file): the paths, `say`,
+# the flash4 model and token lists, teacher-forced logits dumps and their byte comparison, cuda_ops_check,
+# and the full flash q2 runner. OLD / OLD_CLI: an older build's dsv4-bench / dsv4 carried in .carry/bin/bench.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT="${OUT:-$ROOT/ab-out}"; mkdir -p "$OUT"
+S="$OUT/${SUMMARY:-summary}.txt"; touch "$S"
+FB="$ROOT/scripts/device/flash_bench.sh"
+OLD="$ROOT/.carry/bin/bench/dsv4-bench-old"
+OLD_CLI="$ROOT/.carry/bin/bench/dsv4-old"
+C="$ROOT/.carry/bin/cuda"; W=/dev/shm/dsv4-ab; M="$W/flash4.gguf"
+export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+say() { echo "$*" | tee -a "$S"; }
+say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
+# flash4 (4 layers at the full width) and two token lists: toks-long (2,200) and toks (TOKS, default 300)
+ab_flash4() {
+  mkdir -p "$W"
+  [ -s "$M" ] || "$ROOT/.carry/bin/dsv4-gguf" synth --preset flash --layers 4 --quant q2 "$M" >/dev/null || say "FAIL synth flash4"
+  python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(10,1000)) for _ in range(2200)))" >"$W/toks-long"
+  python3 -c "import random; r=random.Random(11); print(','.join(str(r.randrange(10,1000)) for _ in range(${TOKS:-300})))" >"$W/toks"
+}
+# dump TAG BIN CHUNK TOKS [ENV=VAL ...]: teacher-forced logits of flash4 into $W/f.TAG.bin
+dump() { local tag=$1 bin=$2 chunk=$3 toks=$4; shift 4
+  env "$@" "$bin" -m "$M" --backend cuda --chunk $chunk --ctx 4096 --tokens "$(cat "$W/$toks")" --stats \
+    --dump-logits "$W/f.$tag.bin" >/dev/null 2>"$OUT/f.$tag.err" || say "FAIL dump $tag: $(tail -1 "$OUT/f.$tag.err")"; }
+same() { cmp -s "$W/f.$1.bin" "$W/f.$2.bin" && say "ok   $1 == $2 ($(stat -c %s "$W/f.$1.bin") bytes)" || say "FAIL $1 != $2"; }
+# ab_ops_check PATTERN: cuda_ops_check on flash4 (DS4), its failures and the lines matching PATTERN
+ab_ops_check() {
+  local t0; t0=$(date +%s)
+  timeout 200 "$C/cuda_ops_check" "$M" --numerics ds4 >"$OUT/ops_check.txt" 2>&1
+  say "cuda_ops_check rc $?: $(tail -1 "$OUT/ops_check.txt") ($(( $(date +%s) - t0 )) s)"
+  grep -E "^FAIL${1:+|$1}" "$OUT/ops_check.txt" | head -20 | tee -a "$S"
+}
+# run TAG "BENCH ARGS" [ENV=VAL ...]: flash_bench.sh on the full flash q2 (BENCH=... runs another build)
+run() { OUT="$OUT" "$FB" "$@" 2>&1 | grep -v ^ctx_tokens | tee -a "$S"; }
+# vs_old TAG CHUNK TOKS: this build's and the older build's logits (new-TAG, old-TAG), compared
+vs_old() { dump "new-$1" "$C/dsv4" "$2" "$3" X=1; dump "old-$1" "$OLD_CLI" "$2" "$3" X=1; same "new-$1" "old-$1"; }
+# vs_env TAG CHUNK TOKS ENV=VAL: this build with the switch against new-TAG (dumped before)
+vs_env() { local tag=$1 chunk=$2 toks=$3; shift 3; dump "$tag" "$C/dsv4" "$chunk" "$toks" "$@"; same "new-${tag#*-}" "$tag"; }
