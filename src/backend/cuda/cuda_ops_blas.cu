@@ -235,23 +235,38 @@ void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     if ((ok || nq == 0) && m && chunk >= blas_min_n()) blas_warm(c, m, chunk);
 }
 
+/* The path's gate for a product of n tokens whose shape `shape_ok` says the kernels take. */
+static bool blas_takes(cuda_ctx *c, const dsv4_tensor *w, uint32_t n, bool shape_ok) {
+    return n >= blas_min_n() && c->numerics == DSV4_NUMERICS_DS4 && !c->generic_only && !c->step_capturing &&
+           blas_type_on(w->type) && shape_ok && blas_ready(c) && blas_weight_ok(c, w);
+}
+/* The product's status; cuBLAS refusing (DSV4_ERR_UNSUPPORTED: the conversions wrote scratch only)
+ * turns the path off for this context. */
+static dsv4_status blas_done(cuda_ctx *c, dsv4_status st, const dsv4_error *err) {
+    if (st == DSV4_ERR_UNSUPPORTED) {
+        DSV4_LOGW("cuda%d: %s; prefill products go back to the own kernels", c->device,
+                  err ? err->msg : "cuBLAS failed");
+        c->blas_state = -1;
+    }
+    return st;
+}
+
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err) {
     dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
                             n,       y,      y_stride,     NULL};
+    c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
+    if (!blas_takes(c, w, n, dsv4_cuda_gemm_blas_ok(&op))) {
+        c->bx_valid = false; /* the caller's kernels may write the slot */
+        return DSV4_ERR_UNSUPPORTED;
+    }
     if (w->type == DSV4_TYPE_Q8_0) { /* the f16 rows converted at creation, when there was room */
         const cu_weight *rec = cu_weight_rec(c, w);
         if (rec && rec->dev16 && wslice >= (const uint8_t *)rec->dev) {
             const uint64_t row0 = (uint64_t)(wslice - (const uint8_t *)rec->dev) / w->row_bytes;
             op.w16_cached = (const uint16_t *)rec->dev16 + row0 * w->ne[0];
         }
-    }
-    c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
-    if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
-        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w)) {
-        c->bx_valid = false; /* the caller's kernels may write the slot */
-        return DSV4_ERR_UNSUPPORTED;
     }
     const size_t wb = op.w16_cached ? 0 : dsv4_cuda_gemm_blas_w16_bytes(&op),
                  xb = dsv4_cuda_gemm_blas_x16_bytes(&op);
@@ -271,12 +286,7 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
     c->bx_valid = st == DSV4_OK && c->blas_share;
     if (c->bx_valid) c->bx_x = x, c->bx_stride = x_stride, c->bx_n = n, c->bx_width = width, c->bx_q8 = q8;
     if (st == DSV4_OK) c->blas_calls++, c->blas_shared += reuse;
-    if (st == DSV4_ERR_UNSUPPORTED) { /* cuBLAS refused: the conversions wrote scratch only */
-        DSV4_LOGW("cuda%d: %s; prefill products go back to the own kernels", c->device,
-                  err ? err->msg : "cuBLAS failed");
-        c->blas_state = -1;
-    }
-    return st;
+    return blas_done(c, st, err);
 }
 
 /* The HC mix of a prefill chunk: y = w . rmsnorm(x) (no norm weight) with the rmsnorm folded into the
@@ -292,9 +302,7 @@ dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows,
     const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
     if (!wd) return DSV4_ERR_INVALID;
     const dsv4_cuda_blas_op op = {w->type, wd, w->row_bytes, width, rows, 1, x, width, n, y, y_stride, NULL};
-    if (n < blas_min_n() || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->step_capturing ||
-        !blas_type_on(w->type) || !dsv4_cuda_gemm_blas_rms_ok(&op) || !blas_ready(c) || !blas_weight_ok(c, w))
-        return DSV4_ERR_UNSUPPORTED;
+    if (!blas_takes(c, w, n, dsv4_cuda_gemm_blas_rms_ok(&op))) return DSV4_ERR_UNSUPPORTED;
     dsv4_error e;
     memset(&e, 0, sizeof e);
     void *x16 = cu_scratch(c, CU_SLOT_ACT, dsv4_cuda_gemm_blas_x16_bytes(&op), &e);
@@ -302,10 +310,5 @@ dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows,
     c->bx_valid = false; /* the slot now holds this operand, which no other product shares */
     const dsv4_status st = dsv4_cuda_gemm_blas_rms(c->blas, &op, eps, x16, c->stream, err);
     if (st == DSV4_OK) c->blas_calls++, c->hc_mix_folded++;
-    if (st == DSV4_ERR_UNSUPPORTED) {
-        DSV4_LOGW("cuda%d: %s; prefill products go back to the own kernels", c->device,
-                  err ? err->msg : "cuBLAS failed");
-        c->blas_state = -1;
-    }
-    return st;
+    return blas_done(c, st, err);
 }

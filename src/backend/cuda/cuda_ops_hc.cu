@@ -334,7 +334,6 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
     if (!flat) return DSV4_ERR_NOMEM;
     st = cu_rms_rows(c, x_hc, NULL, n, (uint32_t)hd, rms_eps, flat, err);
     if (st == DSV4_OK) st = cu_matmul(c, fn, 0, n_mix, flat, hd, n, mix, n_mix, err);
-    *mix_out = mix;
     return st;
 }
 
