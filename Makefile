@@ -105,14 +105,18 @@ test-%: $(BUILD)/lib%.a
 
 # ---- CUDA backend: compiles for sm_90 (Hopper paths) and sm_80 (generic paths) ----
 CU_SRCS := $(wildcard src/backend/cuda/*.cu)
-NVFLAGS := -O3 -lineinfo -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -Isrc -Iinclude \
-	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+NVFLAGS_BASE := -O3 -lineinfo -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings -Isrc -Iinclude
+NVFLAGS := $(NVFLAGS_BASE) -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 # The op kernels follow the CPU's float evaluation order, which a fused multiply-add would change.
 $(BUILD)/obj/src/backend/cuda/cuda_ops_%.o: NVFLAGS += --fmad=false
+# The warpgroup (wgmma) MoE products exist for sm_90a only: no other image of that file is built,
+# and the backend takes them only on a compute capability 9.0 device that reports the kernels.
+$(BUILD)/obj/src/backend/cuda/cuda_ops_moe_x16.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
+	-gencode arch=compute_90a,code=sm_90a
 $(BUILD)/libcuda_backend.a: $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -139,6 +143,11 @@ $(BUILD)/cuda/gemm_units_check: tests/cuda/gemm_units_check.cu src/backend/cuda/
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 cuda: programs $(BUILD)/libcuda_backend.a $(addprefix $(BUILD)/cuda/,$(CUDA_PROGRAMS)) $(BUILD)/cuda/cuda_ops_check \
 	$(BUILD)/cuda/gemm_units_check $(BUILD)/cuda/smallops_units_check $(BUILD)/cuda/recip_gpu_check
+# GPU check (H100 / H200, run on the device): the warpgroup product and B layout of the exact MoE kernels.
+$(BUILD)/cuda/wgmma_x16_check: tests/cuda/wgmma_x16_check.cu src/backend/cuda/cuda_wgmma_x16.cuh \
+		src/backend/cuda/cuda_moe_x16.cuh $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS_BASE) -gencode arch=compute_90a,code=sm_90a -o $@ $< $(call libs_for,engine) -cudart static -lm -lpthread
 # GPU check (run on the device): the HC Sinkhorn reciprocal against __frcp_rn for all 2^32 floats.
 $(BUILD)/cuda/recip_gpu_check: tests/cuda/recip_gpu_check.cu src/backend/cuda/cuda_smallops_units.cuh
 	@mkdir -p $(dir $@)
@@ -161,7 +170,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
-	blas_loader_check moe_half_emu_check iscore_tiled_emu_check
+	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -170,7 +179,7 @@ cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUIL
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
 	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check \
-	$(BUILD)/cuda/attn_tc_emu_check
+	$(BUILD)/cuda/attn_tc_emu_check $(BUILD)/cuda/wgmma_x16_check
 # Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
 # Host-only replay of the register-tiled indexer scoring's threads (DSV4_CUDA_ISCORE=tiled).
 $(BUILD)/cuda/iscore_tiled_emu_check: tests/cuda/iscore_tiled_emu_check.cu src/backend/cuda/cuda_iscore_tiled_units.cuh
@@ -193,6 +202,11 @@ $(BUILD)/cuda/moe_half_emu_check: tests/cuda/moe_half_emu_check.cu src/backend/c
 		src/backend/cuda/cuda_moe_wide.cuh src/backend/cuda/cuda_gemm_blas.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
+# Host-only emulation of the exact warpgroup MoE products' units against quant_dot_* (runs anywhere).
+$(BUILD)/cuda/moe_x16_emu_check: tests/cuda/moe_x16_emu_check.cu src/backend/cuda/cuda_moe_x16.cuh \
+		src/backend/cuda/cuda_moe_half.cuh src/backend/cuda/cuda_moe_wide.cuh $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the wide-tile tensor-core grouped MoE products against quant_dot_* (runs anywhere).
 $(BUILD)/cuda/moe_wide_emu_check: tests/cuda/moe_wide_emu_check.cu src/backend/cuda/cuda_moe_wide.cuh \
 		src/backend/cuda/cuda_moe_mma.cuh src/backend/cuda/cuda_moe_grouped.cuh src/backend/cuda/cuda_gemm_q8_0_mma.cuh \

@@ -860,6 +860,100 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
     free(lg), free(x), free(wt), free(o), free(got), free(sel);
 }
 
+static uint64_t moe_x16_calls(chk *c) {
+    dsv4_device_info di;
+    return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_x16_products : 0;
+}
+
+/* Routed experts of a chunk on the exact warpgroup products (cuda_ops_moe_x16.cu, compute capability
+ * 9.0): the device result must equal the exact wide kernels' (DSV4_CUDA_MOE_X16=0
+ * DSV4_CUDA_MOE_F16=0) bit for bit, and (with_cpu) the CPU's as check_moe_bitwise counts it (SiLU's expf); both
+ * products must have run on the path (its counter grew by 2). gauss: inputs summed from 4 uniforms
+ * (light superblocks); else uniform (heavy ones: the split chain). `timing`: against the f16
+ * products (DSV4_CUDA_MOE_X16=0, the previous default) and the wide ones, same selection. */
+static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool gauss, bool timing,
+                          bool with_cpu) {
+    const dsv4_config *cf = &c->m->cfg;
+    const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
+    if (L->ffn_gate_exps.type != DSV4_TYPE_IQ2_XXS || L->ffn_down_exps.type != DSV4_TYPE_Q2_K) return;
+    const dsv4_tensor *bias = dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
+    float *lg = hrand(c, (size_t)n * NE, 4.0f), *x = hrand(c, (size_t)n * E, 1.0f);
+    if (gauss)
+        for (size_t i = 0; i < (size_t)n * E; i++) x[i] += rndf(c) + rndf(c) + rndf(c);
+    const size_t ys = (size_t)n * E;
+    float *wt = malloc((size_t)n * K * 4), *o = malloc(ys * 4), *got = malloc(ys * 4), *ref = malloc(ys * 4);
+    int32_t *sel = malloc((size_t)n * K * 4);
+    if (!wt || !o || !got || !ref || !sel) abort();
+    dsv4_error ec = {0};
+    char lb[96];
+    snprintf(lb, sizeof lb, "moe x16 %s/%s n=%u %s", dsv4_type_name(L->ffn_gate_exps.type),
+             dsv4_type_name(L->ffn_down_exps.type), n, gauss ? "gauss" : "uniform");
+    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) != DSV4_OK) {
+        printf("FAIL %-34s cpu router: %s\n", lb, ec.msg);
+        c->fails++, c->checks++;
+        free(lg), free(x), free(wt), free(o), free(got), free(ref), free(sel);
+        return;
+    }
+    float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
+    int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
+    float *dout = dcopy(c, o, ys * 4), *dref = dcopy(c, o, ys * 4);
+    const uint64_t calls0 = moe_x16_calls(c);
+    if (ran(c, lb,
+            with_cpu ? CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp,
+                                o, &ec)
+                     : DSV4_OK,
+            GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp, dout,
+                     &c->err),
+            &ec)) {
+        const uint64_t calls = moe_x16_calls(c) - calls0;
+        env_saved xo = env_set("DSV4_CUDA_MOE_X16", "0"), fo = env_set("DSV4_CUDA_MOE_F16", "0");
+        const dsv4_status sw = GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt,
+                                        K, clamp, dref, &c->err);
+        env_restore(&fo), env_restore(&xo);
+        const bool read_ok = sw == DSV4_OK && GPU->read(GC, got, dout, ys * 4, &c->err) == DSV4_OK &&
+                             GPU->read(GC, ref, dref, ys * 4, &c->err) == DSV4_OK;
+        size_t dw = ys, dc = ys;
+        double maxd = 0, maxr = 0;
+        if (read_ok) {
+            dw = dc = 0;
+            if (!with_cpu) memcpy(o, got, ys * 4); /* no CPU reference: nothing to count there */
+            for (size_t i = 0; i < ys; i++) {
+                dw += memcmp(&got[i], &ref[i], 4) != 0;
+                dc += memcmp(&got[i], &o[i], 4) != 0;
+                const double r = fabs((double)o[i]), d = fabs((double)got[i] - (double)o[i]);
+                if (r > maxr) maxr = r;
+                if (!(d <= maxd)) maxd = d;
+            }
+        }
+        const bool ok = read_ok && dw == 0 && calls == 2 && maxd <= 1e-3 * (maxr > 0 ? maxr : 1);
+        if (with_cpu)
+            printf("%s %-34s %zu of %zu differ from the wide kernels, %zu from the cpu (max|d| %.3g of %.3g); "
+                   "%llu x16 products\n",
+                   ok ? "ok  " : "FAIL", lb, dw, ys, dc, maxd, maxr, (unsigned long long)calls);
+        else
+            printf("%s %-34s %zu of %zu differ from the wide kernels (no cpu run); %llu x16 products\n",
+                   ok ? "ok  " : "FAIL", lb, dw, ys, (unsigned long long)calls);
+        c->fails += !ok;
+        c->checks++;
+        if (timing) {
+            const double tx = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_X16", true, 5);
+            const double th = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_X16", false, 5);
+            env_saved f0 = env_set("DSV4_CUDA_MOE_F16", "0");
+            const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_X16", false, 5);
+            env_restore(&f0);
+            const bool tok = tx > 0 && th > 0 && tw > 0;
+            printf("%s moe x16 timing %s/%s n=%u: warpgroup %.3f ms, f16 (DSV4_CUDA_MOE_X16=0) %.3f ms (%.2fx), "
+                   "wide exact (and DSV4_CUDA_MOE_F16=0) %.3f ms (%.2fx)\n",
+                   tok ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type), dsv4_type_name(L->ffn_down_exps.type),
+                   n, tx * 1e3, th * 1e3, tx > 0 ? th / tx : 0.0, tw * 1e3, tx > 0 ? tw / tx : 0.0);
+            c->fails += !tok;
+            c->checks++;
+        }
+    }
+    dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dout), dfree(c, dref);
+    free(lg), free(x), free(wt), free(o), free(got), free(ref), free(sel);
+}
+
 /* Timing of the routed experts: for n >= 2 grouped against generic, for n == 1 the fused decode
  * path (5 launches) against the unfused one (7), on the same CPU-router selection; the two device
  * results must agree bit for bit. */
@@ -2248,6 +2342,16 @@ int main(int argc, char **argv) {
             time_moe_prefill(c, LN, clamp, 2048);
         }
         env_restore(&f16_off);
+        /* the exact warpgroup products (sm_90; nothing to check elsewhere) */
+        dsv4_device_info gdi;
+        if (dsv4_backend_device_info(&c->gpu, &gdi, &c->err) == DSV4_OK && gdi.cc_major == 9 && gdi.cc_minor == 0) {
+            check_moe_x16(c, LN, clamp, 300, false, false, true);
+            check_moe_x16(c, LN, clamp, 300, true, false, true);
+            check_moe_x16(c, LN, 0.0f, 260, true, false, true);
+            check_moe_x16(c, LN, clamp, 2048, true, !strcmp(against, "cuda"), false);
+            check_moe_x16(c, LN, clamp, 2048, false, false, false);
+        }
+        env_saved x16_off = env_set("DSV4_CUDA_MOE_X16", "0"); /* the f16 products' own checks */
         check_moe_half(c, LN, clamp, 256, false, false);
         check_moe_half(c, LN, clamp, 300, false, !strcmp(against, "cuda"));
         check_moe_half(c, LN, 0.0f, 300, true, false);
@@ -2258,6 +2362,7 @@ int main(int argc, char **argv) {
         check_moe_half(c, LN, clamp, 300, false, false);
         env_restore(&dn);
         check_moe_half(c, LN, clamp, 2048, false, !strcmp(against, "cuda"));
+        env_restore(&x16_off);
     }
     if (c->gpu.ops->sync(GC, &c->err) != DSV4_OK) {
         printf("FAIL final sync: %s\n", c->err.msg);

@@ -17,7 +17,10 @@
  * not take, or DSV4_CUDA_MOE_MMA=old) those of cuda_ops_moe_mma.cu (tiles of 16 or 32 pairs);
  * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. Chunks of >= 256 tokens with IQ2_XXS gate/up
  * or Q2_K down take the f16 tensor-core products of cuda_ops_moe_half.cu instead (NOT bitwise; the
- * gate there, DSV4_CUDA_MOE_F16=0 turns them off), the other product on the wide kernel. */
+ * gate there, DSV4_CUDA_MOE_F16=0 turns them off), the other product on the wide kernel. On a
+ * compute capability 9.0 device both products of IQ2_XXS gate/up and Q2_K down experts take the
+ * exact warpgroup kernels of cuda_ops_moe_x16.cu first wherever the wide or f16 ones would run
+ * (bitwise the wide ones; DSV4_CUDA_MOE_X16=0 turns them off). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,7 @@
 #include "backend/cuda/cuda_moe_half.h"
 #include "backend/cuda/cuda_moe_mma.h"
 #include "backend/cuda/cuda_moe_wide.h"
+#include "backend/cuda/cuda_moe_x16.h"
 
 #define MG_THREADS 256
 #define MG_ROWS_DUAL (MG_THREADS / 2) /* gate/up CTA: 128 gate rows and the same 128 up rows */
@@ -304,8 +308,12 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     /* the f16 gate/up (cuda_ops_moe_half.cu, not bitwise) where it applies, whatever the exact
      * kernels' crossover says, with the wide kernel's down */
     cu_moe_half_plan plan;
-    const int half = wide_ok ? cu_moe_half_ok(c, gate, up, down, n, gd, ud, dd, &plan) : 0;
-    const bool wide = half || (mode == 2 && wide_ok);
+    int half = wide_ok ? cu_moe_half_ok(c, gate, up, down, n, gd, ud, dd, &plan) : 0;
+    /* the exact warpgroup products (cuda_ops_moe_x16.cu, sm_90) where the wide or the f16 ones
+     * would run: each product they take leaves the others */
+    const int x16 = wide_ok && (half || mode == 2) ? cu_moe_x16_ok(c, gate, up, down, gd, ud, dd) : 0;
+    half &= ~x16;
+    const bool wide = x16 || half || (mode == 2 && wide_ok);
     const int mma_bn = cu_moe_mma_tile(P, E);
     const bool mma =
         !wide && mode >= 1 && embd <= 65535u * 128u &&
@@ -328,8 +336,10 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     if (wide) {
         size_t pb = cu_moe_wide_scratch_bytes(gate->type, down->type, P, in, ff);
         const size_t hg = (half & 1) ? cu_moe_half_scratch_bytes(n, in) : 0,
-                     hd = (half & 2) ? cu_moe_half_scratch_bytes(P, ff) : 0;
+                     hd = (half & 2) ? cu_moe_half_scratch_bytes(P, ff) : 0,
+                     xb = x16 ? cu_moe_x16_scratch_bytes(n, P, in, ff) : 0;
         pb = pb > hg ? pb : hg;
+        pb = pb > xb ? pb : xb;
         if (!(pack = cu_scratch(c, CU_SLOT_U, pb > hd ? pb : hd, err))) return DSV4_ERR_NOMEM;
     }
     int4 *tiles = (int4 *)idx;
@@ -363,9 +373,13 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
         a.weights = weights, a.clamp = clamp;
         a.mid = mid, a.y = y, a.scratch = pack;
-        st = (half & 1) ? cu_moe_half_gate_up(c, &a, n, &plan, err) : cu_moe_wide_gate_up(c, &a, err);
+        st = (x16 & 1)    ? cu_moe_x16_gate_up(c, &a, n, err)
+             : (half & 1) ? cu_moe_half_gate_up(c, &a, n, &plan, err)
+                          : cu_moe_wide_gate_up(c, &a, err);
         if (st != DSV4_OK) return st;
-        st = (half & 2) ? cu_moe_half_down(c, &a, &plan, err) : cu_moe_wide_down(c, &a, err);
+        st = (x16 & 2)    ? cu_moe_x16_down(c, &a, err)
+             : (half & 2) ? cu_moe_half_down(c, &a, &plan, err)
+                          : cu_moe_wide_down(c, &a, err);
         if (st != DSV4_OK) return st;
         mg_sum_launch(c, y, sel, E, n, k, embd, out);
         return cu_launched(err, "moe grouped sum");

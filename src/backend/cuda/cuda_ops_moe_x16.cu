@@ -1,0 +1,493 @@
+/* The exact routed-expert prefill products on Hopper warpgroup tensor cores (units, layout and the
+ * exactness argument in cuda_moe_x16.cuh). Per product:
+ *   1. the activation rows are packed once: f16 of their Q8_K codes in the kernels' k order
+ *      (gate/up: the token rows, a heavy superblock split into lo / hi codes; down: each mid row
+ *      quantized to Q8_K as the CPU does, its block sums beside it);
+ *   2. a CTA of two warpgroups takes one tile (<= 64 pairs of one expert) and rb_per_cta row
+ *      blocks; its steps (row block, superblock) stream through a cp.async pipeline: 128 weight
+ *      rows' raw superblock bytes (staged as the wide kernel stages them), the tile's B image and
+ *      the pairs' d. Each warp decodes its 16 rows sub-block by sub-block into f16 A registers;
+ *      wgmma.m64nNk16 (N = the tile's pairs rounded up to 16) sums every superblock exactly; the
+ *      CPU's float update follows per superblock, the mid (gate/up) or y (down) per row block.
+ * This file is built for sm_90a only: its kernels exist in no other image, and cu_moe_x16_ok
+ * takes them only on a compute capability 9.0 device whose runtime reports them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_act_quant.cuh" /* act_q8_k_block */
+#include "backend/cuda/cuda_moe_x16.cuh"
+#include "backend/cuda/cuda_moe_x16.h"
+#include "backend/cuda/cuda_wgmma_x16.cuh"
+
+__device__ __forceinline__ void x16_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* the oldest in-flight stage of a `stages`-deep pipeline complete */
+__device__ __forceinline__ void x16_cp_wait(int stages) {
+    if (stages >= 4)
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+    else if (stages == 3)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void x16_cp_wait_all(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void x16_cp16(uint8_t *dst, const uint8_t *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void x16_cp4(uint8_t *dst, const uint8_t *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+
+/* ---- packs: a warp per (row, superblock) ---- */
+#define X16_PACK_WARPS 8
+
+__device__ __forceinline__ void x16_store8(uint8_t *dst, const uint16_t h[8]) {
+    *(uint4 *)dst = make_uint4((uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16),
+                               (uint32_t)h[4] | ((uint32_t)h[5] << 16), (uint32_t)h[6] | ((uint32_t)h[7] << 16));
+}
+
+/* gate/up: token rows of Q8_K blocks (292 B: f32 d, int8 qs[256], int16 bsums[16]) */
+__global__ void __launch_bounds__(X16_PACK_WARPS * 32)
+    x16_pack_tok_kernel(const uint8_t *xq, uint64_t xq_stride, uint32_t n, const x16_pack pk, uint8_t *dst) {
+    const uint64_t w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const uint64_t r = w / (uint64_t)pk.nblk;
+    if (r >= n) return;
+    const int b = (int)(w - r * (uint64_t)pk.nblk), lane = threadIdx.x & 31;
+    const uint8_t *blk = xq + r * xq_stride + 292 * (uint64_t)b;
+    const int8_t *qs = (const int8_t *)(blk + 4);
+    int s = 0;
+    for (int i = 0; i < 8; i++) s += abs((int)qs[8 * lane + i]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const bool heavy = x16_heavy(s);
+    uint16_t h1[8], h2[8];
+    x16_pack_lane(qs, lane, heavy, h1, h2);
+    const uint64_t off = (r * (uint64_t)pk.nblk + b) * 512 + 16 * lane; /* bytes */
+    x16_store8(dst + pk.b1 + off, h1);
+    x16_store8(dst + pk.b2 + off, h2);
+    if (lane == 0) *(uint32_t *)(dst + pk.dx + 4 * (r * pk.nblk + b)) = *(const uint32_t *)blk;
+    if (lane == 0 && heavy) atomicOr((unsigned *)(dst + pk.hm + 4 * r), 1u << b);
+}
+
+/* down: the f32 mid rows (pair p at p * x_stride), each block quantized as cu_quant_rows does */
+__global__ void __launch_bounds__(X16_PACK_WARPS * 32)
+    x16_pack_mid_kernel(const float *x, uint64_t x_stride, uint64_t rows, const x16_pack pk, uint8_t *dst) {
+    __shared__ __align__(16) uint8_t blk_s[X16_PACK_WARPS][296];
+    const uint64_t w = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const uint64_t r = w / (uint64_t)pk.nblk;
+    if (r >= rows) return;
+    const int b = (int)(w - r * (uint64_t)pk.nblk), lane = threadIdx.x & 31;
+    uint8_t *blk = blk_s[threadIdx.x >> 5];
+    const float4 *xp = (const float4 *)(x + r * x_stride + 256 * (uint64_t)b + 8 * lane);
+    const float4 v0 = xp[0], v1 = xp[1];
+    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    act_q8_k_block(v, lane, blk);
+    __syncwarp();
+    uint16_t h1[8], h2[8];
+    x16_pack_lane((const int8_t *)(blk + 4), lane, false, h1, h2);
+    x16_store8(dst + pk.b1 + (r * (uint64_t)pk.nblk + b) * 512 + 16 * lane, h1);
+    if (lane < 16) {
+        const int16_t bs = (int16_t)(blk[260 + 2 * lane] | (blk[261 + 2 * lane] << 8));
+        *(uint16_t *)(dst + pk.bm + ((r * (uint64_t)pk.nblk + b) * 16 + lane) * 2) = mh_f2h((float)bs);
+    }
+    if (lane == 0) *(uint32_t *)(dst + pk.dx + 4 * (r * pk.nblk + b)) = *(const uint32_t *)blk;
+}
+
+/* ---- the product ---- */
+struct x16_params {
+    const uint8_t *w0, *w1; /* expert tensors (w1: up, gate/up only) */
+    uint64_t row_bytes, expert_bytes;
+    int n_out, in, kdiv; /* pack row of pair p: p / kdiv */
+    const uint8_t *pack;
+    x16_pack pk;
+    const int4 *tiles;
+    const int *n_tiles;
+    const int32_t *list;
+    const float *weights; /* route weights per pair (gate/up) */
+    float clamp;
+    int clamp_on;
+    float *out; /* mid (gate/up) or y (down): pair p's row at p * out_stride */
+    uint64_t out_stride;
+    const uint8_t *tab; /* IQ2_XXS: the f16 grid and sign tables (MH_GRID_BYTES + MH_SIGN_BYTES) */
+    int n_rb, rb_per_cta;
+    x16_layout lay;
+};
+
+/* The f16 tables of the IQ2_XXS decode, once per context (the same words mh_fill_tables writes). */
+__global__ void x16_tables_kernel(const uint64_t *grid, const uint8_t *signs, uint32_t *tab) {
+    mh_fill_tables(tab, tab + MH_GRID_BYTES / 4, grid, signs, (int)(blockIdx.x * blockDim.x + threadIdx.x),
+                   (int)(gridDim.x * blockDim.x));
+}
+
+/* Thread tid copies its part of step (row block rb, superblock s) into stage st: threads 0..127
+ * the 128 weight rows (mw_load_weights), 128..255 the B image of the tile's 8 NT pairs (rows past
+ * mt repeat its last pair), the min term's B (down) and the pairs' d. */
+template <int K, int NT>
+__device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const int *pid, int mt, int rb, int s,
+                                               uint8_t *st, int tid) {
+    constexpr bool DUAL = K == GM_IQ2_XXS;
+    if (tid < X16_ROWS) {
+        mw_load_weights<K, DUAL, X16_ROWS>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
+                                           st + p.lay.w, tid);
+        return;
+    }
+    const int u = tid - X16_ROWS, nblk = p.pk.nblk;
+    const uint8_t *b1 = p.pack + p.pk.b1;
+    for (int i = u; i < 8 * NT * 32; i += X16_ROWS) {
+        const int n = i >> 5, kb = i & 31;
+        const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
+        x16_cp16(st + p.lay.b + x16_b_chunk(n, kb), b1 + (r * nblk + s) * 512 + 16 * kb);
+    }
+    if (!DUAL) {
+        for (int i = u; i < 8 * NT * 2; i += X16_ROWS) {
+            const int n = i >> 1, kb = i & 1;
+            const uint64_t r = (uint64_t)pid[n < mt ? n : mt - 1];
+            x16_cp16(st + p.lay.bm + x16_b_chunk(n, kb), p.pack + p.pk.bm + (r * nblk + s) * 32 + 16 * kb);
+        }
+    }
+    if (u < 8 * NT) {
+        const uint64_t r = (uint64_t)(pid[u < mt ? u : mt - 1] / p.kdiv);
+        x16_cp4(st + p.lay.dx + 4 * u, p.pack + p.pk.dx + 4 * (r * nblk + s));
+    }
+}
+/* The heavy chain's B image of superblock s (all threads; IQ2_XXS gate/up) */
+template <int NT>
+__device__ __forceinline__ void x16_load_b2(const x16_params &p, const int *pid, int mt, int s, uint8_t *xb,
+                                            int tid) {
+    const uint8_t *b2 = p.pack + p.pk.b2;
+    for (int i = tid; i < 8 * NT * 32; i += X16_THREADS) {
+        const int n = i >> 5, kb = i & 31;
+        const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
+        x16_cp16(xb + x16_b_chunk(n, kb), b2 + (r * p.pk.nblk + s) * 512 + 16 * kb);
+    }
+}
+
+/* One superblock of the warpgroup's 64 rows x 8 NT pairs: c1 (and for a heavy one c2, the hi
+ * codes' chain; mn, the Q2_K min term) = the superblock's exact sums. w: the stage's weight rows;
+ * b, bx, bm: shared addresses of the B images. PAR: the superblock's parity (IQ2_XXS staging) and
+ * HEAVY, constants (a heavy superblock takes its own copy of the loop: no branch in the common one). */
+template <int K, int NT, int PAR, bool HEAVY>
+__device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lane, uint32_t b, uint32_t bx,
+                                               uint32_t bm, const uint32_t *grid_h, const uint32_t *sign_h,
+                                               const uint32_t *lstab, float (&c1)[32], float (&c2)[32],
+                                               float (&mn)[32]) {
+    constexpr int R = 4 * NT;
+    uint32_t a[2][8], am[4];
+    x16_frag_a<K>(w, r0, PAR, 0, lane, grid_h, sign_h, lstab, a[0]);
+    if (K == GM_Q2_K) x16_frag_min(w, r0, lane, am);
+    x16_fence_acc<R>(c1);
+    if (HEAVY) x16_fence_acc<R>(c2);
+    if (K == GM_Q2_K) x16_fence_acc<R>(mn);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const uint32_t *aj = a[j & 1];
+        x16_fence();
+        x16_mma<NT>(c1, aj[0], aj[1], aj[2], aj[3], x16_desc(b + 4096 * j, X16_LBO, X16_SBO), j > 0);
+        x16_mma<NT>(c1, aj[4], aj[5], aj[6], aj[7], x16_desc(b + 4096 * j + 2048, X16_LBO, X16_SBO), 1);
+        if (HEAVY) {
+            x16_mma<NT>(c2, aj[0], aj[1], aj[2], aj[3], x16_desc(bx + 4096 * j, X16_LBO, X16_SBO), j > 0);
+            x16_mma<NT>(c2, aj[4], aj[5], aj[6], aj[7], x16_desc(bx + 4096 * j + 2048, X16_LBO, X16_SBO), 1);
+        }
+        if (K == GM_Q2_K && j == 7) x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
+        x16_commit();
+        if (j < 7) {
+            x16_wait<1>(); /* the products of sub-block j - 1 are done with a[(j + 1) & 1] */
+            x16_frag_a<K>(w, r0, PAR, j + 1, lane, grid_h, sign_h, lstab, a[(j + 1) & 1]);
+        }
+    }
+    x16_wait<0>();
+    x16_fence_acc<R>(c1);
+    if (HEAVY) x16_fence_acc<R>(c2);
+    if (K == GM_Q2_K) x16_fence_acc<R>(mn);
+}
+
+template <int K, int NT>
+__device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int e, int mt) {
+    constexpr bool DUAL = K == GM_IQ2_XXS;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g = lane >> 2, t = lane & 3;
+    const int r0 = X16_WG_ROWS * wg + 16 * (warp & 3); /* the warp's first staged row */
+    const int S = p.lay.stages, nblk = p.pk.nblk, nact = (mt + 7) >> 3;
+    const int rb0 = (int)blockIdx.x * p.rb_per_cta;
+    const int nrb = min(p.rb_per_cta, p.n_rb - rb0), nsteps = nrb * nblk;
+    const int *pid = (const int *)(smem + p.lay.pid);
+    const uint32_t hm = DUAL ? *(const uint32_t *)(smem + p.lay.misc) : 0u;
+    const uint32_t *grid_h = (const uint32_t *)(smem + p.lay.grid), *sign_h = (const uint32_t *)(smem + p.lay.sign);
+    const uint32_t *lstab = (const uint32_t *)(smem + p.lay.lstab);
+    uint8_t *stage0 = smem + p.lay.stage0;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+
+    /* the loader runs S - 1 steps ahead: step lq = (row block lrb, superblock ls) into lbuf */
+    int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
+    for (int i = 0; i < S - 1; i++) {
+        if (lq < nsteps) x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        x16_cp_commit();
+        lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
+        if (++ls == nblk) ls = 0, lrb++;
+    }
+
+    float acc[32], c1[32], c2[32], mn[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) acc[i] = c1[i] = c2[i] = mn[i] = 0.0f;
+    int rb = rb0, s = 0, buf = 0;
+    for (int q = 0; q < nsteps; q++) {
+        x16_cp_wait(S);
+        x16_proxy_fence(); /* the copies are read by the tensor cores */
+        __syncthreads();   /* step q landed; every warp is done with the buffer refilled next */
+        if (lq < nsteps) x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        x16_cp_commit();
+        lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
+        if (++ls == nblk) ls = 0, lrb++;
+
+        const uint8_t *st = stage0 + buf * p.lay.stage_bytes;
+        const bool heavy = DUAL && ((hm >> s) & 1u);
+        if (DUAL && heavy) { /* the hi codes' B image, loaded now (rare) */
+            x16_load_b2<NT>(p, pid, mt, s, smem + p.lay.x, tid);
+            x16_cp_commit();
+            x16_cp_wait_all();
+            x16_proxy_fence();
+            __syncthreads();
+        }
+        const uint32_t sb = sbase + p.lay.stage0 + buf * p.lay.stage_bytes;
+        const uint8_t *sw = st + p.lay.w;
+        const uint32_t bb = sb + p.lay.b, bx = sbase + p.lay.x, bm = sb + p.lay.bm;
+        if (K == GM_Q2_K)
+            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+        else if (heavy && (s & 1))
+            x16_superblock<K, NT, 1, true>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+        else if (heavy)
+            x16_superblock<K, NT, 0, true>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+        else if (s & 1)
+            x16_superblock<K, NT, 1, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+        else
+            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+        /* the CPU's float update of the superblock */
+        float dw[2], dm[2];
+        mw_row_scales<K>(st + p.lay.w, r0, s, lane, dw, dm);
+        const float *dxs = (const float *)(st + p.lay.dx);
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (i < nact) {
+                const float2 dv = *(const float2 *)(dxs + 8 * i + 2 * t);
+                const float dx[2] = {dv.x, dv.y};
+                if (K == GM_IQ2_XXS)
+                    x16_update_iq2(acc + 4 * i, c1 + 4 * i, c2 + 4 * i, heavy, dw, dx);
+                else
+                    x16_update_q2k(acc + 4 * i, c1 + 4 * i, mn + 4 * i, dw, dm, dx);
+            }
+        }
+        if (s == nblk - 1) { /* end of the row block: store and restart */
+            if constexpr (DUAL) {
+                /* the gate warpgroup hands its values to the up warpgroup through x (the heavy
+                 * image: every product of this step is done once both warpgroups are here) */
+                float *X = (float *)(smem + p.lay.x);
+                __syncthreads();
+                if (wg == 0) {
+#pragma unroll
+                    for (int i = 0; i < NT; i++)
+#pragma unroll
+                        for (int k = 0; k < 4; k++)
+                            X[(16 * (warp & 3) + g + 8 * (k >> 1)) * X16_BN + 8 * i + 2 * t + (k & 1)] =
+                                qm_mul(0.125f, acc[4 * i + k]);
+                }
+                __syncthreads();
+                if (wg == 1) {
+                    const int orow = rb * X16_WG_ROWS + 16 * (warp & 3);
+#pragma unroll
+                    for (int i = 0; i < NT; i++) {
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            const int n = 8 * i + 2 * t + (k & 1), rl = g + 8 * (k >> 1), row = orow + rl;
+                            if (n >= mt || row >= p.n_out) continue;
+                            float gv = X[(16 * (warp & 3) + rl) * X16_BN + n], uv = qm_mul(0.125f, acc[4 * i + k]);
+                            if (p.clamp_on) { /* as moe_mid_kernel and the CPU's store_mid */
+                                if (gv > p.clamp) gv = p.clamp;
+                                if (uv > p.clamp) uv = p.clamp;
+                                if (uv < -p.clamp) uv = -p.clamp;
+                            }
+                            const int pr = pid[n];
+                            p.out[(uint64_t)pr * p.out_stride + row] = cu_silu(gv) * uv * p.weights[pr];
+                        }
+                    }
+                }
+            } else {
+                const int orow = rb * X16_ROWS + r0;
+#pragma unroll
+                for (int i = 0; i < NT; i++) {
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const int n = 8 * i + 2 * t + (k & 1), row = orow + g + 8 * (k >> 1);
+                        if (n < mt && row < p.n_out) p.out[(uint64_t)pid[n] * p.out_stride + row] = acc[4 * i + k];
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) acc[i] = 0.0f;
+        }
+        buf = buf + 1 == S ? 0 : buf + 1;
+        if (++s == nblk) s = 0, rb++;
+    }
+}
+
+template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(const x16_params p) {
+#if X16_WGMMA
+    extern __shared__ __align__(1024) uint8_t x16_smem[];
+    if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
+    const int4 tl = p.tiles[blockIdx.y];
+    const int e = tl.x, start = tl.y, mt = tl.z;
+    const int tid = threadIdx.x;
+    int *pid = (int *)(x16_smem + p.lay.pid);
+    uint32_t *misc = (uint32_t *)(x16_smem + p.lay.misc);
+    if (tid < mt) pid[tid] = p.list[start + tid];
+    if (K == GM_IQ2_XXS) { /* the f16 tables, built once per context (x16_tables_kernel) */
+        const uint4 *src = (const uint4 *)p.tab;
+        uint4 *dst = (uint4 *)(x16_smem + p.lay.grid); /* grid then sign: contiguous */
+        for (int i = tid; i < (MH_GRID_BYTES + MH_SIGN_BYTES) / 16; i += X16_THREADS) dst[i] = src[i];
+        x16_fill_lstab_iq2((uint32_t *)(x16_smem + p.lay.lstab), tid, X16_THREADS);
+    } else {
+        x16_fill_lstab_q2k((uint32_t *)(x16_smem + p.lay.lstab), tid, X16_THREADS);
+    }
+    __syncthreads(); /* pid */
+    if (K == GM_IQ2_XXS && tid < 64) { /* the tile's heavy superblocks: any of its tokens' */
+        const uint32_t hv = tid < mt ? ((const uint32_t *)(p.pack + p.pk.hm))[pid[tid] / p.kdiv] : 0u;
+        const uint32_t wv = __reduce_or_sync(0xffffffffu, hv);
+        if ((tid & 31) == 0) misc[1 + (tid >> 5)] = wv;
+    }
+    __syncthreads();
+    if (K == GM_IQ2_XXS && tid == 0) misc[0] = misc[1] | misc[2];
+    __syncthreads();
+    switch ((mt + 15) >> 4) {
+    case 1: x16_body<K, 2>(p, x16_smem, e, mt); break;
+    case 2: x16_body<K, 4>(p, x16_smem, e, mt); break;
+    case 3: x16_body<K, 6>(p, x16_smem, e, mt); break;
+    default: x16_body<K, 8>(p, x16_smem, e, mt); break;
+    }
+#else
+    (void)p;
+#endif
+}
+
+/* ---- host ---- */
+
+/* which products DSV4_CUDA_MOE_X16 allows: bit 0 gate/up, bit 1 down */
+static int x16_switch(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_X16");
+    if (!v || !*v || !strcmp(v, "1")) return 3;
+    if (!strcmp(v, "gate_up")) return 1;
+    if (!strcmp(v, "down")) return 2;
+    return 0;
+}
+typedef void (*x16_fn)(const x16_params);
+static x16_fn x16_kernel_of(int kind) { return kind == GM_IQ2_XXS ? x16_kernel<GM_IQ2_XXS> : x16_kernel<GM_Q2_K>; }
+static int x16_stages_max(int kind) { return kind == GM_IQ2_XXS ? 3 : 4; }
+
+/* The deepest pipeline (2..) whose image fits the device; 0 if none does. */
+static int x16_stages(const cuda_ctx *c, int kind) {
+    for (int s = x16_stages_max(kind); s >= 2; s--)
+        if ((size_t)x16_layout_of(kind, s).total <= c->caps.smem_per_block_optin) return s;
+    return 0;
+}
+
+/* Does the runtime have this kernel's image for the device, and may it take its shared memory?
+ * (bit 0 IQ2_XXS, bit 1 Q2_K of c->moe_x16_attr: done; bits 4, 5: refused) */
+static bool x16_kernel_ok(cuda_ctx *c, int kind) {
+    const int bit = kind == GM_IQ2_XXS ? 1 : 2;
+    if (c->moe_x16_attr & (bit << 4)) return false;
+    if (c->moe_x16_attr & bit) return true;
+    if (c->step_capturing) return false; /* the first call's setup is not recorded */
+    const int st = x16_stages(c, kind);
+    cudaFuncAttributes fa;
+    bool ok = st > 0 && cudaFuncGetAttributes(&fa, (const void *)x16_kernel_of(kind)) == cudaSuccess &&
+              cudaFuncSetAttribute((const void *)x16_kernel_of(kind), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   x16_layout_of(kind, st).total) == cudaSuccess;
+    if (ok && kind == GM_IQ2_XXS && !c->d_x16_tab) { /* the decode tables, on the stream */
+        ok = c->d_iq2_grid && c->d_iq2_signs &&
+             cudaMalloc(&c->d_x16_tab, MH_GRID_BYTES + MH_SIGN_BYTES) == cudaSuccess;
+        if (ok) {
+            x16_tables_kernel<<<48, 256, 0, c->stream>>>(c->d_iq2_grid, c->d_iq2_signs, (uint32_t *)c->d_x16_tab);
+            ok = cudaGetLastError() == cudaSuccess;
+        }
+        if (!ok && c->d_x16_tab) cudaFree(c->d_x16_tab), c->d_x16_tab = NULL;
+    }
+    if (!ok) cudaGetLastError();
+    c->moe_x16_attr |= ok ? bit : bit << 4;
+    return ok;
+}
+
+int cu_moe_x16_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
+                  const void *gd, const void *ud, const void *dd) {
+    const int sw = x16_switch();
+    if (!sw || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major != 9 || c->caps.cc_minor != 0)
+        return 0;
+    int which = 0;
+    const uint64_t in = gate->ne[0], ff = down->ne[0];
+    if ((sw & 1) && gate->type == DSV4_TYPE_IQ2_XXS && up->type == DSV4_TYPE_IQ2_XXS && in % 512 == 0 &&
+        in <= (1u << 16) && gate->row_bytes == up->row_bytes && gate->row_bytes % 4 == 0 &&
+        gate->row_bytes >= in / 256 * 66 && ((uintptr_t)gd | (uintptr_t)ud) % 4 == 0 && gate->ne[1] % 64 == 0 &&
+        x16_kernel_ok(c, GM_IQ2_XXS))
+        which |= 1;
+    if ((sw & 2) && down->type == DSV4_TYPE_Q2_K && ff % 256 == 0 && ff <= (1u << 16) && down->row_bytes % 4 == 0 &&
+        down->row_bytes >= ff / 256 * 84 && (uintptr_t)dd % 4 == 0 && down->ne[1] % 128 == 0 &&
+        x16_kernel_ok(c, GM_Q2_K))
+        which |= 2;
+    return which;
+}
+
+size_t cu_moe_x16_scratch_bytes(uint64_t n, uint64_t P, uint64_t in, uint64_t ff) {
+    const uint64_t a = x16_pack_of(n, in, true).total, b = x16_pack_of(P, ff, false).total;
+    return (size_t)(a > b ? a : b);
+}
+
+static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe_wide_args *a, dsv4_error *err) {
+    const int st = x16_stages(c, kind);
+    const bool dual = kind == GM_IQ2_XXS;
+    if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe x16: no pipeline fits the device");
+    p->tab = (const uint8_t *)c->d_x16_tab;
+    p->tiles = a->tiles, p->n_tiles = a->n_tiles, p->list = a->list;
+    p->lay = x16_layout_of(kind, st);
+    const int rows = dual ? X16_WG_ROWS : X16_ROWS;
+    p->n_rb = (p->n_out + rows - 1) / rows;
+    p->rb_per_cta = cu_moe_wide_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
+    const dim3 grid((unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)a->max_tiles);
+    x16_kernel_of(kind)<<<grid, X16_THREADS, (size_t)p->lay.total, c->stream>>>(*p);
+    const dsv4_status s = cu_launched(err, dual ? "moe x16 gate/up" : "moe x16 down");
+    if (s == DSV4_OK) c->moe_x16_calls++;
+    return s;
+}
+
+dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, dsv4_error *err) {
+    uint8_t *pack = (uint8_t *)a->scratch;
+    const x16_pack pk = x16_pack_of(n, a->in, true);
+    if (cudaMemsetAsync(pack + pk.hm, 0, (size_t)n * 4, c->stream) != cudaSuccess)
+        return dsv4_fail(err, DSV4_ERR_IO, "moe x16 pack: %s", cudaGetErrorString(cudaGetLastError()));
+    const unsigned pt = X16_PACK_WARPS * 32;
+    x16_pack_tok_kernel<<<cu_blocks((uint64_t)n * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->xq, a->xq_stride, n, pk,
+                                                                                          pack);
+    dsv4_status s = cu_launched(err, "moe x16 pack gate/up");
+    if (s != DSV4_OK) return s;
+    x16_params p;
+    memset(&p, 0, sizeof p);
+    p.w0 = a->gd, p.w1 = a->ud;
+    p.row_bytes = a->gu_row_bytes, p.expert_bytes = a->ff * a->gu_row_bytes;
+    p.n_out = (int)a->ff, p.in = (int)a->in, p.kdiv = (int)a->k;
+    p.pack = pack, p.pk = pk;
+    p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
+    p.out = a->mid, p.out_stride = a->ff;
+    return x16_launch(c, GM_IQ2_XXS, &p, a, err);
+}
+
+dsv4_status cu_moe_x16_down(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err) {
+    uint8_t *pack = (uint8_t *)a->scratch;
+    const x16_pack pk = x16_pack_of(a->P, a->ff, false);
+    const unsigned pt = X16_PACK_WARPS * 32;
+    x16_pack_mid_kernel<<<cu_blocks(a->P * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->mid, a->ff, a->P, pk, pack);
+    dsv4_status s = cu_launched(err, "moe x16 pack down");
+    if (s != DSV4_OK) return s;
+    x16_params p;
+    memset(&p, 0, sizeof p);
+    p.w0 = a->dd, p.w1 = NULL;
+    p.row_bytes = a->down_row_bytes, p.expert_bytes = a->embd * a->down_row_bytes;
+    p.n_out = (int)a->embd, p.in = (int)a->ff, p.kdiv = 1;
+    p.pack = pack, p.pk = pk;
+    p.out = a->y, p.out_stride = a->embd;
+    return x16_launch(c, GM_Q2_K, &p, a, err);
+}
