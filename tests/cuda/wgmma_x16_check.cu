@@ -5,8 +5,8 @@
  * kernels build (start 2048 st, X16_LBO, X16_SBO). The inputs are random exact f16 integers within
  * the kernels' ranges (|a| <= 1333, |b| <= 128) with sums below 2^24, so every output must equal
  * the integer sum exactly, for N = 16, 32, 48, 64 and for a second chain started with scale-d 0
- * over stale accumulators. With the descriptor's two offsets swapped the check is repeated and
- * reported (a diagnosis: it must fail). Exit 0 = pass. */
+ * over stale accumulators. Exit 0 = pass. (Session 15, first run on an H200: with the two offsets
+ * swapped the product reads outside the image, an illegal address: the layout matters.) */
 #include <cuda_fp16.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +106,6 @@ int main(void) {
     int fails = 0;
     fails += run<2>(dA, dB, dD, ref, 0) + run<4>(dA, dB, dD, ref, 0) + run<6>(dA, dB, dD, ref, 0) +
              run<8>(dA, dB, dD, ref, 0);
-    fails += run<8>(dA, dB, dD, ref, 1);
     printf(fails ? "WGMMA X16 CHECK FAILED: %d\n" : "WGMMA X16 CHECK PASSED\n", fails);
     return fails ? 1 : 0;
 }

@@ -279,6 +279,7 @@ static void cu_destroy(void *vctx) {
     if (c->lane_join) cudaEventDestroy(c->lane_join);
     if (c->d_iq2_grid) cudaFree(c->d_iq2_grid);
     if (c->d_x16_tab) cudaFree(c->d_x16_tab);
+    if (c->d_x16_stats) cudaFree(c->d_x16_stats);
     if (c->d_iq2_signs) cudaFree(c->d_iq2_signs);
     if (c->d_iota) cudaFree(c->d_iota);
     if (c->d_hc_ticket) cudaFree(c->d_hc_ticket);
@@ -545,5 +546,14 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_hc_mix_folded = c->hc_mix_folded;
     out->moe_f16_products = c->moe_half_calls;
     out->moe_x16_products = c->moe_x16_calls;
+    unsigned long long xs[2] = {0, 0};
+    if (c->d_x16_stats && !c->step_capturing &&
+        cudaMemcpyAsync(xs, c->d_x16_stats, sizeof xs, cudaMemcpyDeviceToHost, c->stream) == cudaSuccess &&
+        cudaStreamSynchronize(c->stream) == cudaSuccess) {
+        out->moe_x16_steps = xs[0];
+        out->moe_x16_heavy_steps = xs[1];
+    } else {
+        cudaGetLastError();
+    }
     return DSV4_OK;
 }

@@ -63,6 +63,7 @@ typedef struct cu_weight {
         half_state; /* IQ2_XXS: may the f16 MoE gate/up take it (cuda_moe_half.h)? 0 not known yet, 1, -1 */
     int8_t half_shift; /* its power-of-two shift p (cuda_moe_half.cuh) */
     void *dev16; /* Q8_0 layer matrix: its f16 rows for the prefill products (cu_blas_prepare), or NULL */
+    uint32_t *x16_w2; /* IQ2_XXS experts: each expert's largest Σ w'^2 (cuda_moe_x16.h), or NULL */
 } cu_weight;
 
 typedef struct cu_buf {
@@ -156,6 +157,7 @@ typedef struct cuda_ctx {
     int moe_x16_attr;
     uint64_t moe_x16_calls;
     void *d_x16_tab;
+    unsigned long long *d_x16_stats; /* gate/up steps (row block, superblock) run, of them heavy */
     /* weights: open addressing on the host pointer */
     cu_weight *map;
     size_t map_cap, map_n;

@@ -209,8 +209,10 @@ dsv4_status cu_weights_upload(cuda_ctx *c, const dsv4_model *m, void (*on_upload
 }
 
 void cu_weights_free(cuda_ctx *c) {
-    for (size_t i = 0; i < c->map_cap; i++)
+    for (size_t i = 0; i < c->map_cap; i++) {
         if (c->map[i].dev) cudaFree(c->map[i].dev);
+        if (c->map[i].x16_w2) cudaFree(c->map[i].x16_w2);
+    }
     free(c->map);
     c->map = NULL;
     c->map_cap = c->map_n = 0;

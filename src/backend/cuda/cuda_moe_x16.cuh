@@ -13,11 +13,13 @@
  *   - every product of an f16 pair is exact in the tensor core, and a sum of integers whose
  *     absolute values add up to less than 2^24 is exact in f32 in any order and grouping. Per
  *     (row, pair, superblock): Q2_K |isum| <= 256 * 45 * 128 and |summs| <= 16 * 15 * 2048, far
- *     below; IQ2_XXS Σ|w' q| <= 1333 Σ|q|, below 2^24 when the superblock's Σ|q| <= X16_LIGHT_MAX
- *     ("light"). A heavy superblock of a token splits its codes q = 16 hi + lo (lo = q & 15,
- *     hi = q >> 4 in -8..7): two chains (Σ|w' lo| <= 1333 * 15 * 256, Σ|w' hi| <= 1333 * 8 * 256,
- *     both exact) and one fused multiply-add fma(16, c_hi, c_lo): the single rounding of the exact
- *     integer bsum, which is what the CPU's (float)bsum is;
+ *     below; IQ2_XXS Σ|w' q| <= sqrt(Σ w'^2) sqrt(Σ q^2) (Cauchy-Schwarz), so the sums of a tile's
+ *     superblock are exact when W2 * Q2 < 2^48, W2 the largest Σ w'^2 of any row superblock of the
+ *     tile's expert (gate and up; scanned once per tensor) and Q2 the largest Σ q^2 of the tile's
+ *     tokens there ("light"). A heavy superblock of a tile takes the codes split q = 16 hi + lo
+ *     (lo = q & 15, hi = q >> 4 in -8..7): two chains (Σ|w' lo| <= 1333 * 15 * 256,
+ *     Σ|w' hi| <= 1333 * 8 * 256, both exact) and one fused multiply-add fma(16, c_hi, c_lo): the
+ *     single rounding of the exact integer bsum, which is what the CPU's (float)bsum is;
  *   - so each superblock's integer arrives as the CPU's (float)isum / (float)bsum / (float)summs,
  *     and the float update is the CPU's expression with its roundings (no contraction), superblocks
  *     in order from 0.0f, 0.125f * acc at the end for IQ2_XXS.
@@ -52,7 +54,6 @@ enum {
     X16_SBO = X16_CORE,                   /* between core matrices along the pairs */
     X16_B_BYTES = 32 * X16_NCORE * X16_CORE, /* a superblock of 64 pairs: 32 k-cores x 8 */
     X16_BM_BYTES = 2 * X16_NCORE * X16_CORE, /* the min term's k16 (Q2_K) */
-    X16_LIGHT_MAX = 12585,                   /* 12585 * 1333 < 2^24 <= 12586 * 1333 */
     X16_MAX_STAGES = 4
 };
 
@@ -104,37 +105,62 @@ MX_HD x16_layout x16_layout_of(int kind, int stages) {
 }
 
 /* ---- activation packs (one per product) ----
- * gate/up, per token row r: b1[r][in], b2[r][in] f16 in the k order, dx[r][nblk] the Q8_K d,
- * hmask[r] bit b set if superblock b is heavy (b1 = lo, b2 = hi there; else b1 = q, b2 = 0).
- * down, per pair row r: b1 as above (never heavy), bm[r][nblk][16] the block sums as f16, dx. */
+ * gate/up, per token row r: b1[r][in] the codes as f16 in the k order, blo / bhi the same of
+ * q & 15 and q >> 4, q2[r][nblk] Σ q^2 of each superblock, dx[r][nblk] the Q8_K d.
+ * down, per pair row r: b1 as above (its sums are always exact), bm[r][nblk][16] the block sums as
+ * f16, dx. */
 struct x16_pack {
-    uint64_t rows, b1, b2, bm, dx, hm, total;
+    uint64_t rows, b1, blo, bhi, bm, dx, q2, total;
     int nblk;
 };
+MX_HD uint64_t x16_al256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
 MX_HD x16_pack x16_pack_of(uint64_t rows, uint64_t in, bool dual) {
     x16_pack k;
     k.rows = rows;
     k.nblk = (int)(in / 256);
-    const uint64_t b = rows * in * 2;
+    const uint64_t b = rows * in * 2, nb = rows * (uint64_t)k.nblk;
     k.b1 = 0;
-    k.b2 = b;
-    k.bm = k.b2 + (dual ? b : 0);
-    k.dx = k.bm + (dual ? 0 : ((rows * (uint64_t)k.nblk * 32 + 255) & ~(uint64_t)255));
-    k.hm = k.dx + ((rows * (uint64_t)k.nblk * 4 + 255) & ~(uint64_t)255);
-    k.total = k.hm + (dual ? ((rows * 4 + 255) & ~(uint64_t)255) : 0);
+    k.blo = b;
+    k.bhi = k.blo + (dual ? b : 0);
+    k.bm = k.bhi + (dual ? b : 0);
+    k.dx = k.bm + (dual ? 0 : x16_al256(nb * 32));
+    k.q2 = k.dx + x16_al256(nb * 4);
+    k.total = k.q2 + (dual ? x16_al256(nb * 4) : 0);
     return k;
 }
-/* Is a superblock of Q8_K codes heavy (its IQ2_XXS sums could reach 2^24)? */
-MX_HD bool x16_heavy(int abs_sum) { return abs_sum > X16_LIGHT_MAX; }
-/* Lane `lane` (of 32) of the warp packing superblock b of a row: the 8 codes at k positions
- * 8 lane .. 8 lane + 7 as f16 (heavy: lo and hi). qs: the block's 256 codes. */
-MX_HD void x16_pack_lane(const int8_t *qs, int lane, bool heavy, uint16_t o1[8], uint16_t o2[8]) {
+/* May a tile superblock's sums exceed 2^24 (IQ2_XXS: w2 = the expert's largest Σ w'^2, q2 = the
+ * tile's largest Σ q^2 in the superblock; both < 2^32)? */
+MX_HD bool x16_heavy(uint32_t w2, uint32_t q2) { return (uint64_t)w2 * q2 >= ((uint64_t)1 << 48); }
+/* Lane `lane` (of 32) of the warp packing a superblock of a row: the 8 codes at k positions
+ * 8 lane .. 8 lane + 7 as f16, and their lo / hi parts (q = 16 hi + lo). qs: the block's codes. */
+MX_HD void x16_pack_lane(const int8_t *qs, int lane, uint16_t o1[8], uint16_t olo[8], uint16_t ohi[8]) {
     for (int i = 0; i < 8; i++) {
         const int q = qs[x16_pos_elem(8 * lane + i)];
-        const int lo = heavy ? (q & 15) : q, hi = heavy ? (q >> 4) : 0; /* q = 16 hi + lo */
-        o1[i] = mh_f2h((float)lo);
-        o2[i] = mh_f2h((float)hi);
+        o1[i] = mh_f2h((float)q);
+        olo[i] = mh_f2h((float)(q & 15));
+        ohi[i] = mh_f2h((float)(q >> 4));
     }
+}
+/* Σ w'^2 of one IQ2_XXS superblock (66 bytes, 2-aligned): Σ over its sub-blocks of ls^2 times the
+ * grid entries' Σ g^2 (g2[i]: that sum of grid entry i). Exact: <= 256 * 1333^2 < 2^32. */
+MX_HD uint32_t x16_iq2_w2(const uint8_t *blk, const uint32_t *g2) {
+    uint32_t s = 0;
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *q = blk + 2 + 8 * j;
+        const uint32_t a1 = (uint32_t)q[4] | ((uint32_t)q[5] << 8) | ((uint32_t)q[6] << 16) | ((uint32_t)q[7] << 24);
+        const uint32_t ls = 2 * (a1 >> 28) + 1;
+        s += ls * ls * (g2[q[0]] + g2[q[1]] + g2[q[2]] + g2[q[3]]);
+    }
+    return s;
+}
+/* g2[i] = Σ of the squares of grid entry i's 8 values */
+MX_HD uint32_t x16_grid_sq(uint64_t entry) {
+    uint32_t s = 0;
+    for (int k = 0; k < 8; k++) {
+        const uint32_t v = (uint32_t)(entry >> (8 * k)) & 0xff;
+        s += v * v;
+    }
+    return s;
 }
 
 /* ---- A fragments ---- */

@@ -12,14 +12,21 @@
  * (IQ2_XXS), bit 1 down (Q2_K); 0 where none does. The gate: DS4 numerics and not
  * DSV4_CUDA_MATVEC=generic; DSV4_CUDA_MOE_X16 (read per call) not "0" ("gate_up" / "down": that
  * product only); a device of compute capability 9.0 whose runtime found the kernels' sm_90a image
- * and raised their shared-memory limit; shapes and alignments the staging takes. */
+ * and raised their shared-memory limit; shapes and alignments the staging takes. The first call for
+ * an IQ2_XXS tensor scans it for its experts' largest Σ w'^2 (on c's stream; not while a step is
+ * recorded). */
+typedef struct cu_moe_x16_plan {
+    int which;              /* bit 0 gate/up, bit 1 down */
+    const uint32_t *w2[2];  /* gate, up: each expert's largest Σ w'^2 of a row superblock (device) */
+} cu_moe_x16_plan;
 int cu_moe_x16_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                  const void *gd, const void *ud, const void *dd);
+                  const void *gd, const void *ud, const void *dd, cu_moe_x16_plan *plan);
 /* Scratch of the activation packs: gate/up n token rows of in, down P pair rows of ff. */
 size_t cu_moe_x16_scratch_bytes(uint64_t n, uint64_t P, uint64_t in, uint64_t ff);
 /* The n token rows packed (f16 codes in the kernels' k order, the heavy superblocks split), then
  * gate/up -> mid (a->mid), on c's stream. */
-dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, dsv4_error *err);
+dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, const cu_moe_x16_plan *plan,
+                               dsv4_error *err);
 /* The P mid rows quantized to Q8_K as the CPU does and packed, then down -> y (a->y). */
 dsv4_status cu_moe_x16_down(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *err);
 

@@ -311,7 +311,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
     int half = wide_ok ? cu_moe_half_ok(c, gate, up, down, n, gd, ud, dd, &plan) : 0;
     /* the exact warpgroup products (cuda_ops_moe_x16.cu, sm_90) where the wide or the f16 ones
      * would run: each product they take leaves the others */
-    const int x16 = wide_ok && (half || mode == 2) ? cu_moe_x16_ok(c, gate, up, down, gd, ud, dd) : 0;
+    cu_moe_x16_plan xplan;
+    const int x16 = wide_ok && (half || mode == 2) ? cu_moe_x16_ok(c, gate, up, down, gd, ud, dd, &xplan) : 0;
     half &= ~x16;
     const bool wide = x16 || half || (mode == 2 && wide_ok);
     const int mma_bn = cu_moe_mma_tile(P, E);
@@ -373,7 +374,7 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
         a.tiles = tiles, a.n_tiles = n_tiles, a.list = list, a.max_tiles = max_tiles;
         a.weights = weights, a.clamp = clamp;
         a.mid = mid, a.y = y, a.scratch = pack;
-        st = (x16 & 1)    ? cu_moe_x16_gate_up(c, &a, n, err)
+        st = (x16 & 1)    ? cu_moe_x16_gate_up(c, &a, n, &xplan, err)
              : (half & 1) ? cu_moe_half_gate_up(c, &a, n, &plan, err)
                           : cu_moe_wide_gate_up(c, &a, err);
         if (st != DSV4_OK) return st;

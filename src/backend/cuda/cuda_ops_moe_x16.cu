@@ -56,17 +56,19 @@ __global__ void __launch_bounds__(X16_PACK_WARPS * 32)
     const int b = (int)(w - r * (uint64_t)pk.nblk), lane = threadIdx.x & 31;
     const uint8_t *blk = xq + r * xq_stride + 292 * (uint64_t)b;
     const int8_t *qs = (const int8_t *)(blk + 4);
-    int s = 0;
-    for (int i = 0; i < 8; i++) s += abs((int)qs[8 * lane + i]);
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const bool heavy = x16_heavy(s);
-    uint16_t h1[8], h2[8];
-    x16_pack_lane(qs, lane, heavy, h1, h2);
+    uint32_t q2 = 0;
+    for (int i = 0; i < 8; i++) q2 += (uint32_t)((int)qs[8 * lane + i] * (int)qs[8 * lane + i]);
+    for (int o = 16; o > 0; o >>= 1) q2 += __shfl_xor_sync(0xffffffffu, q2, o);
+    uint16_t h1[8], hl[8], hh[8];
+    x16_pack_lane(qs, lane, h1, hl, hh);
     const uint64_t off = (r * (uint64_t)pk.nblk + b) * 512 + 16 * lane; /* bytes */
     x16_store8(dst + pk.b1 + off, h1);
-    x16_store8(dst + pk.b2 + off, h2);
-    if (lane == 0) *(uint32_t *)(dst + pk.dx + 4 * (r * pk.nblk + b)) = *(const uint32_t *)blk;
-    if (lane == 0 && heavy) atomicOr((unsigned *)(dst + pk.hm + 4 * r), 1u << b);
+    x16_store8(dst + pk.blo + off, hl);
+    x16_store8(dst + pk.bhi + off, hh);
+    if (lane == 0) {
+        *(uint32_t *)(dst + pk.dx + 4 * (r * pk.nblk + b)) = *(const uint32_t *)blk;
+        *(uint32_t *)(dst + pk.q2 + 4 * (r * pk.nblk + b)) = q2;
+    }
 }
 
 /* down: the f32 mid rows (pair p at p * x_stride), each block quantized as cu_quant_rows does */
@@ -83,8 +85,8 @@ __global__ void __launch_bounds__(X16_PACK_WARPS * 32)
     const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     act_q8_k_block(v, lane, blk);
     __syncwarp();
-    uint16_t h1[8], h2[8];
-    x16_pack_lane((const int8_t *)(blk + 4), lane, false, h1, h2);
+    uint16_t h1[8], hl[8], hh[8];
+    x16_pack_lane((const int8_t *)(blk + 4), lane, h1, hl, hh);
     x16_store8(dst + pk.b1 + (r * (uint64_t)pk.nblk + b) * 512 + 16 * lane, h1);
     if (lane < 16) {
         const int16_t bs = (int16_t)(blk[260 + 2 * lane] | (blk[261 + 2 * lane] << 8));
@@ -108,7 +110,9 @@ struct x16_params {
     int clamp_on;
     float *out; /* mid (gate/up) or y (down): pair p's row at p * out_stride */
     uint64_t out_stride;
-    const uint8_t *tab; /* IQ2_XXS: the f16 grid and sign tables (MH_GRID_BYTES + MH_SIGN_BYTES) */
+    const uint8_t *tab;      /* IQ2_XXS: the f16 grid and sign tables (MH_GRID_BYTES + MH_SIGN_BYTES) */
+    const uint32_t *w2[2];   /* IQ2_XXS gate, up: each expert's largest Σ w'^2 of a row superblock */
+    unsigned long long *stats; /* IQ2_XXS: steps, heavy steps (cuda_ctx.d_x16_stats) */
     int n_rb, rb_per_cta;
     x16_layout lay;
 };
@@ -119,12 +123,33 @@ __global__ void x16_tables_kernel(const uint64_t *grid, const uint8_t *signs, ui
                    (int)(gridDim.x * blockDim.x));
 }
 
+/* Each expert's largest Σ w'^2 over its row superblocks (x16_iq2_w2) of an IQ2_XXS tensor of
+ * n_expert experts, rows_e rows of nblk superblocks each (w2: n_expert words, zeroed). */
+__global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t rows_e, int nblk, uint32_t n_expert,
+                              const uint64_t *grid, uint32_t *w2) {
+    __shared__ uint32_t g2[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) g2[i] = x16_grid_sq(grid[i]);
+    __syncthreads();
+    const uint64_t total = (uint64_t)n_expert * rows_e * nblk;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t row = i / (uint64_t)nblk;
+        const int b = (int)(i - row * (uint64_t)nblk);
+        const uint32_t v = x16_iq2_w2(w + row * row_bytes + 66 * (uint64_t)b, g2);
+        const uint32_t e = (uint32_t)(row / rows_e);
+        /* many rows of one expert in a warp: one atomic per warp and expert */
+        const unsigned same = __match_any_sync(__activemask(), e);
+        const uint32_t m = __reduce_max_sync(same, v);
+        if (__ffs(same) - 1 == (int)(threadIdx.x & 31)) atomicMax(&w2[e], m);
+    }
+}
+
 /* Thread tid copies its part of step (row block rb, superblock s) into stage st: threads 0..127
  * the 128 weight rows (mw_load_weights), 128..255 the B image of the tile's 8 NT pairs (rows past
- * mt repeat its last pair), the min term's B (down) and the pairs' d. */
+ * mt repeat its last pair; a heavy superblock of the tile, bit s of hm: the lo codes), the min
+ * term's B (down) and the pairs' d. */
 template <int K, int NT>
 __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const int *pid, int mt, int rb, int s,
-                                               uint8_t *st, int tid) {
+                                               uint32_t hm, uint8_t *st, int tid) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
     if (tid < X16_ROWS) {
         mw_load_weights<K, DUAL, X16_ROWS>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
@@ -132,7 +157,7 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
         return;
     }
     const int u = tid - X16_ROWS, nblk = p.pk.nblk;
-    const uint8_t *b1 = p.pack + p.pk.b1;
+    const uint8_t *b1 = p.pack + (DUAL && ((hm >> s) & 1u) ? p.pk.blo : p.pk.b1); /* heavy: the lo codes */
     for (int i = u; i < 8 * NT * 32; i += X16_ROWS) {
         const int n = i >> 5, kb = i & 31;
         const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
@@ -150,11 +175,11 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
         x16_cp4(st + p.lay.dx + 4 * u, p.pack + p.pk.dx + 4 * (r * nblk + s));
     }
 }
-/* The heavy chain's B image of superblock s (all threads; IQ2_XXS gate/up) */
+/* The hi codes' B image of heavy superblock s (all threads; IQ2_XXS gate/up) */
 template <int NT>
 __device__ __forceinline__ void x16_load_b2(const x16_params &p, const int *pid, int mt, int s, uint8_t *xb,
                                             int tid) {
-    const uint8_t *b2 = p.pack + p.pk.b2;
+    const uint8_t *b2 = p.pack + p.pk.bhi;
     for (int i = tid; i < 8 * NT * 32; i += X16_THREADS) {
         const int n = i >> 5, kb = i & 31;
         const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
@@ -219,7 +244,8 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     /* the loader runs S - 1 steps ahead: step lq = (row block lrb, superblock ls) into lbuf */
     int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
     for (int i = 0; i < S - 1; i++) {
-        if (lq < nsteps) x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        if (lq < nsteps)
+            x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
         x16_cp_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
@@ -233,7 +259,8 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
         x16_cp_wait(S);
         x16_proxy_fence(); /* the copies are read by the tensor cores */
         __syncthreads();   /* step q landed; every warp is done with the buffer refilled next */
-        if (lq < nsteps) x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, stage0 + lbuf * p.lay.stage_bytes, tid);
+        if (lq < nsteps)
+            x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
         x16_cp_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
@@ -347,13 +374,24 @@ template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(co
         x16_fill_lstab_q2k((uint32_t *)(x16_smem + p.lay.lstab), tid, X16_THREADS);
     }
     __syncthreads(); /* pid */
-    if (K == GM_IQ2_XXS && tid < 64) { /* the tile's heavy superblocks: any of its tokens' */
-        const uint32_t hv = tid < mt ? ((const uint32_t *)(p.pack + p.pk.hm))[pid[tid] / p.kdiv] : 0u;
-        const uint32_t wv = __reduce_or_sync(0xffffffffu, hv);
-        if ((tid & 31) == 0) misc[1 + (tid >> 5)] = wv;
+    if (K == GM_IQ2_XXS && tid < 64) { /* the tile's heavy superblocks (x16_heavy) */
+        const uint32_t w2 = max(p.w2[0][e], p.w2[1][e]);
+        const uint32_t *q2 = (const uint32_t *)(p.pack + p.pk.q2) + (uint64_t)(pid[tid < mt ? tid : 0] / p.kdiv) * p.pk.nblk;
+        uint32_t hv = 0;
+        for (int b = 0; b < p.pk.nblk; b++) {
+            const uint32_t m = __reduce_max_sync(0xffffffffu, tid < mt ? q2[b] : 0u);
+            hv |= (uint32_t)x16_heavy(w2, m) << b;
+        }
+        if ((tid & 31) == 0) misc[1 + (tid >> 5)] = hv;
     }
     __syncthreads();
-    if (K == GM_IQ2_XXS && tid == 0) misc[0] = misc[1] | misc[2];
+    if (K == GM_IQ2_XXS && tid == 0) {
+        const uint32_t hm = misc[1] | misc[2];
+        misc[0] = hm;
+        const int rb0 = (int)blockIdx.x * p.rb_per_cta, nrb = min(p.rb_per_cta, p.n_rb - rb0);
+        atomicAdd(&p.stats[0], (unsigned long long)(nrb * p.pk.nblk));
+        if (hm) atomicAdd(&p.stats[1], (unsigned long long)(nrb * __popc(hm)));
+    }
     __syncthreads();
     switch ((mt + 15) >> 4) {
     case 1: x16_body<K, 2>(p, x16_smem, e, mt); break;
@@ -407,14 +445,43 @@ static bool x16_kernel_ok(cuda_ctx *c, int kind) {
             ok = cudaGetLastError() == cudaSuccess;
         }
         if (!ok && c->d_x16_tab) cudaFree(c->d_x16_tab), c->d_x16_tab = NULL;
+        if (ok && !c->d_x16_stats)
+            ok = cudaMalloc((void **)&c->d_x16_stats, 2 * sizeof(unsigned long long)) == cudaSuccess &&
+                 cudaMemsetAsync(c->d_x16_stats, 0, 2 * sizeof(unsigned long long), c->stream) == cudaSuccess;
     }
     if (!ok) cudaGetLastError();
     c->moe_x16_attr |= ok ? bit : bit << 4;
     return ok;
 }
 
+/* The tensor's experts' largest Σ w'^2 (x16_w2_kernel, once per tensor, on the stream). */
+static const uint32_t *x16_tensor_w2(cuda_ctx *c, const dsv4_tensor *t) {
+    cu_weight *rec = cu_weight_rec(c, t);
+    if (!rec) return NULL;
+    if (rec->x16_w2) return rec->x16_w2;
+    if (c->step_capturing || !c->d_iq2_grid) return NULL;
+    const uint32_t ne = (uint32_t)t->ne[2], rows_e = (uint32_t)t->ne[1];
+    const int nblk = (int)(t->ne[0] / 256);
+    uint32_t *w2 = NULL;
+    if (cudaMalloc((void **)&w2, ne * sizeof(uint32_t)) != cudaSuccess ||
+        cudaMemsetAsync(w2, 0, ne * sizeof(uint32_t), c->stream) != cudaSuccess) {
+        if (w2) cudaFree(w2);
+        cudaGetLastError();
+        return NULL;
+    }
+    x16_w2_kernel<<<4 * c->caps.sm_count, 256, 0, c->stream>>>((const uint8_t *)rec->dev, t->row_bytes, rows_e, nblk,
+                                                               ne, c->d_iq2_grid, w2);
+    if (cudaGetLastError() != cudaSuccess) {
+        cudaFree(w2);
+        return NULL;
+    }
+    rec->x16_w2 = w2;
+    return w2;
+}
+
 int cu_moe_x16_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
-                  const void *gd, const void *ud, const void *dd) {
+                  const void *gd, const void *ud, const void *dd, cu_moe_x16_plan *plan) {
+    memset(plan, 0, sizeof *plan);
     const int sw = x16_switch();
     if (!sw || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major != 9 || c->caps.cc_minor != 0)
         return 0;
@@ -423,12 +490,14 @@ int cu_moe_x16_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, c
     if ((sw & 1) && gate->type == DSV4_TYPE_IQ2_XXS && up->type == DSV4_TYPE_IQ2_XXS && in % 512 == 0 &&
         in <= (1u << 16) && gate->row_bytes == up->row_bytes && gate->row_bytes % 4 == 0 &&
         gate->row_bytes >= in / 256 * 66 && ((uintptr_t)gd | (uintptr_t)ud) % 4 == 0 && gate->ne[1] % 64 == 0 &&
-        x16_kernel_ok(c, GM_IQ2_XXS))
+        up->ne[2] == gate->ne[2] && x16_kernel_ok(c, GM_IQ2_XXS) && (plan->w2[0] = x16_tensor_w2(c, gate)) &&
+        (plan->w2[1] = x16_tensor_w2(c, up)))
         which |= 1;
     if ((sw & 2) && down->type == DSV4_TYPE_Q2_K && ff % 256 == 0 && ff <= (1u << 16) && down->row_bytes % 4 == 0 &&
         down->row_bytes >= ff / 256 * 84 && (uintptr_t)dd % 4 == 0 && down->ne[1] % 128 == 0 &&
         x16_kernel_ok(c, GM_Q2_K))
         which |= 2;
+    plan->which = which;
     return which;
 }
 
@@ -454,11 +523,10 @@ static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe
     return s;
 }
 
-dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, dsv4_error *err) {
+dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, const cu_moe_x16_plan *plan,
+                               dsv4_error *err) {
     uint8_t *pack = (uint8_t *)a->scratch;
     const x16_pack pk = x16_pack_of(n, a->in, true);
-    if (cudaMemsetAsync(pack + pk.hm, 0, (size_t)n * 4, c->stream) != cudaSuccess)
-        return dsv4_fail(err, DSV4_ERR_IO, "moe x16 pack: %s", cudaGetErrorString(cudaGetLastError()));
     const unsigned pt = X16_PACK_WARPS * 32;
     x16_pack_tok_kernel<<<cu_blocks((uint64_t)n * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->xq, a->xq_stride, n, pk,
                                                                                           pack);
@@ -470,6 +538,8 @@ dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t 
     p.row_bytes = a->gu_row_bytes, p.expert_bytes = a->ff * a->gu_row_bytes;
     p.n_out = (int)a->ff, p.in = (int)a->in, p.kdiv = (int)a->k;
     p.pack = pack, p.pk = pk;
+    p.w2[0] = plan->w2[0], p.w2[1] = plan->w2[1];
+    p.stats = c->d_x16_stats;
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
     return x16_launch(c, GM_IQ2_XXS, &p, a, err);
