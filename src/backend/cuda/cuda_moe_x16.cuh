@@ -81,14 +81,15 @@ MX_HD int x16_b_desc_off(int p, int n) {
  * values to the up warpgroup at the end of a row block. Stage: weights, B, (Q2_K) the min term's
  * B, the pairs' d. */
 struct x16_layout {
-    int pid, misc, grid, sign, lstab, x, stage0, stage_bytes, w, b, bm, dx, total, stages;
+    int pid, prow, misc, grid, sign, lstab, x, stage0, stage_bytes, w, b, bm, dx, total, stages;
 };
 MX_HD x16_layout x16_layout_of(int kind, int stages) {
     x16_layout l;
     const bool iq = kind == GM_IQ2_XXS;
     l.stages = stages;
     l.pid = 0;                   /* 64 pair ids */
-    l.misc = 4 * X16_BN;         /* 16 words: the tile's heavy mask */
+    l.prow = 4 * X16_BN;         /* their pack rows */
+    l.misc = 8 * X16_BN;         /* 16 words: the tile's heavy mask */
     l.lstab = l.misc + 64;       /* 16 half2 (IQ2_XXS ls) or 16 x 2 half2 (Q2_K sc, -1024 sc) */
     l.grid = l.lstab + 128;      /* 1024-aligned below */
     l.grid = (l.grid + 1023) & ~1023;
@@ -185,8 +186,10 @@ MX_HD void x16_decode_iq2(const uint8_t *row, int s, int j, int lane, const uint
     const int t = lane & 3, rep = lane & (MH_REP - 1);
     uint32_t a0, a1;
     mw_iq2_words(row, s, j, &a0, &a1);
-    const uint32_t *G = grid_h + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) * MH_REP + rep) * 4;
-    const uint32_t *S = sign_h + (((a1 >> (7 * t)) & 127) * MH_REP + rep) * 4;
+    /* entry i, copy rep: byte offset i * 128 + rep * 16 (one shift-add from the copy's base) */
+    const uint8_t *gb = (const uint8_t *)grid_h + 16 * rep, *sbp = (const uint8_t *)sign_h + 16 * rep;
+    const uint32_t *G = (const uint32_t *)(gb + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) << 7));
+    const uint32_t *S = (const uint32_t *)(sbp + (((a1 >> (7 * t)) & 127) << 7));
     uint32_t gw[4], sw[4];
 #ifdef __CUDA_ARCH__
     const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;

@@ -143,13 +143,41 @@ __global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t row
     }
 }
 
+/* The B loader of a thread of warpgroup 1 (u = tid - 128 in 0..127): 16-byte chunk (pair n, k
+ * positions 8 kb..) with n = 8 nb + (u & 7) for nb < NT and kb = 4 (u >> 5) + ((u >> 3) & 3) and 16
+ * more: a warp's 32 copies then land in 8 distinct bank groups (rows n & 7 of a core matrix, 16 bytes
+ * apart) and read 64 contiguous bytes of 8 pack rows. roff[nb]: the pack row of its pair n times the
+ * row's bytes (rows past mt repeat the tile's last pair). */
+template <int NT> struct x16_bload {
+    uint32_t roff[NT];
+    int nlo, kb0;
+};
+template <int NT>
+__device__ __forceinline__ void x16_bload_init(x16_bload<NT> &l, const uint32_t *prow, uint32_t row_bytes, int u) {
+    l.nlo = u & 7;
+    l.kb0 = 4 * (u >> 5) + ((u >> 3) & 3);
+#pragma unroll
+    for (int nb = 0; nb < NT; nb++) l.roff[nb] = prow[8 * nb + l.nlo] * row_bytes;
+}
+/* the chunks of superblock s of the image at src (a pack of rows of row_bytes) into the B image b */
+template <int NT>
+__device__ __forceinline__ void x16_bload_run(const x16_bload<NT> &l, const uint8_t *src, int s, uint8_t *b) {
+    const uint8_t *sp = src + 512 * s + 16 * l.kb0;
+    uint8_t *dp = b + l.kb0 * X16_NCORE * X16_CORE + l.nlo * 16;
+#pragma unroll
+    for (int nb = 0; nb < NT; nb++) {
+        x16_cp16(dp + nb * X16_CORE, sp + l.roff[nb]);
+        x16_cp16(dp + nb * X16_CORE + 16 * X16_NCORE * X16_CORE, sp + l.roff[nb] + 256);
+    }
+}
+
 /* Thread tid copies its part of step (row block rb, superblock s) into stage st: threads 0..127
- * the 128 weight rows (mw_load_weights), 128..255 the B image of the tile's 8 NT pairs (rows past
- * mt repeat its last pair; a heavy superblock of the tile, bit s of hm: the lo codes), the min
- * term's B (down) and the pairs' d. */
+ * the 128 weight rows (mw_load_weights), 128..255 the B image of the tile's 8 NT pairs (a heavy
+ * superblock of the tile, bit s of hm: the lo codes), the min term's B (down) and the pairs' d.
+ * prow[n]: the pack row of the tile's pair n (n < 8 NT). */
 template <int K, int NT>
-__device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const int *pid, int mt, int rb, int s,
-                                               uint32_t hm, uint8_t *st, int tid) {
+__device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const uint32_t *prow, const x16_bload<NT> &bl,
+                                               int rb, int s, uint32_t hm, uint8_t *st, int tid) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
     if (tid < X16_ROWS) {
         mw_load_weights<K, DUAL, X16_ROWS>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
@@ -157,34 +185,12 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
         return;
     }
     const int u = tid - X16_ROWS, nblk = p.pk.nblk;
-    const uint8_t *b1 = p.pack + (DUAL && ((hm >> s) & 1u) ? p.pk.blo : p.pk.b1); /* heavy: the lo codes */
-    for (int i = u; i < 8 * NT * 32; i += X16_ROWS) {
-        const int n = i >> 5, kb = i & 31;
-        const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
-        x16_cp16(st + p.lay.b + x16_b_chunk(n, kb), b1 + (r * nblk + s) * 512 + 16 * kb);
+    x16_bload_run<NT>(bl, p.pack + (DUAL && ((hm >> s) & 1u) ? p.pk.blo : p.pk.b1), s, st + p.lay.b);
+    if (!DUAL && u < 16 * NT) { /* the min term: 2 chunks of 16 block sums per pair */
+        const int n = u >> 1, kb = u & 1;
+        x16_cp16(st + p.lay.bm + x16_b_chunk(n, kb), p.pack + p.pk.bm + ((uint64_t)prow[n] * nblk + s) * 32 + 16 * kb);
     }
-    if (!DUAL) {
-        for (int i = u; i < 8 * NT * 2; i += X16_ROWS) {
-            const int n = i >> 1, kb = i & 1;
-            const uint64_t r = (uint64_t)pid[n < mt ? n : mt - 1];
-            x16_cp16(st + p.lay.bm + x16_b_chunk(n, kb), p.pack + p.pk.bm + (r * nblk + s) * 32 + 16 * kb);
-        }
-    }
-    if (u < 8 * NT) {
-        const uint64_t r = (uint64_t)(pid[u < mt ? u : mt - 1] / p.kdiv);
-        x16_cp4(st + p.lay.dx + 4 * u, p.pack + p.pk.dx + 4 * (r * nblk + s));
-    }
-}
-/* The hi codes' B image of heavy superblock s (all threads; IQ2_XXS gate/up) */
-template <int NT>
-__device__ __forceinline__ void x16_load_b2(const x16_params &p, const int *pid, int mt, int s, uint8_t *xb,
-                                            int tid) {
-    const uint8_t *b2 = p.pack + p.pk.bhi;
-    for (int i = tid; i < 8 * NT * 32; i += X16_THREADS) {
-        const int n = i >> 5, kb = i & 31;
-        const uint64_t r = (uint64_t)(pid[n < mt ? n : mt - 1] / p.kdiv);
-        x16_cp16(xb + x16_b_chunk(n, kb), b2 + (r * p.pk.nblk + s) * 512 + 16 * kb);
-    }
+    if (u < 8 * NT) x16_cp4(st + p.lay.dx + 4 * u, p.pack + p.pk.dx + 4 * ((uint64_t)prow[u] * nblk + s));
 }
 
 /* One superblock of the warpgroup's 64 rows x 8 NT pairs: c1 (and for a heavy one c2, the hi
@@ -197,27 +203,31 @@ __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lan
                                                const uint32_t *lstab, float (&c1)[32], float (&c2)[32],
                                                float (&mn)[32]) {
     constexpr int R = 4 * NT;
-    uint32_t a[2][8], am[4];
+    /* two sub-blocks a group (4 k16 steps): the decode of group q + 1 runs while group q's products do */
+    uint32_t a[2][16], am[4];
     x16_frag_a<K>(w, r0, PAR, 0, lane, grid_h, sign_h, lstab, a[0]);
+    x16_frag_a<K>(w, r0, PAR, 1, lane, grid_h, sign_h, lstab, a[0] + 8);
     if (K == GM_Q2_K) x16_frag_min(w, r0, lane, am);
     x16_fence_acc<R>(c1);
     if (HEAVY) x16_fence_acc<R>(c2);
     if (K == GM_Q2_K) x16_fence_acc<R>(mn);
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const uint32_t *aj = a[j & 1];
+    for (int q = 0; q < 4; q++) {
+        const uint32_t *aq = a[q & 1];
         x16_fence();
-        x16_mma<NT>(c1, aj[0], aj[1], aj[2], aj[3], x16_desc(b + 4096 * j, X16_LBO, X16_SBO), j > 0);
-        x16_mma<NT>(c1, aj[4], aj[5], aj[6], aj[7], x16_desc(b + 4096 * j + 2048, X16_LBO, X16_SBO), 1);
-        if (HEAVY) {
-            x16_mma<NT>(c2, aj[0], aj[1], aj[2], aj[3], x16_desc(bx + 4096 * j, X16_LBO, X16_SBO), j > 0);
-            x16_mma<NT>(c2, aj[4], aj[5], aj[6], aj[7], x16_desc(bx + 4096 * j + 2048, X16_LBO, X16_SBO), 1);
+#pragma unroll
+        for (int h = 0; h < 4; h++) { /* k16 step 4 q + h */
+            const uint32_t *ah = aq + 4 * h, off = 2048 * (4 * q + h);
+            x16_mma<NT>(c1, ah[0], ah[1], ah[2], ah[3], x16_desc(b + off, X16_LBO, X16_SBO), q > 0 || h > 0);
+            if (HEAVY)
+                x16_mma<NT>(c2, ah[0], ah[1], ah[2], ah[3], x16_desc(bx + off, X16_LBO, X16_SBO), q > 0 || h > 0);
         }
-        if (K == GM_Q2_K && j == 7) x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
+        if (K == GM_Q2_K && q == 3) x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
         x16_commit();
-        if (j < 7) {
-            x16_wait<1>(); /* the products of sub-block j - 1 are done with a[(j + 1) & 1] */
-            x16_frag_a<K>(w, r0, PAR, j + 1, lane, grid_h, sign_h, lstab, a[(j + 1) & 1]);
+        if (q < 3) {
+            x16_wait<1>(); /* the products of group q - 1 are done with a[(q + 1) & 1] */
+            x16_frag_a<K>(w, r0, PAR, 2 * q + 2, lane, grid_h, sign_h, lstab, a[(q + 1) & 1]);
+            x16_frag_a<K>(w, r0, PAR, 2 * q + 3, lane, grid_h, sign_h, lstab, a[(q + 1) & 1] + 8);
         }
     }
     x16_wait<0>();
@@ -235,7 +245,10 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     const int rb0 = (int)blockIdx.x * p.rb_per_cta;
     const int nrb = min(p.rb_per_cta, p.n_rb - rb0), nsteps = nrb * nblk;
     const int *pid = (const int *)(smem + p.lay.pid);
+    const uint32_t *prow = (const uint32_t *)(smem + p.lay.prow);
     const uint32_t hm = DUAL ? *(const uint32_t *)(smem + p.lay.misc) : 0u;
+    x16_bload<NT> bl;
+    x16_bload_init<NT>(bl, prow, (uint32_t)(p.pk.nblk * 512), tid & (X16_ROWS - 1));
     const uint32_t *grid_h = (const uint32_t *)(smem + p.lay.grid), *sign_h = (const uint32_t *)(smem + p.lay.sign);
     const uint32_t *lstab = (const uint32_t *)(smem + p.lay.lstab);
     uint8_t *stage0 = smem + p.lay.stage0;
@@ -245,7 +258,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     int lq = 0, lrb = rb0, ls = 0, lbuf = 0;
     for (int i = 0; i < S - 1; i++) {
         if (lq < nsteps)
-            x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
+            x16_load_stage<K, NT>(p, e, prow, bl, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
         x16_cp_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
@@ -260,7 +273,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
         x16_proxy_fence(); /* the copies are read by the tensor cores */
         __syncthreads();   /* step q landed; every warp is done with the buffer refilled next */
         if (lq < nsteps)
-            x16_load_stage<K, NT>(p, e, pid, mt, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
+            x16_load_stage<K, NT>(p, e, prow, bl, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
         x16_cp_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
@@ -268,7 +281,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
         const uint8_t *st = stage0 + buf * p.lay.stage_bytes;
         const bool heavy = DUAL && ((hm >> s) & 1u);
         if (DUAL && heavy) { /* the hi codes' B image, loaded now (rare) */
-            x16_load_b2<NT>(p, pid, mt, s, smem + p.lay.x, tid);
+            if (tid >= X16_ROWS) x16_bload_run<NT>(bl, p.pack + p.pk.bhi, s, smem + p.lay.x);
             x16_cp_commit();
             x16_cp_wait_all();
             x16_proxy_fence();
@@ -364,7 +377,12 @@ template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(co
     const int tid = threadIdx.x;
     int *pid = (int *)(x16_smem + p.lay.pid);
     uint32_t *misc = (uint32_t *)(x16_smem + p.lay.misc);
-    if (tid < mt) pid[tid] = p.list[start + tid];
+    uint32_t *prow = (uint32_t *)(x16_smem + p.lay.prow);
+    if (tid < X16_BN) { /* the pair ids, and the pack rows (rows past mt: the last pair's) */
+        const int pr = p.list[start + (tid < mt ? tid : mt - 1)];
+        if (tid < mt) pid[tid] = pr;
+        prow[tid] = (uint32_t)(pr / p.kdiv);
+    }
     if (K == GM_IQ2_XXS) { /* the f16 tables, built once per context (x16_tables_kernel) */
         const uint4 *src = (const uint4 *)p.tab;
         uint4 *dst = (uint4 *)(x16_smem + p.lay.grid); /* grid then sign: contiguous */
@@ -376,7 +394,7 @@ template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(co
     __syncthreads(); /* pid */
     if (K == GM_IQ2_XXS && tid < 64) { /* the tile's heavy superblocks (x16_heavy) */
         const uint32_t w2 = max(p.w2[0][e], p.w2[1][e]);
-        const uint32_t *q2 = (const uint32_t *)(p.pack + p.pk.q2) + (uint64_t)(pid[tid < mt ? tid : 0] / p.kdiv) * p.pk.nblk;
+        const uint32_t *q2 = (const uint32_t *)(p.pack + p.pk.q2) + (uint64_t)prow[tid] * p.pk.nblk;
         uint32_t hv = 0;
         for (int b = 0; b < p.pk.nblk; b++) {
             const uint32_t m = __reduce_max_sync(0xffffffffu, tid < mt ? q2[b] : 0u);
