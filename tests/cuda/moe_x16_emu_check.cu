@@ -39,14 +39,31 @@ static void check_order(void) {
         if (e < 0 || e > 255 || seen[e]++) bad++;
     }
     for (int n = 0; n < X16_BN; n++)
-        for (int p = 0; p < 256; p++)
+        for (int p = 0; p < 256; p++) {
             if (x16_b_off(p, n) != x16_b_desc_off(p, n) || x16_b_off(p, n) >= X16_B_BYTES) bad++;
+            if (x16_b_off_sw(p, n) != x16_b_desc_off_sw(p, n) || x16_b_off_sw(p, n) >= X16_B_BYTES) bad++;
+        }
     /* distinct offsets: the image holds each (position, pair) once */
     static unsigned char hit[X16_B_BYTES / 2];
     memset(hit, 0, sizeof hit);
     for (int n = 0; n < X16_BN; n++)
         for (int p = 0; p < 256; p++) bad += hit[x16_b_off(p, n) / 2]++ != 0;
-    printf("%s k order: a permutation of the superblock; B image offsets = the descriptor's (%d bad)\n",
+    memset(hit, 0, sizeof hit);
+    for (int n = 0; n < X16_BN; n++)
+        for (int p = 0; p < 256; p++) bad += hit[x16_b_off_sw(p, n) / 2]++ != 0;
+    /* the loader's 16-byte chunks of one warp instruction (8 pairs n & 7 = 0..7, one chunk each)
+     * fall in 8 distinct bank groups in both layouts */
+    for (int kb = 0; kb < 32; kb++)
+        for (int nb = 0; nb < 8; nb++) {
+            int seen_i = 0, seen_s = 0;
+            for (int r = 0; r < 8; r++) {
+                seen_i |= 1 << ((x16_b_chunk(8 * nb + r, kb) >> 4) & 7);
+                seen_s |= 1 << ((x16_b_chunk_sw(8 * nb + r, kb) >> 4) & 7);
+            }
+            bad += seen_i != 255 || seen_s != 255;
+        }
+    printf("%s k order: a permutation of the superblock; B image offsets = the descriptors' (interleaved and "
+           "128-byte swizzle; %d bad)\n",
            bad ? "FAIL" : "ok  ", bad);
     fails += bad != 0;
 }

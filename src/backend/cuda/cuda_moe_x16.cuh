@@ -68,6 +68,24 @@ MX_HD int x16_pos_elem(int p) {
  * 8 kb + 7 (core matrix (kb, n / 8), its row n % 8), and of one element (position p, pair n). */
 MX_HD int x16_b_chunk(int n, int kb) { return (kb * X16_NCORE + (n >> 3)) * X16_CORE + (n & 7) * 16; }
 MX_HD int x16_b_off(int p, int n) { return x16_b_chunk(n, p >> 3) + (p & 7) * 2; }
+/* The same with the 128-byte swizzle (the default: the tensor cores then read B without bank
+ * conflicts; the interleaved layout above serialises the reads of core matrices 128 bytes apart):
+ * atoms of 8 pairs x 64 positions (1024 bytes, pair r of the atom a 128-byte row), atom (n / 8,
+ * p / 64) at (p / 64 * X16_NCORE + n / 8) * 1024, the 16-byte chunk c of a row stored at c ^ r. */
+MX_HD int x16_b_chunk_sw(int n, int kb) {
+    return ((kb >> 3) * X16_NCORE + (n >> 3)) * 1024 + (n & 7) * 128 + (((kb & 7) ^ (n & 7)) * 16);
+}
+MX_HD int x16_b_off_sw(int p, int n) { return x16_b_chunk_sw(n, p >> 3) + (p & 7) * 2; }
+/* Where the tensor cores read element (p, n) of k16 step st with the swizzled descriptor the kernel
+ * gives that step (start (st / 4) * 8 atoms + (st % 4) * 32 bytes, 1024 bytes between the 8-pair
+ * groups, 128-byte swizzle): the logical address start + (n / 8) * 1024 + (n % 8) * 128 + the
+ * position's byte in the step's 32, with its bits 4..6 XOR-ed with bits 7..9 (PTX ISA, the
+ * 128-byte swizzle mode; the atoms are 1024-byte aligned). */
+MX_HD int x16_b_desc_off_sw(int p, int n) {
+    const int st = p >> 4, q = p & 15;
+    const int a = (st >> 2) * X16_NCORE * 1024 + (st & 3) * 32 + (n >> 3) * 1024 + (n & 7) * 128 + q * 2;
+    return a ^ (((a >> 7) & 7) << 4);
+}
 /* Where the tensor cores read element (position p, pair n) of k16 step st = p / 16 by the
  * descriptor the kernel gives that step (start 2048 st, X16_LBO along k, X16_SBO along the pairs,
  * rows of a core matrix 16 bytes apart): the PTX ISA's K-major layout without swizzle. */

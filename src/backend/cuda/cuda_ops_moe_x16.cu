@@ -114,6 +114,7 @@ struct x16_params {
     const uint32_t *w2[2];   /* IQ2_XXS gate, up: each expert's largest Σ w'^2 of a row superblock */
     unsigned long long *stats; /* IQ2_XXS: steps, heavy steps (cuda_ctx.d_x16_stats) */
     int n_rb, rb_per_cta;
+    int swz; /* B images in the 128-byte swizzle (else interleaved core matrices) */
     x16_layout lay;
 };
 
@@ -150,24 +151,27 @@ __global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t row
  * row's bytes (rows past mt repeat the tile's last pair). */
 template <int NT> struct x16_bload {
     uint32_t roff[NT];
-    int nlo, kb0;
+    int kb0, d0, d1, dstep; /* the image offsets of chunks (8 nb + nlo, kb0) and (.., kb0 + 16): d + nb dstep */
 };
 template <int NT>
-__device__ __forceinline__ void x16_bload_init(x16_bload<NT> &l, const uint32_t *prow, uint32_t row_bytes, int u) {
-    l.nlo = u & 7;
+__device__ __forceinline__ void x16_bload_init(x16_bload<NT> &l, const uint32_t *prow, uint32_t row_bytes, int u,
+                                               bool swz) {
+    const int nlo = u & 7;
     l.kb0 = 4 * (u >> 5) + ((u >> 3) & 3);
+    l.d0 = swz ? x16_b_chunk_sw(nlo, l.kb0) : x16_b_chunk(nlo, l.kb0);
+    l.d1 = swz ? x16_b_chunk_sw(nlo, l.kb0 + 16) : x16_b_chunk(nlo, l.kb0 + 16);
+    l.dstep = swz ? 1024 : X16_CORE;
 #pragma unroll
-    for (int nb = 0; nb < NT; nb++) l.roff[nb] = prow[8 * nb + l.nlo] * row_bytes;
+    for (int nb = 0; nb < NT; nb++) l.roff[nb] = prow[8 * nb + nlo] * row_bytes;
 }
 /* the chunks of superblock s of the image at src (a pack of rows of row_bytes) into the B image b */
 template <int NT>
 __device__ __forceinline__ void x16_bload_run(const x16_bload<NT> &l, const uint8_t *src, int s, uint8_t *b) {
     const uint8_t *sp = src + 512 * s + 16 * l.kb0;
-    uint8_t *dp = b + l.kb0 * X16_NCORE * X16_CORE + l.nlo * 16;
 #pragma unroll
     for (int nb = 0; nb < NT; nb++) {
-        x16_cp16(dp + nb * X16_CORE, sp + l.roff[nb]);
-        x16_cp16(dp + nb * X16_CORE + 16 * X16_NCORE * X16_CORE, sp + l.roff[nb] + 256);
+        x16_cp16(b + l.d0 + nb * l.dstep, sp + l.roff[nb]);
+        x16_cp16(b + l.d1 + nb * l.dstep, sp + l.roff[nb] + 256);
     }
 }
 
@@ -199,9 +203,13 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
  * HEAVY, constants (a heavy superblock takes its own copy of the loop: no branch in the common one). */
 template <int K, int NT, int PAR, bool HEAVY>
 __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lane, uint32_t b, uint32_t bx,
-                                               uint32_t bm, const uint32_t *grid_h, const uint32_t *sign_h,
+                                               uint32_t bm, bool swz, const uint32_t *grid_h, const uint32_t *sign_h,
                                                const uint32_t *lstab, float (&c1)[32], float (&c2)[32],
                                                float (&mn)[32]) {
+    /* step st's descriptor: the image's plus the step's start (interleaved: 2048 st bytes; swizzled:
+     * (st / 4) 8192 + (st % 4) 32), in the 16-byte units of the address field */
+    const uint64_t d1 = swz ? x16_desc_sw(b, 1024) : x16_desc(b, X16_LBO, X16_SBO);
+    const uint64_t d2 = swz ? x16_desc_sw(bx, 1024) : x16_desc(bx, X16_LBO, X16_SBO);
     constexpr int R = 4 * NT;
     /* two sub-blocks a group (4 k16 steps): the decode of group q + 1 runs while group q's products do */
     uint32_t a[2][16], am[4];
@@ -217,10 +225,10 @@ __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lan
         x16_fence();
 #pragma unroll
         for (int h = 0; h < 4; h++) { /* k16 step 4 q + h */
-            const uint32_t *ah = aq + 4 * h, off = 2048 * (4 * q + h);
-            x16_mma<NT>(c1, ah[0], ah[1], ah[2], ah[3], x16_desc(b + off, X16_LBO, X16_SBO), q > 0 || h > 0);
-            if (HEAVY)
-                x16_mma<NT>(c2, ah[0], ah[1], ah[2], ah[3], x16_desc(bx + off, X16_LBO, X16_SBO), q > 0 || h > 0);
+            const uint32_t *ah = aq + 4 * h;
+            const uint64_t inc = swz ? (uint64_t)(512 * q + 2 * h) : (uint64_t)(128 * (4 * q + h));
+            x16_mma<NT>(c1, ah[0], ah[1], ah[2], ah[3], d1 + inc, q > 0 || h > 0);
+            if (HEAVY) x16_mma<NT>(c2, ah[0], ah[1], ah[2], ah[3], d2 + inc, q > 0 || h > 0);
         }
         if (K == GM_Q2_K && q == 3) x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
         x16_commit();
@@ -248,7 +256,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     const uint32_t *prow = (const uint32_t *)(smem + p.lay.prow);
     const uint32_t hm = DUAL ? *(const uint32_t *)(smem + p.lay.misc) : 0u;
     x16_bload<NT> bl;
-    x16_bload_init<NT>(bl, prow, (uint32_t)(p.pk.nblk * 512), tid & (X16_ROWS - 1));
+    x16_bload_init<NT>(bl, prow, (uint32_t)(p.pk.nblk * 512), tid & (X16_ROWS - 1), p.swz != 0);
     const uint32_t *grid_h = (const uint32_t *)(smem + p.lay.grid), *sign_h = (const uint32_t *)(smem + p.lay.sign);
     const uint32_t *lstab = (const uint32_t *)(smem + p.lay.lstab);
     uint8_t *stage0 = smem + p.lay.stage0;
@@ -290,16 +298,17 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
         const uint32_t sb = sbase + p.lay.stage0 + buf * p.lay.stage_bytes;
         const uint8_t *sw = st + p.lay.w;
         const uint32_t bb = sb + p.lay.b, bx = sbase + p.lay.x, bm = sb + p.lay.bm;
+        const bool swz = p.swz != 0;
         if (K == GM_Q2_K)
-            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, swz, grid_h, sign_h, lstab, c1, c2, mn);
         else if (heavy && (s & 1))
-            x16_superblock<K, NT, 1, true>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+            x16_superblock<K, NT, 1, true>(sw, r0, lane, bb, bx, bm, swz, grid_h, sign_h, lstab, c1, c2, mn);
         else if (heavy)
-            x16_superblock<K, NT, 0, true>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+            x16_superblock<K, NT, 0, true>(sw, r0, lane, bb, bx, bm, swz, grid_h, sign_h, lstab, c1, c2, mn);
         else if (s & 1)
-            x16_superblock<K, NT, 1, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+            x16_superblock<K, NT, 1, false>(sw, r0, lane, bb, bx, bm, swz, grid_h, sign_h, lstab, c1, c2, mn);
         else
-            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, grid_h, sign_h, lstab, c1, c2, mn);
+            x16_superblock<K, NT, 0, false>(sw, r0, lane, bb, bx, bm, swz, grid_h, sign_h, lstab, c1, c2, mn);
         /* the CPU's float update of the superblock */
         float dw[2], dm[2];
         mw_row_scales<K>(st + p.lay.w, r0, s, lane, dw, dm);
@@ -432,6 +441,11 @@ static int x16_switch(void) {
     if (!strcmp(v, "down")) return 2;
     return 0;
 }
+/* DSV4_CUDA_MOE_X16_SWIZZLE=0: the B images as interleaved core matrices (read per call) */
+static int x16_swizzle(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_X16_SWIZZLE");
+    return !(v && !strcmp(v, "0"));
+}
 typedef void (*x16_fn)(const x16_params);
 static x16_fn x16_kernel_of(int kind) { return kind == GM_IQ2_XXS ? x16_kernel<GM_IQ2_XXS> : x16_kernel<GM_Q2_K>; }
 static int x16_stages_max(int kind) { return kind == GM_IQ2_XXS ? 3 : 4; }
@@ -531,6 +545,7 @@ static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe
     p->tab = (const uint8_t *)c->d_x16_tab;
     p->tiles = a->tiles, p->n_tiles = a->n_tiles, p->list = a->list;
     p->lay = x16_layout_of(kind, st);
+    p->swz = x16_swizzle();
     const int rows = dual ? X16_WG_ROWS : X16_ROWS;
     p->n_rb = (p->n_out + rows - 1) / rows;
     p->rb_per_cta = cu_moe_wide_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
