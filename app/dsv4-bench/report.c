@@ -157,7 +157,8 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
             "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
             "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
             "\"instantiate\": %.3f}}, \"blas\": {\"ready\": %s, \"products\": %llu, \"conversions_shared\": "
-            "%llu, \"hc_mix_rms_folded\": %llu}, \"moe_f16_products\": %llu, \"moe_x16_products\": %llu, \"moe_x16_steps\": %llu, \"moe_x16_heavy_steps\": %llu}",
+            "%llu, \"hc_mix_rms_folded\": %llu}, \"moe_f16_products\": %llu, \"moe_x16_products\": %llu, "
+            "\"moe_x16_steps\": %llu, \"moe_x16_heavy_steps\": %llu}",
             (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
             (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
             (unsigned long long)di.scratch_bytes,

@@ -101,7 +101,9 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
         fprintf(stderr, "routed gate/up products on f16 tensor cores: %llu\n",
                 (unsigned long long)di.moe_f16_products);
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.moe_x16_products)
-        fprintf(stderr, "routed products on the exact warpgroup path: %llu (gate/up steps %llu, %llu with split codes)\n",
-                (unsigned long long)di.moe_x16_products, (unsigned long long)di.moe_x16_steps,
-                (unsigned long long)di.moe_x16_heavy_steps);
+        fprintf(
+            stderr,
+            "routed products on the exact warpgroup path: %llu (gate/up steps %llu, %llu with split codes)\n",
+            (unsigned long long)di.moe_x16_products, (unsigned long long)di.moe_x16_steps,
+            (unsigned long long)di.moe_x16_heavy_steps);
 }

@@ -867,12 +867,12 @@ static uint64_t moe_x16_calls(chk *c) {
 
 /* Routed experts of a chunk on the exact warpgroup products (cuda_ops_moe_x16.cu, compute capability
  * 9.0): the device result must equal the exact wide kernels' (DSV4_CUDA_MOE_X16=0
- * DSV4_CUDA_MOE_F16=0) bit for bit, and (with_cpu) the CPU's as check_moe_bitwise counts it (SiLU's expf); both
- * products must have run on the path (its counter grew by 2). gauss: inputs summed from 4 uniforms
- * (light superblocks); else uniform (heavy ones: the split chain). `timing`: against the f16
- * products (DSV4_CUDA_MOE_X16=0, the previous default) and the wide ones, same selection. */
-static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool gauss, bool timing,
-                          bool with_cpu) {
+ * DSV4_CUDA_MOE_F16=0) bit for bit, and (with_cpu) the CPU's as check_moe_bitwise counts it (SiLU's expf);
+ * both products must have run on the path (its counter grew by 2; DSV4_CUDA_MOE_X16=1 here, the path is off
+ * by default). gauss: inputs summed from 4 uniforms; else uniform. `timing`: against the f16 products
+ * (DSV4_CUDA_MOE_X16=0, the default) and the wide ones, same selection. */
+static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool gauss,
+                          bool timing, bool with_cpu) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t NE = cf->n_expert, K = cf->n_expert_used, E = cf->n_embd;
     if (L->ffn_gate_exps.type != DSV4_TYPE_IQ2_XXS || L->ffn_down_exps.type != DSV4_TYPE_Q2_K) return;
@@ -888,7 +888,8 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
     char lb[96];
     snprintf(lb, sizeof lb, "moe x16 %s/%s n=%u %s", dsv4_type_name(L->ffn_gate_exps.type),
              dsv4_type_name(L->ffn_down_exps.type), n, gauss ? "gauss" : "uniform");
-    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) != DSV4_OK) {
+    if (CPU->router_select(CC, lg, n, NE, K, bias, NULL, NULL, cf->expert_weights_scale, sel, wt, &ec) !=
+        DSV4_OK) {
         printf("FAIL %-34s cpu router: %s\n", lb, ec.msg);
         c->fails++, c->checks++;
         free(lg), free(x), free(wt), free(o), free(got), free(ref), free(sel);
@@ -897,18 +898,19 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
     float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
     int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
     float *dout = dcopy(c, o, ys * 4), *dref = dcopy(c, o, ys * 4);
+    env_saved xon = env_set("DSV4_CUDA_MOE_X16", "1"); /* off by default */
     const uint64_t calls0 = moe_x16_calls(c);
     if (ran(c, lb,
-            with_cpu ? CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp,
-                                o, &ec)
+            with_cpu ? CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K,
+                                clamp, o, &ec)
                      : DSV4_OK,
-            GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp, dout,
-                     &c->err),
+            GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt, K, clamp,
+                     dout, &c->err),
             &ec)) {
         const uint64_t calls = moe_x16_calls(c) - calls0;
         env_saved xo = env_set("DSV4_CUDA_MOE_X16", "0"), fo = env_set("DSV4_CUDA_MOE_F16", "0");
-        const dsv4_status sw = GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n, dsel, dwt,
-                                        K, clamp, dref, &c->err);
+        const dsv4_status sw = GPU->moe(GC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, dx, n,
+                                        dsel, dwt, K, clamp, dref, &c->err);
         env_restore(&fo), env_restore(&xo);
         const bool read_ok = sw == DSV4_OK && GPU->read(GC, got, dout, ys * 4, &c->err) == DSV4_OK &&
                              GPU->read(GC, ref, dref, ys * 4, &c->err) == DSV4_OK;
@@ -927,9 +929,10 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
         }
         const bool ok = read_ok && dw == 0 && calls == 2 && maxd <= 1e-3 * (maxr > 0 ? maxr : 1);
         if (with_cpu)
-            printf("%s %-34s %zu of %zu differ from the wide kernels, %zu from the cpu (max|d| %.3g of %.3g); "
-                   "%llu x16 products\n",
-                   ok ? "ok  " : "FAIL", lb, dw, ys, dc, maxd, maxr, (unsigned long long)calls);
+            printf(
+                "%s %-34s %zu of %zu differ from the wide kernels, %zu from the cpu (max|d| %.3g of %.3g); "
+                "%llu x16 products\n",
+                ok ? "ok  " : "FAIL", lb, dw, ys, dc, maxd, maxr, (unsigned long long)calls);
         else
             printf("%s %-34s %zu of %zu differ from the wide kernels (no cpu run); %llu x16 products\n",
                    ok ? "ok  " : "FAIL", lb, dw, ys, (unsigned long long)calls);
@@ -942,14 +945,17 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
             const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dout, "DSV4_CUDA_MOE_X16", false, 5);
             env_restore(&f0);
             const bool tok = tx > 0 && th > 0 && tw > 0;
-            printf("%s moe x16 timing %s/%s n=%u: warpgroup %.3f ms, f16 (DSV4_CUDA_MOE_X16=0) %.3f ms (%.2fx), "
-                   "wide exact (and DSV4_CUDA_MOE_F16=0) %.3f ms (%.2fx)\n",
-                   tok ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type), dsv4_type_name(L->ffn_down_exps.type),
-                   n, tx * 1e3, th * 1e3, tx > 0 ? th / tx : 0.0, tw * 1e3, tx > 0 ? tw / tx : 0.0);
+            printf(
+                "%s moe x16 timing %s/%s n=%u: warpgroup %.3f ms, f16 (DSV4_CUDA_MOE_X16=0) %.3f ms (%.2fx), "
+                "wide exact (and DSV4_CUDA_MOE_F16=0) %.3f ms (%.2fx)\n",
+                tok ? "ok  " : "FAIL", dsv4_type_name(L->ffn_gate_exps.type),
+                dsv4_type_name(L->ffn_down_exps.type), n, tx * 1e3, th * 1e3, tx > 0 ? th / tx : 0.0,
+                tw * 1e3, tx > 0 ? tw / tx : 0.0);
             c->fails += !tok;
             c->checks++;
         }
     }
+    env_restore(&xon);
     dfree(c, dx), dfree(c, dwt), dfree(c, dsel), dfree(c, dout), dfree(c, dref);
     free(lg), free(x), free(wt), free(o), free(got), free(ref), free(sel);
 }
@@ -2344,7 +2350,8 @@ int main(int argc, char **argv) {
         env_restore(&f16_off);
         /* the exact warpgroup products (sm_90; nothing to check elsewhere) */
         dsv4_device_info gdi;
-        if (dsv4_backend_device_info(&c->gpu, &gdi, &c->err) == DSV4_OK && gdi.cc_major == 9 && gdi.cc_minor == 0) {
+        if (dsv4_backend_device_info(&c->gpu, &gdi, &c->err) == DSV4_OK && gdi.cc_major == 9 &&
+            gdi.cc_minor == 0) {
             check_moe_x16(c, LN, clamp, 300, false, false, true);
             check_moe_x16(c, LN, clamp, 300, true, false, true);
             check_moe_x16(c, LN, 0.0f, 260, true, false, true);

@@ -155,7 +155,8 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
                     uint32_t a[8];
                     x16_frag_a<K>(st, r0, s & 1, j, lane, grid_h, sign_h, lstab, a);
                     for (int reg = 0; reg < 8; reg++)
-                        for (int h = 0; h < 2; h++) { /* mma.m16n8k16 A: a0 row g, k 2t..; a1 row g+8; a2, a3 k+8 */
+                        for (int h = 0; h < 2;
+                             h++) { /* mma.m16n8k16 A: a0 row g, k 2t..; a1 row g+8; a2, a3 k+8 */
                             const int ai = reg & 3, stp = 2 * j + (reg >> 2);
                             const int row = r0 + g + 8 * (ai & 1), pos = 16 * stp + 2 * t + 8 * (ai >> 1) + h;
                             A[row][pos] = gm_f16((uint16_t)(a[reg] >> (16 * h)));
@@ -220,7 +221,8 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
         uint32_t qmax = 0;
         for (int n = 0; n < npair; n++) {
             uint32_t q2 = 0;
-            for (int i = 0; i < 256; i++) q2 += (uint32_t)(x[(size_t)n * nb + s].qs[i] * x[(size_t)n * nb + s].qs[i]);
+            for (int i = 0; i < 256; i++)
+                q2 += (uint32_t)(x[(size_t)n * nb + s].qs[i] * x[(size_t)n * nb + s].qs[i]);
             qmax = q2 > qmax ? q2 : qmax;
         }
         const bool heavy = DUAL && (force_heavy || x16_heavy(w2, qmax));
@@ -233,7 +235,8 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
                 uint16_t h1[8], hl[8], hh[8];
                 x16_pack_lane(xb->qs, lane, h1, hl, hh);
                 for (int i = 0; i < 8; i++)
-                    B1[8 * lane + i] = gm_f16(h1[i]), Bl[8 * lane + i] = gm_f16(hl[i]), Bh[8 * lane + i] = gm_f16(hh[i]);
+                    B1[8 * lane + i] = gm_f16(h1[i]), Bl[8 * lane + i] = gm_f16(hl[i]),
+                                  Bh[8 * lane + i] = gm_f16(hh[i]);
             }
             const float dx = xb->d;
             for (int rr = 0; rr < X16_ROWS; rr++) {
@@ -246,7 +249,8 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
                 }
                 double cm = 0, tm = 0;
                 if (!DUAL)
-                    for (int k = 0; k < 16; k++) cm += Am[rr][k] * xb->bsums[k], tm += fabs(Am[rr][k] * xb->bsums[k]);
+                    for (int k = 0; k < 16; k++)
+                        cm += Am[rr][k] * xb->bsums[k], tm += fabs(Am[rr][k] * xb->bsums[k]);
                 const double lim = 16777216.0;
                 bad_bound += !(t1 < lim) || !(t2 < lim) || !(tm < lim);
                 if (t1 / lim > worst_frac) worst_frac = t1 / lim;
@@ -278,7 +282,8 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
         for (int n = 0; n < npair; n++) {
             const float got = DUAL ? qm_mul(0.125f, acc[rr][n]) : acc[rr][n];
             const dsv4_q8_k *xr = x + (size_t)n * nb;
-            const float want = DUAL ? quant_dot_iq2_xxs_scalar(wr, xr, in) : quant_dot_q2_k_scalar(wr, xr, in);
+            const float want =
+                DUAL ? quant_dot_iq2_xxs_scalar(wr, xr, in) : quant_dot_q2_k_scalar(wr, xr, in);
             const float want2 = DUAL ? quant_dot_iq2_xxs(wr, xr, in) : quant_dot_q2_k(wr, xr, in);
             if (memcmp(&got, &want, 4) || memcmp(&got, &want2, 4)) {
                 if (bad_dot < 3) printf("  row %d pair %d: %.9g vs %.9g / %.9g\n", rr, n, got, want, want2);
@@ -287,11 +292,15 @@ template <int K> static void check_product(int random_bytes, int act_kind, bool 
         }
     }
     const bool bad = bad_cover || bad_w || bad_bound || bad_dot || (force_heavy && light_n);
-    printf("%s %-7s %-9s %-8s%s: coverage %lld bad, weights %lld bad, bound %lld over (largest sum %.2f of 2^24), "
+    printf("%s %-7s %-9s %-8s%s: coverage %lld bad, weights %lld bad, bound %lld over (largest sum %.2f of "
+           "2^24), "
            "%lld heavy / %lld light superblocks, %lld of %d dots differ from quant_dot\n",
            bad ? "FAIL" : "ok  ", DUAL ? "IQ2_XXS" : "Q2_K", random_bytes ? "random" : "quantized",
-           act_kind == 0 ? "gauss" : act_kind == 1 ? "uniform" : "mixed", force_heavy ? " split" : "", bad_cover,
-           bad_w, bad_bound, worst_frac, heavy_n, light_n, bad_dot, X16_ROWS * npair);
+           act_kind == 0   ? "gauss"
+           : act_kind == 1 ? "uniform"
+                           : "mixed",
+           force_heavy ? " split" : "", bad_cover, bad_w, bad_bound, worst_frac, heavy_n, light_n, bad_dot,
+           X16_ROWS * npair);
     fails += bad;
     free(ref), free(w0), free(x);
     if (DUAL) free(w1);
@@ -315,8 +324,9 @@ static void check_layout(void) {
 /* The heavy rule at its edge: light exactly when w2 * q2 < 2^48. */
 static void check_rule(void) {
     const uint32_t a = 1u << 24, b = 1u << 24;
-    const int bad = x16_heavy(a, b) != true || x16_heavy(a, b - 1) != false || x16_heavy(0xffffffffu, 65537u) != true ||
-                    x16_heavy(65535u, 0xffffffffu) != false || x16_heavy(0, 0xffffffffu) != false;
+    const int bad = x16_heavy(a, b) != true || x16_heavy(a, b - 1) != false ||
+                    x16_heavy(0xffffffffu, 65537u) != true || x16_heavy(65535u, 0xffffffffu) != false ||
+                    x16_heavy(0, 0xffffffffu) != false;
     printf("%s heavy rule: w2 * q2 >= 2^48 in 64-bit integers\n", bad ? "FAIL" : "ok  ");
     fails += bad != 0;
 }

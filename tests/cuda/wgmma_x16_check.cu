@@ -2,10 +2,10 @@
  * (cuda_wgmma_x16.cuh): one warpgroup chains wgmma.m64nNk16 over the 16 k16 steps of a superblock,
  * A from registers in the layout cuda_moe_x16.cuh's fragments have, B from a shared-memory image
  * laid out as the kernels' loader lays it (x16_b_chunk, x16_b_chunk_sw) and read through the
- * descriptors the kernels build (interleaved: start 2048 st, X16_LBO, X16_SBO; 128-byte swizzle). The inputs are random exact f16 integers within
- * the kernels' ranges (|a| <= 1333, |b| <= 128) with sums below 2^24, so every output must equal
- * the integer sum exactly, for N = 16, 32, 48, 64 and for a second chain started with scale-d 0
- * over stale accumulators. Exit 0 = pass. (Session 15, first run on an H200: with the two offsets
+ * descriptors the kernels build (interleaved: start 2048 st, X16_LBO, X16_SBO; 128-byte swizzle). The inputs
+ * are random exact f16 integers within the kernels' ranges (|a| <= 1333, |b| <= 128) with sums below 2^24, so
+ * every output must equal the integer sum exactly, for N = 16, 32, 48, 64 and for a second chain started with
+ * scale-d 0 over stale accumulators. Exit 0 = pass. (Session 15, first run on an H200: with the two offsets
  * swapped the product reads outside the image, an illegal address: the layout matters.) */
 #include <cuda_fp16.h>
 #include <stdio.h>
@@ -19,7 +19,8 @@
 #include "check_rng.h"
 
 /* A[64][256], B[256][64] f16 bits; D[64][64] */
-template <int NT> __global__ void wg_kernel(const uint16_t *A, const uint16_t *B, float *D, int sw, int twice) {
+template <int NT>
+__global__ void wg_kernel(const uint16_t *A, const uint16_t *B, float *D, int sw, int twice) {
     __shared__ __align__(1024) uint8_t bs[X16_B_BYTES];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     for (int i = tid; i < 256 * 64; i += 128) { /* element (p, n) where the loader puts it */
@@ -57,7 +58,8 @@ template <int NT> __global__ void wg_kernel(const uint16_t *A, const uint16_t *B
 
 static uint16_t h16(int v) { return __half_as_ushort(__int2half_rn(v)); }
 
-template <int NT> static int run(const uint16_t *dA, const uint16_t *dB, float *dD, const double *ref, int sw) {
+template <int NT>
+static int run(const uint16_t *dA, const uint16_t *dB, float *dD, const double *ref, int sw) {
     float *D = (float *)malloc(64 * 64 * 4);
     cudaMemset(dD, 0xff, 64 * 64 * 4);
     wg_kernel<NT><<<1, 128>>>(dA, dB, dD, sw, 1);
@@ -71,8 +73,8 @@ template <int NT> static int run(const uint16_t *dA, const uint16_t *dB, float *
     int bad = 0;
     for (int r = 0; r < 64; r++)
         for (int n = 0; n < 8 * NT; n++) bad += (double)D[r * 64 + n] != ref[r * 64 + n];
-    printf("%s N=%-2d %-22s: %d of %d outputs differ from the exact sums\n", bad == 0 ? "ok  " : "FAIL", 8 * NT,
-           sw ? "128-byte swizzle" : "interleaved", bad, 64 * 8 * NT);
+    printf("%s N=%-2d %-22s: %d of %d outputs differ from the exact sums\n", bad == 0 ? "ok  " : "FAIL",
+           8 * NT, sw ? "128-byte swizzle" : "interleaved", bad, 64 * 8 * NT);
     free(D);
     return bad != 0;
 }
@@ -93,7 +95,9 @@ int main(void) {
     for (int r = 0; r < 64; r++)
         for (int n = 0; n < 64; n++) {
             long long s = 0, sa = 0;
-            for (int p = 0; p < 256; p++) s += (long long)Ai[r * 256 + p] * Bi[p * 64 + n], sa += llabs((long long)Ai[r * 256 + p] * Bi[p * 64 + n]);
+            for (int p = 0; p < 256; p++)
+                s += (long long)Ai[r * 256 + p] * Bi[p * 64 + n],
+                    sa += llabs((long long)Ai[r * 256 + p] * Bi[p * 64 + n]);
             if (sa >= (1ll << 24)) { /* keep the test inside the exactness bound */
                 printf("FAIL test data over the bound\n");
                 return 1;

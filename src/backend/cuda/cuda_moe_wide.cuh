@@ -176,6 +176,18 @@ struct mw_copy {
     }
 };
 
+/* The pipelines' cp.async groups: commit; wait until the oldest in-flight stage of a `stages`-deep
+ * pipeline has landed (all but the newest stages - 2 groups complete). */
+__device__ __forceinline__ void mw_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void mw_wait(int stages) {
+    if (stages >= 4)
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+    else if (stages == 3)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
 /* Thread tid (of ROWS threads) issues its weight copies of step (row block rb, superblock s) of
  * expert e into the ROWS staged rows at w: warp w copies staged rows 32w..32w+31, 8 rows at a time,
  * 4 lanes per row on consecutive words (each copy instruction covers 8 rows x 16 contiguous bytes). */

@@ -45,13 +45,13 @@
 
 enum {
     X16_THREADS = 256,
-    X16_BN = MW_BN,    /* pairs per tile (64) */
-    X16_ROWS = 128,    /* staged weight rows per step */
-    X16_WG_ROWS = 64,  /* rows of a warpgroup */
-    X16_CORE = 128,    /* bytes of an 8 x 8 f16 core matrix */
-    X16_NCORE = 8,     /* core matrices along the pairs (64 / 8) */
-    X16_LBO = X16_NCORE * X16_CORE,       /* between core matrices along k */
-    X16_SBO = X16_CORE,                   /* between core matrices along the pairs */
+    X16_BN = MW_BN,                          /* pairs per tile (64) */
+    X16_ROWS = 128,                          /* staged weight rows per step */
+    X16_WG_ROWS = 64,                        /* rows of a warpgroup */
+    X16_CORE = 128,                          /* bytes of an 8 x 8 f16 core matrix */
+    X16_NCORE = 8,                           /* core matrices along the pairs (64 / 8) */
+    X16_LBO = X16_NCORE * X16_CORE,          /* between core matrices along k */
+    X16_SBO = X16_CORE,                      /* between core matrices along the pairs */
     X16_B_BYTES = 32 * X16_NCORE * X16_CORE, /* a superblock of 64 pairs: 32 k-cores x 8 */
     X16_BM_BYTES = 2 * X16_NCORE * X16_CORE, /* the min term's k16 (Q2_K) */
     X16_MAX_STAGES = 4
@@ -105,11 +105,11 @@ MX_HD x16_layout x16_layout_of(int kind, int stages) {
     x16_layout l;
     const bool iq = kind == GM_IQ2_XXS;
     l.stages = stages;
-    l.pid = 0;                   /* 64 pair ids */
-    l.prow = 4 * X16_BN;         /* their pack rows */
-    l.misc = 8 * X16_BN;         /* 16 words: the tile's heavy mask */
-    l.lstab = l.misc + 64;       /* 16 half2 (IQ2_XXS ls) or 16 x 2 half2 (Q2_K sc, -1024 sc) */
-    l.grid = l.lstab + 128;      /* 1024-aligned below */
+    l.pid = 0;              /* 64 pair ids */
+    l.prow = 4 * X16_BN;    /* their pack rows */
+    l.misc = 8 * X16_BN;    /* 16 words: the tile's heavy mask */
+    l.lstab = l.misc + 64;  /* 16 half2 (IQ2_XXS ls) or 16 x 2 half2 (Q2_K sc, -1024 sc) */
+    l.grid = l.lstab + 128; /* 1024-aligned below */
     l.grid = (l.grid + 1023) & ~1023;
     l.sign = l.grid + (iq ? MH_GRID_BYTES : 0);
     l.x = l.sign + (iq ? MH_SIGN_BYTES : 0);
@@ -166,7 +166,8 @@ MX_HD uint32_t x16_iq2_w2(const uint8_t *blk, const uint32_t *g2) {
     uint32_t s = 0;
     for (int j = 0; j < 8; j++) {
         const uint8_t *q = blk + 2 + 8 * j;
-        const uint32_t a1 = (uint32_t)q[4] | ((uint32_t)q[5] << 8) | ((uint32_t)q[6] << 16) | ((uint32_t)q[7] << 24);
+        const uint32_t a1 =
+            (uint32_t)q[4] | ((uint32_t)q[5] << 8) | ((uint32_t)q[6] << 16) | ((uint32_t)q[7] << 24);
         const uint32_t ls = 2 * (a1 >> 28) + 1;
         s += ls * ls * (g2[q[0]] + g2[q[1]] + g2[q[2]] + g2[q[3]]);
     }

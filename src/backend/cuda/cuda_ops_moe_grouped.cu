@@ -18,9 +18,9 @@
  * DSV4_CUDA_MOE_MMA=0 keeps the scalar kernels below. Chunks of >= 256 tokens with IQ2_XXS gate/up
  * or Q2_K down take the f16 tensor-core products of cuda_ops_moe_half.cu instead (NOT bitwise; the
  * gate there, DSV4_CUDA_MOE_F16=0 turns them off), the other product on the wide kernel. On a
- * compute capability 9.0 device both products of IQ2_XXS gate/up and Q2_K down experts take the
- * exact warpgroup kernels of cuda_ops_moe_x16.cu first wherever the wide or f16 ones would run
- * (bitwise the wide ones; DSV4_CUDA_MOE_X16=0 turns them off). */
+ * compute capability 9.0 device with DSV4_CUDA_MOE_X16=1 both products of IQ2_XXS gate/up and Q2_K
+ * down experts take the exact warpgroup kernels of cuda_ops_moe_x16.cu first wherever the wide or
+ * f16 ones would run (bitwise the wide ones; off by default: slower than the f16 ones so far). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,8 +309,8 @@ dsv4_status cu_moe_grouped(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tens
      * kernels' crossover says, with the wide kernel's down */
     cu_moe_half_plan plan;
     int half = wide_ok ? cu_moe_half_ok(c, gate, up, down, n, gd, ud, dd, &plan) : 0;
-    /* the exact warpgroup products (cuda_ops_moe_x16.cu, sm_90) where the wide or the f16 ones
-     * would run: each product they take leaves the others */
+    /* the exact warpgroup products (cuda_ops_moe_x16.cu, sm_90, DSV4_CUDA_MOE_X16=1) where the wide
+     * or the f16 ones would run: each product they take leaves the others */
     cu_moe_x16_plan xplan;
     const int x16 = wide_ok && (half || mode == 2) ? cu_moe_x16_ok(c, gate, up, down, gd, ud, dd, &xplan) : 0;
     half &= ~x16;

@@ -32,16 +32,6 @@ __device__ __forceinline__ void mw_mma16(int32_t d[4], const uint32_t a[2], uint
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(b), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 }
-__device__ __forceinline__ void mw_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* all but the newest stages - 2 groups complete */
-__device__ __forceinline__ void mw_wait(int stages) {
-    if (stages >= 4)
-        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-    else if (stages == 3)
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    else
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 
 /* ---- activation packs: a warp per (list position, superblock) ---- */
 #define MW_PACK_WARPS 8

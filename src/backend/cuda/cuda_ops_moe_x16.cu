@@ -19,32 +19,19 @@
 #include "backend/cuda/cuda_moe_x16.h"
 #include "backend/cuda/cuda_wgmma_x16.cuh"
 
-__device__ __forceinline__ void x16_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* the oldest in-flight stage of a `stages`-deep pipeline complete */
-__device__ __forceinline__ void x16_cp_wait(int stages) {
-    if (stages >= 4)
-        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-    else if (stages == 3)
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    else
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+__device__ __forceinline__ void x16_cp_wait_all(void) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
-__device__ __forceinline__ void x16_cp_wait_all(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void x16_cp16(uint8_t *dst, const uint8_t *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void x16_cp4(uint8_t *dst, const uint8_t *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
+__device__ __forceinline__ void x16_cp16(uint8_t *dst, const uint8_t *src) { mw_copy()(dst, src, 16); }
+__device__ __forceinline__ void x16_cp4(uint8_t *dst, const uint8_t *src) { mw_copy()(dst, src, 4); }
 
 /* ---- packs: a warp per (row, superblock) ---- */
 #define X16_PACK_WARPS 8
 
 __device__ __forceinline__ void x16_store8(uint8_t *dst, const uint16_t h[8]) {
-    *(uint4 *)dst = make_uint4((uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16),
-                               (uint32_t)h[4] | ((uint32_t)h[5] << 16), (uint32_t)h[6] | ((uint32_t)h[7] << 16));
+    *(uint4 *)dst =
+        make_uint4((uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16),
+                   (uint32_t)h[4] | ((uint32_t)h[5] << 16), (uint32_t)h[6] | ((uint32_t)h[7] << 16));
 }
 
 /* gate/up: token rows of Q8_K blocks (292 B: f32 d, int8 qs[256], int16 bsums[16]) */
@@ -110,8 +97,8 @@ struct x16_params {
     int clamp_on;
     float *out; /* mid (gate/up) or y (down): pair p's row at p * out_stride */
     uint64_t out_stride;
-    const uint8_t *tab;      /* IQ2_XXS: the f16 grid and sign tables (MH_GRID_BYTES + MH_SIGN_BYTES) */
-    const uint32_t *w2[2];   /* IQ2_XXS gate, up: each expert's largest Σ w'^2 of a row superblock */
+    const uint8_t *tab;        /* IQ2_XXS: the f16 grid and sign tables (MH_GRID_BYTES + MH_SIGN_BYTES) */
+    const uint32_t *w2[2];     /* IQ2_XXS gate, up: each expert's largest Σ w'^2 of a row superblock */
     unsigned long long *stats; /* IQ2_XXS: steps, heavy steps (cuda_ctx.d_x16_stats) */
     int n_rb, rb_per_cta;
     int swz; /* B images in the 128-byte swizzle (else interleaved core matrices) */
@@ -126,13 +113,14 @@ __global__ void x16_tables_kernel(const uint64_t *grid, const uint8_t *signs, ui
 
 /* Each expert's largest Σ w'^2 over its row superblocks (x16_iq2_w2) of an IQ2_XXS tensor of
  * n_expert experts, rows_e rows of nblk superblocks each (w2: n_expert words, zeroed). */
-__global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t rows_e, int nblk, uint32_t n_expert,
-                              const uint64_t *grid, uint32_t *w2) {
+__global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t rows_e, int nblk,
+                              uint32_t n_expert, const uint64_t *grid, uint32_t *w2) {
     __shared__ uint32_t g2[256];
     for (int i = threadIdx.x; i < 256; i += blockDim.x) g2[i] = x16_grid_sq(grid[i]);
     __syncthreads();
     const uint64_t total = (uint64_t)n_expert * rows_e * nblk;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (uint64_t)gridDim.x * blockDim.x) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t row = i / (uint64_t)nblk;
         const int b = (int)(i - row * (uint64_t)nblk);
         const uint32_t v = x16_iq2_w2(w + row * row_bytes + 66 * (uint64_t)b, g2);
@@ -151,11 +139,12 @@ __global__ void x16_w2_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t row
  * row's bytes (rows past mt repeat the tile's last pair). */
 template <int NT> struct x16_bload {
     uint32_t roff[NT];
-    int kb0, d0, d1, dstep; /* the image offsets of chunks (8 nb + nlo, kb0) and (.., kb0 + 16): d + nb dstep */
+    int kb0, d0, d1,
+        dstep; /* the image offsets of chunks (8 nb + nlo, kb0) and (.., kb0 + 16): d + nb dstep */
 };
 template <int NT>
-__device__ __forceinline__ void x16_bload_init(x16_bload<NT> &l, const uint32_t *prow, uint32_t row_bytes, int u,
-                                               bool swz) {
+__device__ __forceinline__ void x16_bload_init(x16_bload<NT> &l, const uint32_t *prow, uint32_t row_bytes,
+                                               int u, bool swz) {
     const int nlo = u & 7;
     l.kb0 = 4 * (u >> 5) + ((u >> 3) & 3);
     l.d0 = swz ? x16_b_chunk_sw(nlo, l.kb0) : x16_b_chunk(nlo, l.kb0);
@@ -180,8 +169,9 @@ __device__ __forceinline__ void x16_bload_run(const x16_bload<NT> &l, const uint
  * superblock of the tile, bit s of hm: the lo codes), the min term's B (down) and the pairs' d.
  * prow[n]: the pack row of the tile's pair n (n < 8 NT). */
 template <int K, int NT>
-__device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const uint32_t *prow, const x16_bload<NT> &bl,
-                                               int rb, int s, uint32_t hm, uint8_t *st, int tid) {
+__device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const uint32_t *prow,
+                                               const x16_bload<NT> &bl, int rb, int s, uint32_t hm,
+                                               uint8_t *st, int tid) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
     if (tid < X16_ROWS) {
         mw_load_weights<K, DUAL, X16_ROWS>(p.w0, p.w1, p.row_bytes, p.expert_bytes, p.n_out, e, rb, s,
@@ -192,7 +182,8 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
     x16_bload_run<NT>(bl, p.pack + (DUAL && ((hm >> s) & 1u) ? p.pk.blo : p.pk.b1), s, st + p.lay.b);
     if (!DUAL && u < 16 * NT) { /* the min term: 2 chunks of 16 block sums per pair */
         const int n = u >> 1, kb = u & 1;
-        x16_cp16(st + p.lay.bm + x16_b_chunk(n, kb), p.pack + p.pk.bm + ((uint64_t)prow[n] * nblk + s) * 32 + 16 * kb);
+        x16_cp16(st + p.lay.bm + x16_b_chunk(n, kb),
+                 p.pack + p.pk.bm + ((uint64_t)prow[n] * nblk + s) * 32 + 16 * kb);
     }
     if (u < 8 * NT) x16_cp4(st + p.lay.dx + 4 * u, p.pack + p.pk.dx + 4 * ((uint64_t)prow[u] * nblk + s));
 }
@@ -203,9 +194,9 @@ __device__ __forceinline__ void x16_load_stage(const x16_params &p, int e, const
  * HEAVY, constants (a heavy superblock takes its own copy of the loop: no branch in the common one). */
 template <int K, int NT, int PAR, bool HEAVY>
 __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lane, uint32_t b, uint32_t bx,
-                                               uint32_t bm, bool swz, const uint32_t *grid_h, const uint32_t *sign_h,
-                                               const uint32_t *lstab, float (&c1)[32], float (&c2)[32],
-                                               float (&mn)[32]) {
+                                               uint32_t bm, bool swz, const uint32_t *grid_h,
+                                               const uint32_t *sign_h, const uint32_t *lstab, float (&c1)[32],
+                                               float (&c2)[32], float (&mn)[32]) {
     /* step st's descriptor: the image's plus the step's start (interleaved: 2048 st bytes; swizzled:
      * (st / 4) 8192 + (st % 4) 32), in the 16-byte units of the address field */
     const uint64_t d1 = swz ? x16_desc_sw(b, 1024) : x16_desc(b, X16_LBO, X16_SBO);
@@ -230,7 +221,8 @@ __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lan
             x16_mma<NT>(c1, ah[0], ah[1], ah[2], ah[3], d1 + inc, q > 0 || h > 0);
             if (HEAVY) x16_mma<NT>(c2, ah[0], ah[1], ah[2], ah[3], d2 + inc, q > 0 || h > 0);
         }
-        if (K == GM_Q2_K && q == 3) x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
+        if (K == GM_Q2_K && q == 3)
+            x16_mma<NT>(mn, am[0], am[1], am[2], am[3], x16_desc(bm, X16_LBO, X16_SBO), 0);
         x16_commit();
         if (q < 3) {
             x16_wait<1>(); /* the products of group q - 1 are done with a[(q + 1) & 1] */
@@ -247,7 +239,8 @@ __device__ __forceinline__ void x16_superblock(const uint8_t *w, int r0, int lan
 template <int K, int NT>
 __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int e, int mt) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g = lane >> 2, t = lane & 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g = lane >> 2,
+              t = lane & 3;
     const int r0 = X16_WG_ROWS * wg + 16 * (warp & 3); /* the warp's first staged row */
     const int S = p.lay.stages, nblk = p.pk.nblk, nact = (mt + 7) >> 3;
     const int rb0 = (int)blockIdx.x * p.rb_per_cta;
@@ -257,7 +250,8 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     const uint32_t hm = DUAL ? *(const uint32_t *)(smem + p.lay.misc) : 0u;
     x16_bload<NT> bl;
     x16_bload_init<NT>(bl, prow, (uint32_t)(p.pk.nblk * 512), tid & (X16_ROWS - 1), p.swz != 0);
-    const uint32_t *grid_h = (const uint32_t *)(smem + p.lay.grid), *sign_h = (const uint32_t *)(smem + p.lay.sign);
+    const uint32_t *grid_h = (const uint32_t *)(smem + p.lay.grid),
+                   *sign_h = (const uint32_t *)(smem + p.lay.sign);
     const uint32_t *lstab = (const uint32_t *)(smem + p.lay.lstab);
     uint8_t *stage0 = smem + p.lay.stage0;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
@@ -267,7 +261,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     for (int i = 0; i < S - 1; i++) {
         if (lq < nsteps)
             x16_load_stage<K, NT>(p, e, prow, bl, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
-        x16_cp_commit();
+        mw_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
     }
@@ -277,12 +271,12 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
     for (int i = 0; i < 32; i++) acc[i] = c1[i] = c2[i] = mn[i] = 0.0f;
     int rb = rb0, s = 0, buf = 0;
     for (int q = 0; q < nsteps; q++) {
-        x16_cp_wait(S);
+        mw_wait(S);
         x16_proxy_fence(); /* the copies are read by the tensor cores */
         __syncthreads();   /* step q landed; every warp is done with the buffer refilled next */
         if (lq < nsteps)
             x16_load_stage<K, NT>(p, e, prow, bl, lrb, ls, hm, stage0 + lbuf * p.lay.stage_bytes, tid);
-        x16_cp_commit();
+        mw_commit();
         lq++, lbuf = lbuf + 1 == S ? 0 : lbuf + 1;
         if (++ls == nblk) ls = 0, lrb++;
 
@@ -290,7 +284,7 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
         const bool heavy = DUAL && ((hm >> s) & 1u);
         if (DUAL && heavy) { /* the hi codes' B image, loaded now (rare) */
             if (tid >= X16_ROWS) x16_bload_run<NT>(bl, p.pack + p.pk.bhi, s, smem + p.lay.x);
-            x16_cp_commit();
+            mw_commit();
             x16_cp_wait_all();
             x16_proxy_fence();
             __syncthreads();
@@ -347,7 +341,8 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
                         for (int k = 0; k < 4; k++) {
                             const int n = 8 * i + 2 * t + (k & 1), rl = g + 8 * (k >> 1), row = orow + rl;
                             if (n >= mt || row >= p.n_out) continue;
-                            float gv = X[(16 * (warp & 3) + rl) * X16_BN + n], uv = qm_mul(0.125f, acc[4 * i + k]);
+                            float gv = X[(16 * (warp & 3) + rl) * X16_BN + n],
+                                  uv = qm_mul(0.125f, acc[4 * i + k]);
                             if (p.clamp_on) { /* as moe_mid_kernel and the CPU's store_mid */
                                 if (gv > p.clamp) gv = p.clamp;
                                 if (uv > p.clamp) uv = p.clamp;
@@ -365,7 +360,8 @@ __device__ __forceinline__ void x16_body(const x16_params &p, uint8_t *smem, int
 #pragma unroll
                     for (int k = 0; k < 4; k++) {
                         const int n = 8 * i + 2 * t + (k & 1), row = orow + g + 8 * (k >> 1);
-                        if (n < mt && row < p.n_out) p.out[(uint64_t)pid[n] * p.out_stride + row] = acc[4 * i + k];
+                        if (n < mt && row < p.n_out)
+                            p.out[(uint64_t)pid[n] * p.out_stride + row] = acc[4 * i + k];
                     }
                 }
             }
@@ -400,7 +396,7 @@ template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(co
     } else {
         x16_fill_lstab_q2k((uint32_t *)(x16_smem + p.lay.lstab), tid, X16_THREADS);
     }
-    __syncthreads(); /* pid */
+    __syncthreads();                   /* pid */
     if (K == GM_IQ2_XXS && tid < 64) { /* the tile's heavy superblocks (x16_heavy) */
         const uint32_t w2 = max(p.w2[0][e], p.w2[1][e]);
         const uint32_t *q2 = (const uint32_t *)(p.pack + p.pk.q2) + (uint64_t)prow[tid] * p.pk.nblk;
@@ -433,10 +429,13 @@ template <int K> __global__ void __launch_bounds__(X16_THREADS, 1) x16_kernel(co
 
 /* ---- host ---- */
 
-/* which products DSV4_CUDA_MOE_X16 allows: bit 0 gate/up, bit 1 down */
+/* which products DSV4_CUDA_MOE_X16 asks for: bit 0 gate/up, bit 1 down. Off unless set: on the
+ * H200 these products are exact but slower than the f16 ones (session 15: 5.62 against 4.35 ms per
+ * flash layer at n = 2048, the full flash 2K prefill 4,449 against 5,837 tok/s; bench/NOTES.md). */
 static int x16_switch(void) {
     const char *v = getenv("DSV4_CUDA_MOE_X16");
-    if (!v || !*v || !strcmp(v, "1")) return 3;
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) return 3;
     if (!strcmp(v, "gate_up")) return 1;
     if (!strcmp(v, "down")) return 2;
     return 0;
@@ -447,7 +446,9 @@ static int x16_swizzle(void) {
     return !(v && !strcmp(v, "0"));
 }
 typedef void (*x16_fn)(const x16_params);
-static x16_fn x16_kernel_of(int kind) { return kind == GM_IQ2_XXS ? x16_kernel<GM_IQ2_XXS> : x16_kernel<GM_Q2_K>; }
+static x16_fn x16_kernel_of(int kind) {
+    return kind == GM_IQ2_XXS ? x16_kernel<GM_IQ2_XXS> : x16_kernel<GM_Q2_K>;
+}
 static int x16_stages_max(int kind) { return kind == GM_IQ2_XXS ? 3 : 4; }
 
 /* The deepest pipeline (2..) whose image fits the device; 0 if none does. */
@@ -466,14 +467,16 @@ static bool x16_kernel_ok(cuda_ctx *c, int kind) {
     if (c->step_capturing) return false; /* the first call's setup is not recorded */
     const int st = x16_stages(c, kind);
     cudaFuncAttributes fa;
-    bool ok = st > 0 && cudaFuncGetAttributes(&fa, (const void *)x16_kernel_of(kind)) == cudaSuccess &&
-              cudaFuncSetAttribute((const void *)x16_kernel_of(kind), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   x16_layout_of(kind, st).total) == cudaSuccess;
+    bool ok =
+        st > 0 && cudaFuncGetAttributes(&fa, (const void *)x16_kernel_of(kind)) == cudaSuccess &&
+        cudaFuncSetAttribute((const void *)x16_kernel_of(kind), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             x16_layout_of(kind, st).total) == cudaSuccess;
     if (ok && kind == GM_IQ2_XXS && !c->d_x16_tab) { /* the decode tables, on the stream */
         ok = c->d_iq2_grid && c->d_iq2_signs &&
              cudaMalloc(&c->d_x16_tab, MH_GRID_BYTES + MH_SIGN_BYTES) == cudaSuccess;
         if (ok) {
-            x16_tables_kernel<<<48, 256, 0, c->stream>>>(c->d_iq2_grid, c->d_iq2_signs, (uint32_t *)c->d_x16_tab);
+            x16_tables_kernel<<<48, 256, 0, c->stream>>>(c->d_iq2_grid, c->d_iq2_signs,
+                                                         (uint32_t *)c->d_x16_tab);
             ok = cudaGetLastError() == cudaSuccess;
         }
         if (!ok && c->d_x16_tab) cudaFree(c->d_x16_tab), c->d_x16_tab = NULL;
@@ -501,8 +504,8 @@ static const uint32_t *x16_tensor_w2(cuda_ctx *c, const dsv4_tensor *t) {
         cudaGetLastError();
         return NULL;
     }
-    x16_w2_kernel<<<4 * c->caps.sm_count, 256, 0, c->stream>>>((const uint8_t *)rec->dev, t->row_bytes, rows_e, nblk,
-                                                               ne, c->d_iq2_grid, w2);
+    x16_w2_kernel<<<4 * c->caps.sm_count, 256, 0, c->stream>>>((const uint8_t *)rec->dev, t->row_bytes,
+                                                               rows_e, nblk, ne, c->d_iq2_grid, w2);
     if (cudaGetLastError() != cudaSuccess) {
         cudaFree(w2);
         return NULL;
@@ -515,19 +518,20 @@ int cu_moe_x16_ok(cuda_ctx *c, const dsv4_tensor *gate, const dsv4_tensor *up, c
                   const void *gd, const void *ud, const void *dd, cu_moe_x16_plan *plan) {
     memset(plan, 0, sizeof *plan);
     const int sw = x16_switch();
-    if (!sw || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major != 9 || c->caps.cc_minor != 0)
+    if (!sw || c->numerics != DSV4_NUMERICS_DS4 || c->generic_only || c->caps.cc_major != 9 ||
+        c->caps.cc_minor != 0)
         return 0;
     int which = 0;
     const uint64_t in = gate->ne[0], ff = down->ne[0];
     if ((sw & 1) && gate->type == DSV4_TYPE_IQ2_XXS && up->type == DSV4_TYPE_IQ2_XXS && in % 512 == 0 &&
         in <= (1u << 16) && gate->row_bytes == up->row_bytes && gate->row_bytes % 4 == 0 &&
-        gate->row_bytes >= in / 256 * 66 && ((uintptr_t)gd | (uintptr_t)ud) % 4 == 0 && gate->ne[1] % 64 == 0 &&
-        up->ne[2] == gate->ne[2] && x16_kernel_ok(c, GM_IQ2_XXS) && (plan->w2[0] = x16_tensor_w2(c, gate)) &&
-        (plan->w2[1] = x16_tensor_w2(c, up)))
+        gate->row_bytes >= in / 256 * 66 && ((uintptr_t)gd | (uintptr_t)ud) % 4 == 0 &&
+        gate->ne[1] % 64 == 0 && up->ne[2] == gate->ne[2] && x16_kernel_ok(c, GM_IQ2_XXS) &&
+        (plan->w2[0] = x16_tensor_w2(c, gate)) && (plan->w2[1] = x16_tensor_w2(c, up)))
         which |= 1;
-    if ((sw & 2) && down->type == DSV4_TYPE_Q2_K && ff % 256 == 0 && ff <= (1u << 16) && down->row_bytes % 4 == 0 &&
-        down->row_bytes >= ff / 256 * 84 && (uintptr_t)dd % 4 == 0 && down->ne[1] % 128 == 0 &&
-        x16_kernel_ok(c, GM_Q2_K))
+    if ((sw & 2) && down->type == DSV4_TYPE_Q2_K && ff % 256 == 0 && ff <= (1u << 16) &&
+        down->row_bytes % 4 == 0 && down->row_bytes >= ff / 256 * 84 && (uintptr_t)dd % 4 == 0 &&
+        down->ne[1] % 128 == 0 && x16_kernel_ok(c, GM_Q2_K))
         which |= 2;
     plan->which = which;
     return which;
@@ -538,7 +542,8 @@ size_t cu_moe_x16_scratch_bytes(uint64_t n, uint64_t P, uint64_t in, uint64_t ff
     return (size_t)(a > b ? a : b);
 }
 
-static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe_wide_args *a, dsv4_error *err) {
+static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe_wide_args *a,
+                              dsv4_error *err) {
     const int st = x16_stages(c, kind);
     const bool dual = kind == GM_IQ2_XXS;
     if (!st) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe x16: no pipeline fits the device");
@@ -556,13 +561,13 @@ static dsv4_status x16_launch(cuda_ctx *c, int kind, x16_params *p, const cu_moe
     return s;
 }
 
-dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n, const cu_moe_x16_plan *plan,
-                               dsv4_error *err) {
+dsv4_status cu_moe_x16_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n,
+                               const cu_moe_x16_plan *plan, dsv4_error *err) {
     uint8_t *pack = (uint8_t *)a->scratch;
     const x16_pack pk = x16_pack_of(n, a->in, true);
     const unsigned pt = X16_PACK_WARPS * 32;
-    x16_pack_tok_kernel<<<cu_blocks((uint64_t)n * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->xq, a->xq_stride, n, pk,
-                                                                                          pack);
+    x16_pack_tok_kernel<<<cu_blocks((uint64_t)n * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->xq, a->xq_stride,
+                                                                                         n, pk, pack);
     dsv4_status s = cu_launched(err, "moe x16 pack gate/up");
     if (s != DSV4_OK) return s;
     x16_params p;
@@ -582,7 +587,8 @@ dsv4_status cu_moe_x16_down(cuda_ctx *c, const cu_moe_wide_args *a, dsv4_error *
     uint8_t *pack = (uint8_t *)a->scratch;
     const x16_pack pk = x16_pack_of(a->P, a->ff, false);
     const unsigned pt = X16_PACK_WARPS * 32;
-    x16_pack_mid_kernel<<<cu_blocks(a->P * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->mid, a->ff, a->P, pk, pack);
+    x16_pack_mid_kernel<<<cu_blocks(a->P * pk.nblk * 32, pt), pt, 0, c->stream>>>(a->mid, a->ff, a->P, pk,
+                                                                                  pack);
     dsv4_status s = cu_launched(err, "moe x16 pack down");
     if (s != DSV4_OK) return s;
     x16_params p;

@@ -23,7 +23,8 @@ __device__ __forceinline__ uint64_t x16_desc(uint32_t addr, uint32_t lbo, uint32
 /* The same with the 128-byte swizzle (leading offset unused: 1, as the ISA asks; sbo between
  * 8-row groups; mode 1 in bits 62-63). */
 __device__ __forceinline__ uint64_t x16_desc_sw(uint32_t addr, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(sbo >> 4) << 32) | ((uint64_t)1 << 62);
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(sbo >> 4) << 32) |
+           ((uint64_t)1 << 62);
 }
 __device__ __forceinline__ void x16_fence(void) {
 #if X16_WGMMA
