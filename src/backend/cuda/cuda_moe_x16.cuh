@@ -54,10 +54,7 @@ enum {
     X16_SBO = X16_CORE,                      /* between core matrices along the pairs */
     X16_B_BYTES = 32 * X16_NCORE * X16_CORE, /* a superblock of 64 pairs: 32 k-cores x 8 */
     X16_BM_BYTES = 2 * X16_NCORE * X16_CORE, /* the min term's k16 (Q2_K) */
-    X16_MAX_STAGES = 4
 };
-
-MX_HD bool x16_dual(int kind) { return kind == GM_IQ2_XXS; }
 
 /* Element of a superblock at k position p (0..255). */
 MX_HD int x16_pos_elem(int p) {
@@ -129,13 +126,12 @@ MX_HD x16_layout x16_layout_of(int kind, int stages) {
  * down, per pair row r: b1 as above (its sums are always exact), bm[r][nblk][16] the block sums as
  * f16, dx. */
 struct x16_pack {
-    uint64_t rows, b1, blo, bhi, bm, dx, q2, total;
+    uint64_t b1, blo, bhi, bm, dx, q2, total;
     int nblk;
 };
 MX_HD uint64_t x16_al256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
 MX_HD x16_pack x16_pack_of(uint64_t rows, uint64_t in, bool dual) {
     x16_pack k;
-    k.rows = rows;
     k.nblk = (int)(in / 256);
     const uint64_t b = rows * in * 2, nb = rows * (uint64_t)k.nblk;
     k.b1 = 0;
@@ -202,22 +198,8 @@ MX_HD void x16_fill_lstab_q2k(uint32_t *lstab, int tid, int nthr) {
  * sign * g * ls, exact. */
 MX_HD void x16_decode_iq2(const uint8_t *row, int s, int j, int lane, const uint32_t *grid_h,
                           const uint32_t *sign_h, const uint32_t *lstab, uint32_t h[4]) {
-    const int t = lane & 3, rep = lane & (MH_REP - 1);
-    uint32_t a0, a1;
-    mw_iq2_words(row, s, j, &a0, &a1);
-    /* entry i, copy rep: byte offset i * 128 + rep * 16 (one shift-add from the copy's base) */
-    const uint8_t *gb = (const uint8_t *)grid_h + 16 * rep, *sbp = (const uint8_t *)sign_h + 16 * rep;
-    const uint32_t *G = (const uint32_t *)(gb + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) << 7));
-    const uint32_t *S = (const uint32_t *)(sbp + (((a1 >> (7 * t)) & 127) << 7));
     uint32_t gw[4], sw[4];
-#ifdef __CUDA_ARCH__
-    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
-    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
-    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
-#else
-    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
-#endif
-    const uint32_t ls2 = lstab[a1 >> 28];
+    const uint32_t ls2 = lstab[mh_iq2_entry(row, s, j, lane, grid_h, sign_h, gw, sw) >> 28];
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(gw[k], ls2) ^ sw[k];
 }
