@@ -548,31 +548,39 @@ static int g_nres = 0;
  * ones (IQ2_XXS; the others), the rest larger stages / other depths as candidates. */
 /* Configs 9-12: the IQ2_XXS PRMT-selector decoder (IQ2_XXS cases only). */
 static const dsv4_cuda_mv_tuning k_sweep[] = {
-    {0, 0, 0, 0, 0},
-    {12288, 4, 3, 0, 0},
-    {16384, 3, 2, 0, 0},
-    {32768, 3, 2, 0, 0},
-    {65536, 2, 2, 0, 0},
-    {65536, 3, 2, 0, 0},
-    {131072, 2, 1, 0, 0},
-    {32768, 2, 3, 0, 0},
-    {65536, 2, 1, 0, 0},
-    {0, 0, 0, DSV4_MV_IQ2_SEL, 0},
-    {16384, 3, 2, DSV4_MV_IQ2_SEL, 0},
-    {65536, 2, 2, DSV4_MV_IQ2_SEL, 0},
-    {0, 0, 0, DSV4_MV_IQ2_MASK, 0},
+    {0, 0, 0, 0, 0, 0},
+    {12288, 4, 3, 0, 0, 0},
+    {16384, 3, 2, 0, 0, 0},
+    {32768, 3, 2, 0, 0, 0},
+    {65536, 2, 2, 0, 0, 0},
+    {65536, 3, 2, 0, 0, 0},
+    {131072, 2, 1, 0, 0, 0},
+    {32768, 2, 3, 0, 0, 0},
+    {65536, 2, 1, 0, 0, 0},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 0, 0},
+    {16384, 3, 2, DSV4_MV_IQ2_SEL, 0, 0},
+    {65536, 2, 2, DSV4_MV_IQ2_SEL, 0, 0},
+    {0, 0, 0, DSV4_MV_IQ2_MASK, 0, 0},
     /* session 10: more resident CTAs (IQ2_XXS 3, Q2_K 4 per SM) with smaller stages */
-    {16384, 2, 3, DSV4_MV_IQ2_SEL, 0},
-    {12288, 3, 3, DSV4_MV_IQ2_SEL, 0},
-    {8192, 4, 3, DSV4_MV_IQ2_SEL, 0},
-    {32768, 2, 4, 0, 0},
-    {16384, 2, 4, 0, 0},
-    {16384, 3, 4, 0, 0},
+    {16384, 2, 3, DSV4_MV_IQ2_SEL, 0, 0},
+    {12288, 3, 3, DSV4_MV_IQ2_SEL, 0, 0},
+    {8192, 4, 3, DSV4_MV_IQ2_SEL, 0, 0},
+    {32768, 2, 4, 0, 0, 0},
+    {16384, 2, 4, 0, 0, 0},
+    {16384, 3, 4, 0, 0, 0},
     /* session 11: 3 or 4 row pipelines per CTA over one selector table (the default R and nseg: the
      * rows must come out bitwise the default config's) */
-    {0, 0, 0, DSV4_MV_IQ2_SEL, 3},
-    {0, 0, 0, DSV4_MV_IQ2_SEL, 4},
-    {0, 0, 0, DSV4_MV_IQ2_SEL, 1}, /* one pipeline per CTA (the default until session 11) */
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 3, 0},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 4, 0},
+    {0, 0, 0, DSV4_MV_IQ2_SEL, 1, 0}, /* one pipeline per CTA (the default until session 11) */
+    /* session 16: Q2_K only. The pipeline's default plan, then the rows streamed per warp (the default)
+     * with other depths (rows in flight per warp) and CTAs per SM: every row must be the default's bits */
+    {0, 0, 0, 0, 0, DSV4_MV_PIPE},
+    {0, 2, 4, 0, 0, DSV4_MV_STREAM},
+    {0, 8, 4, 0, 0, DSV4_MV_STREAM},
+    {0, 4, 2, 0, 0, DSV4_MV_STREAM},
+    {0, 8, 2, 0, 0, DSV4_MV_STREAM},
+    {0, 4, 3, 0, 0, DSV4_MV_STREAM},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 
@@ -646,6 +654,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
     int best_i = -1;
     for (int i = 0; i < nsweep; i++) {
         if (k_sweep[i].iq2_decoder && c->type != DSV4_TYPE_IQ2_XXS) continue;
+        if (k_sweep[i].kernel && c->type != DSV4_TYPE_Q2_K) continue;
         ctx->tune = k_sweep[i];
         char desc[160];
         dsv4_error err;
@@ -662,8 +671,11 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
         }
         /* the default plan with row pipelines, or with the sign-mask IQ2_XXS decoder (the same integer
          * sums as the selector decoder): the rows must be the default config's bits */
-        if ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
-            k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0) {
+        /* Q2_K: the streamed rows are mv_kernel's bits whenever its plan keeps a row in one segment */
+        const bool same_bits_q2k = k_sweep[i].kernel == DSV4_MV_STREAM ||
+                                   (k_sweep[i].kernel == DSV4_MV_PIPE && strstr(desc, "nseg=1 ") != NULL);
+        if (same_bits_q2k || ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
+                              k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0)) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */
             for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&y0[r], &dc.h_y[r], 4) != 0;
             printf("  config %d (%s): %lld of %lld outputs differ from the default config's bits\n", i, desc,

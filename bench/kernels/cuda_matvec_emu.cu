@@ -117,6 +117,50 @@ template <int F> static void emulate(const mv_params &p, int grid, const uint8_t
     free(red);
 }
 
+/* Sequential model of the streamed Q2_K kernel (cuda_mv_stream.cuh): `nw` warps each own a contiguous
+ * range of rows; lane l decodes quarters l, l + 32 with its activations taken straight from the Q8_K
+ * blocks, and the lanes meet in the kernel's butterfly (xor 16, 8, 4, 2, 1). Each lane's partial must be
+ * the bits mv_kernel's lane gets from its shared-memory re-layout (unit_q2_k); returns the mismatches. */
+static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, float *y) {
+    uint8_t *act = (uint8_t *)calloc(1, (size_t)p.act_bytes);
+    int bad = 0;
+    const long long total = (long long)p.k * p.out;
+    for (int wg = 0; wg < nw; wg++) {
+        const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw);
+        for (int v = begin; v < end; v++) {
+            const int slot = v / p.out, r = v - slot * p.out;
+            const uint8_t *base;
+            const int si = mv_src(p, slot, &base);
+            const int e = p.ids ? p.ids[si] : 0;
+            const bool valid = e >= 0 && e < p.n_expert;
+            const uint8_t *x = x_all + (long long)si * p.x_stride;
+            for (int t = 0; t < MV_THREADS; t++) mv_load_act<MV_Q2_K>(p, act, x, t);
+            const uint8_t *row =
+                base + (long long)(valid ? e : 0) * p.expert_bytes + (long long)r * p.row_bytes;
+            float lanes[32];
+            for (int lane = 0; lane < 32; lane++) {
+                float acc = 0.0f, ref[1] = {0.0f};
+                for (int u = lane; u < p.units; u += 32) {
+                    q2k_act a;
+                    q2k_act_q8k(x, u, &a);
+                    q2k_quarter(row + (u >> 2) * 84, u & 3, a, &acc);
+                    unit_q2_k<1>(row, p.row_bytes, u, act, ref);
+                }
+                if (memcmp(&acc, &ref[0], sizeof acc) != 0) bad++;
+                lanes[lane] = acc;
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                float nxt[32];
+                for (int l = 0; l < 32; l++) nxt[l] = lanes[l] + lanes[l ^ o];
+                memcpy(lanes, nxt, sizeof lanes);
+            }
+            y[v] = valid ? lanes[0] : NAN;
+        }
+    }
+    free(act);
+    return bad;
+}
+
 /* pair: a second tensor w2 in the same launch (dsv4_cuda_matvec_experts_pair), slots k..2k-1 */
 static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int x_per_slot, int tile,
                int grid, int pair) {
@@ -193,6 +237,13 @@ static int run(uint32_t type, int64_t in, int64_t out, int n_expert, int k, int 
             bad++;
         }
         free(y2);
+    }
+    if (f == MV_Q2_K) { /* the streamed kernel: its rows replace the pipeline's in the check below */
+        const int bits = emulate_stream_q2k(p, grid * 8, xa, y);
+        if (bits) {
+            printf("  Q2_K streamed rows: %d lane partials differ from the pipeline's unit\n", bits);
+            bad++;
+        }
     }
     double maxe = 0;
     for (int js = 0; js < slots; js++) {

@@ -238,6 +238,8 @@ __global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1
     cp_async_wait(0);
 }
 
+#include "backend/cuda/cuda_mv_stream.cuh" /* the Q2_K rows streamed per warp (uses the helpers above) */
+
 /* ---- host side ---- */
 
 typedef void (*mv_kernel_fn)(const mv_params);
@@ -258,6 +260,21 @@ static mv_kernel_fn mv_kernel_of(int f, int v, int g) {
     case MV_F16: return mv_kernel<MV_F16, 0, 1>;
     default: return NULL;
     }
+}
+
+/* The streamed Q2_K kernel for (quarters per lane, rows in flight per warp); NULL: no instance. */
+static mv_kernel_fn mvs_kernel_of(int upl, int d) {
+    if (upl == 1)
+        return d == 2   ? mvs_q2k_kernel<1, 2>
+               : d == 4 ? mvs_q2k_kernel<1, 4>
+               : d == 8 ? mvs_q2k_kernel<1, 8>
+                        : NULL;
+    if (upl == 2)
+        return d == 2   ? mvs_q2k_kernel<2, 2>
+               : d == 4 ? mvs_q2k_kernel<2, 4>
+               : d == 8 ? mvs_q2k_kernel<2, 8>
+                        : NULL;
+    return NULL;
 }
 
 /* The IQ2_XXS decoder a launch uses: the tuning's choice, else DSV4_CUDA_MV_IQ2 (read at init), and
@@ -297,12 +314,26 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
                                  mv_format_name(f), cudaGetErrorString(e));
         }
+    for (int upl = 1; upl <= 2; upl++)
+        for (int d = 2; d <= 8; d *= 2) {
+            const mv_kernel_fn kf = mvs_kernel_of(upl, d);
+            e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     ctx->smem_per_block_optin);
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         100);
+            if (e != cudaSuccess)
+                return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: streamed Q2_K kernel attributes: %s",
+                                 cudaGetErrorString(e));
+        }
+    const char *qv = getenv("DSV4_CUDA_MV_Q2K");
+    ctx->q2k_kernel_default = qv && strcmp(qv, "pipe") == 0 ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */
     const char *plan_env[2] = {"DSV4_CUDA_MV_PLAN_IQ2", "DSV4_CUDA_MV_PLAN_Q2K"};
     const int plan_fmt[2] = {MV_IQ2_XXS, MV_Q2_K};
     for (int i = 0; i < 2; i++) {
         const char *pv = getenv(plan_env[i]);
-        dsv4_cuda_mv_tuning t = {0, 0, 0, 0, 0};
+        dsv4_cuda_mv_tuning t = {0, 0, 0, 0, 0, 0};
         if (pv && sscanf(pv, "%d,%d,%d,%d", &t.tile_bytes, &t.stages, &t.ctas_per_sm, &t.groups) >= 3 &&
             t.tile_bytes >= 0 && t.stages >= 0 && t.ctas_per_sm >= 0 && t.groups >= 0)
             ctx->fmt_tune[plan_fmt[i]] = t;
@@ -438,10 +469,40 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     return DSV4_OK;
 }
 
+/* The streamed Q2_K plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: rows in
+ * flight per warp, grid and shared memory. Default 4 rows in flight, MVS_MIN_BLOCKS CTAs of 8 warps per SM.
+ */
+static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
+                     int *depth) {
+    if (f != MV_Q2_K || in > 4096 || mv_row_bytes(f, in) % 16 != 0) return false;
+    const dsv4_cuda_mv_tuning *t = &ctx->tune;
+    const int kind = t->kernel > 0                                              ? t->kernel
+                     : t->tile_bytes > 0 || t->stages > 0 || t->ctas_per_sm > 0 ? DSV4_MV_PIPE
+                                                                                : ctx->q2k_kernel_default;
+    if (kind != DSV4_MV_STREAM) return false;
+    const bool own = t->kernel == DSV4_MV_STREAM;
+    const int d = own && t->stages > 0 ? t->stages : 4;
+    const int upl = in <= 2048 ? 1 : 2;
+    int ctas = own && t->ctas_per_sm > 0 ? t->ctas_per_sm : MVS_MIN_BLOCKS(upl);
+    if (ctas > MVS_MIN_BLOCKS(upl)) ctas = MVS_MIN_BLOCKS(upl); /* what the registers are sized for */
+    const int64_t need = (int64_t)MVS_WARPS * d * mv_row_bytes(f, in);
+    if (!mvs_kernel_of(upl, d) || need > ctx->smem_per_block_optin) return false;
+    const int fit = ctx->smem_per_sm / (int)(need + 1024);
+    if (ctas > fit) ctas = fit;
+    if (ctas < 1) return false;
+    const int64_t rows = (int64_t)k * out, warps_needed = (rows + 1) / 2; /* at least 2 rows per warp */
+    int64_t g = (int64_t)ctas * ctx->sm_count;
+    if (g * MVS_WARPS > warps_needed) g = (warps_needed + MVS_WARPS - 1) / MVS_WARPS;
+    *grid = (int)(g < 1 ? 1 : g);
+    *smem = (int)need;
+    *depth = d;
+    return true;
+}
+
 /* k slots on w, or with w2 set 2k slots (k on w, then k on w2, same ids and activations). */
 static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, const void *w2,
                              int64_t in, int64_t out, int64_t n_expert, const int32_t *ids, int k,
-                             const void *x, int64_t x_stride_bytes, float *y, struct CUstream_st *stream,
+                             const void *x, int64_t x_stride_bytes, float *y, struct CUstream_st *cstream,
                              dsv4_error *err) {
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE)
@@ -476,9 +537,19 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec(IQ2_XXS): context not initialized");
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0, pipes = 1;
-    dsv4_status st = mv_plan(ctx, f, in, out, slots, &p, &grid, &smem, &pipes, err);
-    if (st != DSV4_OK) return st;
+    int grid = 0, smem = 0, pipes = 1, depth = 0;
+    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &depth);
+    if (stream) {
+        p.row_bytes = (int)rb;
+        p.in = (int)in;
+        p.out = (int)out;
+        p.k = slots;
+        p.units = (int)mv_units(f, in);
+        p.expert_bytes = (long long)(rb * out);
+    } else {
+        dsv4_status st = mv_plan(ctx, f, in, out, slots, &p, &grid, &smem, &pipes, err);
+        if (st != DSV4_OK) return st;
+    }
     p.w = (const uint8_t *)w;
     p.w2 = (const uint8_t *)w2;
     p.k1 = k;
@@ -489,8 +560,11 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.sel = ctx->d_iq2_sel;
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
-    mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0,
-                 pipes)<<<grid, MV_THREADS * pipes, smem, stream>>>(p);
+    if (stream)
+        mvs_kernel_of(in <= 2048 ? 1 : 2, depth)<<<grid, MVS_THREADS, smem, cstream>>>(p);
+    else
+        mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0,
+                     pipes)<<<grid, MV_THREADS * pipes, smem, cstream>>>(p);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_matvec(%s, in=%lld, out=%lld, k=%d): launch: %s",
@@ -519,9 +593,13 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE || in <= 0 || out <= 0 || k <= 0 || !buf)
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
+    int grid = 0, smem = 0, pipes = 1, depth = 0;
+    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &depth)) {
+        snprintf(buf, len, "stream rows=%d grid=%d x %d warps smem=%dB", depth, grid, MVS_WARPS, smem);
+        return DSV4_OK;
+    }
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0, pipes = 1;
     const dsv4_status st = mv_plan(ctx, f, in, out, k, &p, &grid, &smem, &pipes, err);
     if (st != DSV4_OK) return st;
     snprintf(buf, len, "R=%d nseg=%d S=%d stage=%dB grid=%d x %d pipes smem=%dB%s", p.R, p.nseg, p.S,
@@ -548,5 +626,7 @@ extern "C" int cu_pdl_kernels_mv(const void **out) {
     out[5] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 1>;
     out[6] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 3>;
     out[7] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 4>;
-    return 8;
+    for (int upl = 1, n = 8; upl <= 2; upl++)
+        for (int d = 2; d <= 8; d *= 2) out[n++] = (const void *)mvs_kernel_of(upl, d);
+    return 14;
 }

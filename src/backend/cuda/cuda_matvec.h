@@ -36,7 +36,15 @@ typedef struct dsv4_cuda_mv_tuning {
     /* IQ2_XXS with the selector decoder: 3 or 4 row pipelines per CTA sharing one copy of its tables,
      * one CTA per SM (more warps per SM; the same bits); 1: one pipeline per CTA; 0: the default (4) */
     int groups;
+    /* Q2_K: DSV4_MV_PIPE (mv_kernel) or DSV4_MV_STREAM (rows streamed per warp, cuda_mv_stream.cuh;
+     * then `stages` is the rows in flight per warp, 2, 4 or 8, and `ctas_per_sm` the resident CTAs of
+     * 8 warps); 0: the context's default, which is the pipeline whenever tile_bytes, stages or
+     * ctas_per_sm are set (their plans are the pipeline's) */
+    int kernel;
 } dsv4_cuda_mv_tuning;
+
+#define DSV4_MV_PIPE 1
+#define DSV4_MV_STREAM 2
 
 #define DSV4_MV_IQ2_MASK 1 /* sign masks from a table, two dp4a per word */
 #define DSV4_MV_IQ2_SEL 2  /* PRMT selectors (signed grid bytes), one dp4a per word */
@@ -50,6 +58,7 @@ typedef struct dsv4_cuda_mv_ctx {
     uint64_t *d_iq2_grid;     /* 256 entries, copied from dsv4_iq2xxs_grid */
     uint32_t *d_iq2_sel;      /* 256 grid + 128 sign PRMT selectors (NULL: not expressible) */
     int iq2_decoder_default;  /* DSV4_CUDA_MV_IQ2=mask|sel at init */
+    int q2k_kernel_default;   /* DSV4_CUDA_MV_Q2K=pipe|stream at init (DSV4_MV_PIPE / DSV4_MV_STREAM) */
     dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
     /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas[,groups]" at init, under
      * `tune`; zeros: the built-in plan */

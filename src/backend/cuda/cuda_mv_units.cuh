@@ -356,43 +356,68 @@ unit_iq2_xxs_sel(const uint8_t *wr, int rb, int u, const uint8_t *act, const uin
     unit_iq2<RPL, 1, LG>(wr, rb, u, act, t, acc);
 }
 
-/* Q2_K quarter u = 4b + 2h + s: 16 qs bytes (qs[32h+16s..]) x 4 bit planes j, scales[8h+2j+s]. */
-template <int RPL>
-static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int rb, int u,
-                                                          const uint8_t *act, float *acc) {
-    const int b = u >> 2, i = u & 3, h = i >> 1, s = i & 1;
-    const uint8_t *ab = act + b * 400;
-    const float ad = *(const float *)(ab + 32);
+/* Q2_K quarter u = 4b + 2h + s: 16 qs bytes (qs[32h+16s..]) x 4 bit planes j, scales[8h+2j+s].
+ * The activations of one quarter: the 16 int8 of chunk 4h+j at offset 16s for each plane j, their
+ * Q8_K bsums (8h+2j+s) and the superblock's d. */
+struct q2k_act {
     int4 xq[4];
     int bs[4];
+    float ad;
+};
+/* ... from the kernel's shared-memory re-layout (mv_act_map) */
+static __host__ __device__ __forceinline__ void q2k_act_smem(const uint8_t *act, int u, q2k_act *a) {
+    const int b = u >> 2, h = (u >> 1) & 1, s = u & 1;
+    const uint8_t *ab = act + b * 400;
+    a->ad = *(const float *)(ab + 32);
     MV_UNROLL
     for (int j = 0; j < 4; j++) {
         const uint8_t *cj = ab + (4 * h + j) * 48;
-        xq[j] = ld128(cj + 16 * s);
-        bs[j] = *(const int16_t *)(cj + 36 + 2 * s);
+        a->xq[j] = ld128(cj + 16 * s);
+        a->bs[j] = *(const int16_t *)(cj + 36 + 2 * s);
     }
+}
+/* ... straight from the dsv4_q8_k blocks (292 bytes: f32 d, 256 qs, 16 int16 bsums; 4-byte aligned) */
+static __host__ __device__ __forceinline__ void q2k_act_q8k(const uint8_t *x, int u, q2k_act *a) {
+    const int b = u >> 2, h = (u >> 1) & 1, s = u & 1;
+    const uint8_t *blk = x + b * 292;
+    a->ad = *(const float *)blk;
     MV_UNROLL
-    for (int r = 0; r < RPL; r++) {
-        const uint8_t *blk = wr + r * rb + b * 84;
-        const uint32_t *qp = (const uint32_t *)(blk + 16 + 16 * i);
-        const uint32_t q0 = qp[0], q1 = qp[1], q2 = qp[2], q3 = qp[3];
-        const uint32_t sw0 = ld32(blk + 8 * h), sw1 = ld32(blk + 8 * h + 4);
-        const uint32_t dm = ld32(blk + 80);
-        int isum = 0, summs = 0;
-        MV_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
-            /* plane j masked in place (no per-word shift): the sum is 4^j times the true one */
-            const uint32_t m = 0x03030303u << (2 * j);
-            int sub = mv_dp4a_us(q0 & m, xq[j].x, 0);
-            sub = mv_dp4a_us(q1 & m, xq[j].y, sub);
-            sub = mv_dp4a_us(q2 & m, xq[j].z, sub);
-            sub = mv_dp4a_us(q3 & m, xq[j].w, sub);
-            isum += (int)(sc & 15u) * (sub >> (2 * j)); /* exact: sub is a multiple of 4^j */
-            summs += (int)(sc >> 4) * bs[j];
-        }
-        acc[r] += (ad * h2f(dm & 0xffffu)) * (float)isum - (ad * h2f(dm >> 16)) * (float)summs;
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *q = blk + 4 + (4 * h + j) * 32 + 16 * s;
+        a->xq[j] = make_int4((int)ld32(q), (int)ld32(q + 4), (int)ld32(q + 8), (int)ld32(q + 12));
+        a->bs[j] = *(const int16_t *)(blk + 260 + 2 * (2 * (4 * h + j) + s));
     }
+}
+/* One row's quarter (superblock blk, quarter i = 2h + s) times its activations, added to *acc. */
+static __host__ __device__ __forceinline__ void q2k_quarter(const uint8_t *blk, int i, const q2k_act &a,
+                                                            float *acc) {
+    const int h = i >> 1, s = i & 1;
+    const uint32_t *qp = (const uint32_t *)(blk + 16 + 16 * i);
+    const uint32_t q0 = qp[0], q1 = qp[1], q2 = qp[2], q3 = qp[3];
+    const uint32_t sw0 = ld32(blk + 8 * h), sw1 = ld32(blk + 8 * h + 4);
+    const uint32_t dm = ld32(blk + 80);
+    int isum = 0, summs = 0;
+    MV_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
+        /* plane j masked in place (no per-word shift): the sum is 4^j times the true one */
+        const uint32_t m = 0x03030303u << (2 * j);
+        int sub = mv_dp4a_us(q0 & m, a.xq[j].x, 0);
+        sub = mv_dp4a_us(q1 & m, a.xq[j].y, sub);
+        sub = mv_dp4a_us(q2 & m, a.xq[j].z, sub);
+        sub = mv_dp4a_us(q3 & m, a.xq[j].w, sub);
+        isum += (int)(sc & 15u) * (sub >> (2 * j)); /* exact: sub is a multiple of 4^j */
+        summs += (int)(sc >> 4) * a.bs[j];
+    }
+    *acc += (a.ad * h2f(dm & 0xffffu)) * (float)isum - (a.ad * h2f(dm >> 16)) * (float)summs;
+}
+template <int RPL>
+static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int rb, int u,
+                                                          const uint8_t *act, float *acc) {
+    q2k_act a;
+    q2k_act_smem(act, u, &a);
+    MV_UNROLL
+    for (int r = 0; r < RPL; r++) q2k_quarter(wr + r * rb + (u >> 2) * 84, u & 3, a, &acc[r]);
 }
 
 /* The 6-bit scales and mins of a Q4_K superblock's sub-blocks 2c and 2c+1 (c = 0..3): hd holds the
