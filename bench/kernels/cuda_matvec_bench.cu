@@ -574,13 +574,13 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
     {0, 0, 0, DSV4_MV_IQ2_SEL, 4, 0},
     {0, 0, 0, DSV4_MV_IQ2_SEL, 1, 0}, /* one pipeline per CTA (the default until session 11) */
     /* session 16: Q2_K only. The pipeline's default plan, then the rows streamed per warp (the default)
-     * with other depths (rows in flight per warp) and CTAs per SM: every row must be the default's bits */
+     * with other group sizes, depths and CTAs per SM: every row must be the default's bits */
     {0, 0, 0, 0, 0, DSV4_MV_PIPE},
-    {0, 2, 4, 0, 0, DSV4_MV_STREAM},
-    {0, 8, 4, 0, 0, DSV4_MV_STREAM},
-    {0, 4, 2, 0, 0, DSV4_MV_STREAM},
-    {0, 8, 2, 0, 0, DSV4_MV_STREAM},
-    {0, 4, 3, 0, 0, DSV4_MV_STREAM},
+    {0, 2, 4, 0, 2, DSV4_MV_STREAM}, /* stages: groups in flight; groups: rows per group */
+    {0, 3, 4, 0, 2, DSV4_MV_STREAM},
+    {0, 3, 4, 0, 4, DSV4_MV_STREAM},
+    {0, 2, 3, 0, 4, DSV4_MV_STREAM},
+    {0, 2, 2, 0, 4, DSV4_MV_STREAM},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 

@@ -143,7 +143,7 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
                 for (int u = lane; u < p.units; u += 32) {
                     q2k_act a;
                     q2k_act_q8k(x, u, &a);
-                    q2k_quarter(row + (u >> 2) * 84, u & 3, a, &acc);
+                    q2k_quarter_g(row + (u >> 2) * 84, u & 3, a, &acc);
                     unit_q2_k<1>(row, p.row_bytes, u, act, ref);
                 }
                 if (memcmp(&acc, &ref[0], sizeof acc) != 0) bad++;
@@ -159,6 +159,59 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
     }
     free(act);
     return bad;
+}
+
+/* mvs_warp_sums' transposed reduction of PR rows, lane by lane on the host: row r must come out of lane
+ * r * 32 / PR with the bits of the plain butterfly (every lane of which holds the same value). */
+static float host_butterfly(const float *v) {
+    float a[32];
+    memcpy(a, v, sizeof a);
+    for (int o = 16; o > 0; o >>= 1) {
+        float n[32];
+        for (int l = 0; l < 32; l++) n[l] = a[l] + a[l ^ o];
+        memcpy(a, n, sizeof a);
+    }
+    return a[0];
+}
+static int check_warp_sums(int pr) {
+    int bad = 0;
+    uint64_t st = 99 + pr;
+    for (int t = 0; t < 2000; t++) {
+        float v[4][32], m[32];
+        for (int r = 0; r < pr; r++)
+            for (int l = 0; l < 32; l++) {
+                const double u = (double)(mix64(st++) >> 11) / 9007199254740992.0;
+                v[r][l] = (float)((u - 0.5) * pow(2.0, (double)(mix64(st++) % 40) - 20.0));
+            }
+        if (pr == 4) { /* level 16: lanes with bit 4 keep rows 2, 3; level 8: bit 3 keeps the odd row */
+            float k0[32], k1[32];
+            for (int l = 0; l < 32; l++) {
+                const int q = l ^ 16;
+                const bool hi = l & 16;
+                k0[l] = (hi ? v[2][l] : v[0][l]) + (hi ? v[2][q] : v[0][q]);
+                k1[l] = (hi ? v[3][l] : v[1][l]) + (hi ? v[3][q] : v[1][q]);
+            }
+            for (int l = 0; l < 32; l++) {
+                const bool b3 = l & 8;
+                m[l] = (b3 ? k1[l] : k0[l]) + (b3 ? k1[l ^ 8] : k0[l ^ 8]);
+            }
+        } else {
+            for (int l = 0; l < 32; l++)
+                m[l] = (l & 16 ? v[1][l] : v[0][l]) + (l & 16 ? v[1][l ^ 16] : v[0][l ^ 16]);
+        }
+        for (int o = pr == 4 ? 4 : 8; o > 0; o >>= 1) {
+            float n[32];
+            for (int l = 0; l < 32; l++) n[l] = m[l] + m[l ^ o];
+            memcpy(m, n, sizeof m);
+        }
+        for (int r = 0; r < pr; r++) {
+            const float want = host_butterfly(v[r]), got = m[r * 32 / pr];
+            if (memcmp(&want, &got, sizeof got) != 0) bad++;
+        }
+    }
+    printf("streamed Q2_K warp sums, %d rows: %s\n", pr,
+           bad ? "FAIL" : "ok (2000 x same bits as the butterfly)");
+    return bad != 0;
 }
 
 /* pair: a second tensor w2 in the same launch (dsv4_cuda_matvec_experts_pair), slots k..2k-1 */
@@ -296,6 +349,8 @@ int main(void) {
         fails += run(ty, in1, 33, 9, 3, 0, 8192, 5, 1);  /* gate + up in one launch, shared x */
         fails += run(ty, in1, 40, 9, 4, 1, 16384, 7, 1); /* per-slot x, CTAs straddling the two */
     }
+    fails += check_warp_sums(2);
+    fails += check_warp_sums(4);
     printf("EMU RESULT: %s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -262,19 +262,15 @@ static mv_kernel_fn mv_kernel_of(int f, int v, int g) {
     }
 }
 
-/* The streamed Q2_K kernel for (quarters per lane, rows in flight per warp); NULL: no instance. */
-static mv_kernel_fn mvs_kernel_of(int upl, int d) {
-    if (upl == 1)
-        return d == 2   ? mvs_q2k_kernel<1, 2>
-               : d == 4 ? mvs_q2k_kernel<1, 4>
-               : d == 8 ? mvs_q2k_kernel<1, 8>
-                        : NULL;
-    if (upl == 2)
-        return d == 2   ? mvs_q2k_kernel<2, 2>
-               : d == 4 ? mvs_q2k_kernel<2, 4>
-               : d == 8 ? mvs_q2k_kernel<2, 8>
-                        : NULL;
-    return NULL;
+/* The streamed Q2_K kernel for (quarters per lane, rows per group, groups in flight per warp); NULL:
+ * no instance. */
+#define MVS_PR(pr, d) (pr == 2 ? mvs_q2k_kernel<U, 2, d> : pr == 4 ? mvs_q2k_kernel<U, 4, d> : NULL)
+template <int U> static mv_kernel_fn mvs_kernel_upl(int pr, int d) {
+    return d == 2 ? MVS_PR(pr, 2) : d == 3 ? MVS_PR(pr, 3) : NULL;
+}
+#undef MVS_PR
+static mv_kernel_fn mvs_kernel_of(int upl, int pr, int d) {
+    return upl == 1 ? mvs_kernel_upl<1>(pr, d) : upl == 2 ? mvs_kernel_upl<2>(pr, d) : NULL;
 }
 
 /* The IQ2_XXS decoder a launch uses: the tuning's choice, else DSV4_CUDA_MV_IQ2 (read at init), and
@@ -315,17 +311,19 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                                  mv_format_name(f), cudaGetErrorString(e));
         }
     for (int upl = 1; upl <= 2; upl++)
-        for (int d = 2; d <= 8; d *= 2) {
-            const mv_kernel_fn kf = mvs_kernel_of(upl, d);
-            e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     ctx->smem_per_block_optin);
-            if (e == cudaSuccess)
-                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         100);
-            if (e != cudaSuccess)
-                return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: streamed Q2_K kernel attributes: %s",
-                                 cudaGetErrorString(e));
-        }
+        for (int pr = 2; pr <= 4; pr += 2)
+            for (int d = 2; d <= 3; d++) {
+                const mv_kernel_fn kf = mvs_kernel_of(upl, pr, d);
+                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ctx->smem_per_block_optin);
+                if (e == cudaSuccess)
+                    e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             100);
+                if (e != cudaSuccess)
+                    return dsv4_fail(err, DSV4_ERR_IO,
+                                     "dsv4_cuda_mv_init: streamed Q2_K kernel attributes: %s",
+                                     cudaGetErrorString(e));
+            }
     const char *qv = getenv("DSV4_CUDA_MV_Q2K");
     ctx->q2k_kernel_default = qv && strcmp(qv, "pipe") == 0 ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */
@@ -469,11 +467,11 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     return DSV4_OK;
 }
 
-/* The streamed Q2_K plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: rows in
- * flight per warp, grid and shared memory. Default 4 rows in flight, MVS_MIN_BLOCKS CTAs of 8 warps per SM.
- */
+/* The streamed Q2_K plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: rows per
+ * group, groups in flight per warp, grid and shared memory. Default 4 rows x 2 groups in flight,
+ * MVS_MIN_BLOCKS CTAs of 8 warps per SM. */
 static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
-                     int *depth) {
+                     int *rows, int *depth) {
     if (f != MV_Q2_K || in > 4096 || mv_row_bytes(f, in) % 16 != 0) return false;
     const dsv4_cuda_mv_tuning *t = &ctx->tune;
     const int kind = t->kernel > 0                                              ? t->kernel
@@ -481,20 +479,22 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
                                                                                 : ctx->q2k_kernel_default;
     if (kind != DSV4_MV_STREAM) return false;
     const bool own = t->kernel == DSV4_MV_STREAM;
-    const int d = own && t->stages > 0 ? t->stages : 4;
+    const int d = own && t->stages > 0 ? t->stages : 2;
+    const int pr = own && t->groups > 0 ? t->groups : 4;
     const int upl = in <= 2048 ? 1 : 2;
     int ctas = own && t->ctas_per_sm > 0 ? t->ctas_per_sm : MVS_MIN_BLOCKS(upl);
     if (ctas > MVS_MIN_BLOCKS(upl)) ctas = MVS_MIN_BLOCKS(upl); /* what the registers are sized for */
-    const int64_t need = (int64_t)MVS_WARPS * d * mv_row_bytes(f, in);
-    if (!mvs_kernel_of(upl, d) || need > ctx->smem_per_block_optin) return false;
+    const int64_t need = (int64_t)MVS_WARPS * d * pr * mv_row_bytes(f, in);
+    if (out % pr != 0 || !mvs_kernel_of(upl, pr, d) || need > ctx->smem_per_block_optin) return false;
     const int fit = ctx->smem_per_sm / (int)(need + 1024);
     if (ctas > fit) ctas = fit;
     if (ctas < 1) return false;
-    const int64_t rows = (int64_t)k * out, warps_needed = (rows + 1) / 2; /* at least 2 rows per warp */
+    const int64_t groups = (int64_t)k * out / pr, warps_needed = (groups + 1) / 2; /* >= 2 groups a warp */
     int64_t g = (int64_t)ctas * ctx->sm_count;
     if (g * MVS_WARPS > warps_needed) g = (warps_needed + MVS_WARPS - 1) / MVS_WARPS;
     *grid = (int)(g < 1 ? 1 : g);
     *smem = (int)need;
+    *rows = pr;
     *depth = d;
     return true;
 }
@@ -537,8 +537,8 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec(IQ2_XXS): context not initialized");
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0, pipes = 1, depth = 0;
-    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &depth);
+    int grid = 0, smem = 0, pipes = 1, depth = 0, pr = 0;
+    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &pr, &depth);
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;
@@ -561,7 +561,7 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
     if (stream)
-        mvs_kernel_of(in <= 2048 ? 1 : 2, depth)<<<grid, MVS_THREADS, smem, cstream>>>(p);
+        mvs_kernel_of(in <= 2048 ? 1 : 2, pr, depth)<<<grid, MVS_THREADS, smem, cstream>>>(p);
     else
         mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0,
                      pipes)<<<grid, MV_THREADS * pipes, smem, cstream>>>(p);
@@ -593,9 +593,10 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE || in <= 0 || out <= 0 || k <= 0 || !buf)
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
-    int grid = 0, smem = 0, pipes = 1, depth = 0;
-    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &depth)) {
-        snprintf(buf, len, "stream rows=%d grid=%d x %d warps smem=%dB", depth, grid, MVS_WARPS, smem);
+    int grid = 0, smem = 0, pipes = 1, depth = 0, pr = 0;
+    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &pr, &depth)) {
+        snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB", pr, depth, grid,
+                 MVS_WARPS, smem);
         return DSV4_OK;
     }
     mv_params p;
@@ -626,7 +627,9 @@ extern "C" int cu_pdl_kernels_mv(const void **out) {
     out[5] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 1>;
     out[6] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 3>;
     out[7] = (const void *)mv_kernel<MV_IQ2_XXS, 1, 4>;
-    for (int upl = 1, n = 8; upl <= 2; upl++)
-        for (int d = 2; d <= 8; d *= 2) out[n++] = (const void *)mvs_kernel_of(upl, d);
-    return 14;
+    int n = 8;
+    for (int upl = 1; upl <= 2; upl++)
+        for (int pr = 2; pr <= 4; pr += 2)
+            for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvs_kernel_of(upl, pr, d);
+    return n;
 }

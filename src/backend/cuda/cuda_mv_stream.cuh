@@ -2,18 +2,19 @@
  * CTA-wide pipeline. Included by cuda_matvec.cu only (it shares mv_params and the launch checks).
  *
  * Why: mv_kernel's Q2_K steady state stayed at ~53 % of the copy rate (bench/NOTES.md, sessions 7 and
- * 14) while its unit needs ~1.2 instructions per weight: the time goes to the CTA-wide stage barriers
- * (every warp waits for the slowest, ~1 us per iteration) and to re-reading the activations from
- * shared memory for every row pair. Here each warp owns a contiguous range of the k*out rows, keeps
- * D whole rows in flight in a ring of its own (16-byte cp.async per lane, one commit group per row,
- * __syncwarp only), and each lane keeps the activations of the quarter superblocks it decodes in
- * registers: lane l always takes quarters l, l + 32 (a row of `in` <= 4096 has at most 64), exactly
- * the quarters mv_kernel's lane l takes when a row is one segment (nseg = 1), in the same order, with
- * the same unit (q2k_quarter) and the same warp sum. So every row is the same bits as mv_kernel's
- * whenever its plan has nseg = 1 (cuda_matvec_bench checks this), and within the usual error bound
- * of quant_dot_q2_k otherwise.
+ * 14). A first version of this kernel (one row per step: its own copy loop, warp sum, id load and
+ * cursor) ran no faster (session 16, call 1): at 64 weights per lane and row the per-row overhead was
+ * as large as the decode. So each warp owns a contiguous range of groups of PR rows of one slot; a
+ * group is one contiguous copy (16-byte cp.async per lane, one commit group), D groups in flight in a
+ * ring of the warp's own (__syncwarp only), one transposed warp sum for the PR rows (mvs_warp_sums),
+ * and each lane keeps the activations of the quarter superblocks it decodes in registers: lane l
+ * always takes quarters l, l + 32 (a row of `in` <= 4096 has at most 64), exactly the quarters
+ * mv_kernel's lane l takes when a row is one segment (nseg = 1), in the same order, with the same
+ * integer sums and float term (q2k_quarter_g) and the same butterfly pairs. So every row is the same
+ * bits as mv_kernel's whenever its plan has nseg = 1 (cuda_matvec_emu and cuda_matvec_bench check
+ * this), and within the usual error bound of quant_dot_q2_k otherwise.
  *
- * Shared memory: MVS_WARPS * D * row_bytes per CTA (in = 2048: 21.5 KB at D = 4). */
+ * Shared memory: MVS_WARPS * D * PR * row_bytes per CTA (in = 2048: 43 KB at PR = 4, D = 2). */
 #ifndef DSV4_CUDA_MV_STREAM_CUH
 #define DSV4_CUDA_MV_STREAM_CUH
 
@@ -27,47 +28,85 @@ template <int N> static __device__ __forceinline__ void mvs_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* A row cursor over the launch's k*out virtual rows: slot and row within the slot. */
-struct mvs_cursor {
+/* The warp sums of PR rows' lane partials v[0..PR-1] (PR = 2 or 4), each the bits of warp_sum(v[r])
+ * (the same xor-butterfly pairs level by level; a float sum of two is commutative): half the lanes keep
+ * half the rows at each of the first log2(PR) levels. Row r ends in lane r * 32 / PR. */
+template <int PR> static __device__ __forceinline__ float mvs_warp_sums(const float *v, int lane) {
+    float m;
+    if (PR == 4) {
+        const bool hi = (lane & 16) != 0;
+        float k0 = hi ? v[2] : v[0], k1 = hi ? v[3] : v[1];
+        const float s0 = hi ? v[0] : v[2], s1 = hi ? v[1] : v[3];
+        k0 += __shfl_xor_sync(0xffffffffu, s0, 16);
+        k1 += __shfl_xor_sync(0xffffffffu, s1, 16);
+        const bool b3 = (lane & 8) != 0;
+        m = b3 ? k1 : k0;
+        m += __shfl_xor_sync(0xffffffffu, b3 ? k0 : k1, 8);
+#pragma unroll
+        for (int o = 4; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+    } else {
+        const bool hi = (lane & 16) != 0;
+        m = hi ? v[1] : v[0];
+        m += __shfl_xor_sync(0xffffffffu, hi ? v[0] : v[1], 16);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+    }
+    return m;
+}
+
+/* Group g of a launch: PR consecutive rows of one slot (out % PR == 0). */
+struct mvs_group {
     int slot, r;
 };
-static __device__ __forceinline__ void mvs_next(mvs_cursor &c, int out) {
-    if (++c.r == out) {
+static __device__ __forceinline__ void mvs_next(mvs_group &c, int out, int pr) {
+    c.r += pr;
+    if (c.r == out) {
         c.r = 0;
         c.slot++;
     }
 }
 
-/* Copies row c into dst (nothing for an invalid expert id); the caller commits the group. */
-static __device__ __forceinline__ void mvs_issue(const mv_params &p, uint8_t *dst, const mvs_cursor &c,
+/* Copies group c (PR * row_bytes contiguous bytes, MAXC 16-byte copies per lane at most) into dst;
+ * nothing for an invalid expert id. The caller commits the group. */
+template <int PR, int MAXC>
+static __device__ __forceinline__ void mvs_issue(const mv_params &p, uint8_t *dst, const mvs_group &c,
                                                  int lane) {
     const uint8_t *base;
     const int si = mv_src(p, c.slot, &base);
     const int e = p.ids ? __ldg(p.ids + si) : 0;
     if (e < 0 || e >= p.n_expert) return;
     const uint8_t *src = base + (long long)e * p.expert_bytes + (long long)c.r * p.row_bytes;
-    for (int o = lane * 16; o < p.row_bytes; o += 32 * 16) cp_async16(dst + o, src + o);
+    const int bytes = PR * p.row_bytes;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int o = (lane + 32 * i) * 16;
+        if (o < bytes) cp_async16(dst + o, src + o);
+    }
 }
 
-/* UPL: quarters per lane (1: in <= 2048, 2: in <= 4096); D: rows in flight per warp. */
-template <int UPL, int D>
+/* UPL: quarters per lane (1: in <= 2048, 2: in <= 4096); PR: rows per group (one commit group, one
+ * sum); D: groups in flight per warp. */
+template <int UPL, int PR, int D>
 __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int MAXC = (PR * UPL * 672 + 511) / 512; /* row bytes <= 672 per quarter per lane */
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    uint8_t *ring = smem + warp * D * p.row_bytes;
-    const long long total = (long long)p.k * p.out, wg = (long long)blockIdx.x * MVS_WARPS + warp,
+    const int gbytes = PR * p.row_bytes;
+    uint8_t *ring = smem + warp * D * gbytes;
+    const long long total = (long long)p.k * p.out / PR, wg = (long long)blockIdx.x * MVS_WARPS + warp,
                     nw = (long long)gridDim.x * MVS_WARPS;
-    const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw);
+    const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw); /* groups */
     cu_pdl_trigger();
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) return;
-    mvs_cursor fc = {begin / p.out, begin % p.out}, cc = fc;
+    const int gpo = p.out / PR; /* groups per slot */
+    mvs_group fc = {begin / gpo, (begin % gpo) * PR}, cc = fc;
     int f = begin;
 #pragma unroll
     for (int d = 0; d < D; d++) {
         if (f < end) {
-            mvs_issue(p, ring + d * p.row_bytes, fc, lane);
-            mvs_next(fc, p.out);
+            mvs_issue<PR, MAXC>(p, ring + d * gbytes, fc, lane);
+            mvs_next(fc, p.out, PR);
             f++;
         }
         cp_async_commit();
@@ -75,11 +114,11 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
     q2k_act a[UPL];
     int act_si = -1, ri = 0;
     const float nanv = __int_as_float(0x7fc00000);
-    for (int v = begin; v < end; v++) {
+    for (int g = begin; g < end; g++) {
         const uint8_t *base;
         const int si = mv_src(p, cc.slot, &base);
         const int ai = p.x_stride != 0 ? si : 0;
-        if (ai != act_si) { /* while this row's copy may still be in flight */
+        if (ai != act_si) { /* while this group's copy may still be in flight */
             const uint8_t *x = p.x + (long long)ai * p.x_stride;
 #pragma unroll
             for (int i = 0; i < UPL; i++)
@@ -87,25 +126,30 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
             act_si = ai;
         }
         const int e = p.ids ? __ldg(p.ids + si) : 0;
-        mvs_cp_wait<D - 1>(); /* this lane's part of row v */
+        mvs_cp_wait<D - 1>(); /* this lane's part of group g */
         __syncwarp();         /* ... and every other lane's */
-        uint8_t *row = ring + ri * p.row_bytes;
-        float acc = 0.0f;
+        uint8_t *rows = ring + ri * gbytes;
+        float acc[PR];
 #pragma unroll
-        for (int i = 0; i < UPL; i++) {
-            const int u = lane + 32 * i;
-            if (u < p.units) q2k_quarter(row + (u >> 2) * 84, u & 3, a[i], &acc);
+        for (int r = 0; r < PR; r++) {
+            acc[r] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < UPL; i++) {
+                const int u = lane + 32 * i;
+                if (u < p.units) q2k_quarter_g(rows + r * p.row_bytes + (u >> 2) * 84, u & 3, a[i], &acc[r]);
+            }
         }
-        acc = warp_sum(acc);
-        if (lane == 0) p.y[v] = e >= 0 && e < p.n_expert ? acc : nanv;
+        const float y = mvs_warp_sums<PR>(acc, lane);
+        if ((lane & (32 / PR - 1)) == 0)
+            p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp(); /* every lane is done with the slot before it is refilled */
         if (f < end) {
-            mvs_issue(p, row, fc, lane);
-            mvs_next(fc, p.out);
+            mvs_issue<PR, MAXC>(p, rows, fc, lane);
+            mvs_next(fc, p.out, PR);
             f++;
         }
         cp_async_commit();
-        mvs_next(cc, p.out);
+        mvs_next(cc, p.out, PR);
         if (++ri == D) ri = 0;
     }
     mvs_cp_wait<0>();
