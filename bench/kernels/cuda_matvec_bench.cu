@@ -573,8 +573,8 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
     {0, 0, 0, DSV4_MV_IQ2_SEL, 3, 0},
     {0, 0, 0, DSV4_MV_IQ2_SEL, 4, 0},
     {0, 0, 0, DSV4_MV_IQ2_SEL, 1, 0}, /* one pipeline per CTA (the default until session 11) */
-    /* session 16: Q2_K only. The pipeline's default plan, then the rows streamed per warp (the default)
-     * with other group sizes, depths and CTAs per SM: every row must be the default's bits */
+    /* session 16: Q2_K and IQ2_XXS. The pipeline's default plan, then the rows streamed per warp (the
+     * default) with other group sizes, depths and (Q2_K) CTAs per SM: every row must be the default's bits */
     {0, 0, 0, 0, 0, DSV4_MV_PIPE},
     {0, 2, 4, 0, 2, DSV4_MV_STREAM}, /* stages: groups in flight; groups: rows per group */
     {0, 3, 4, 0, 2, DSV4_MV_STREAM},
@@ -654,7 +654,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
     int best_i = -1;
     for (int i = 0; i < nsweep; i++) {
         if (k_sweep[i].iq2_decoder && c->type != DSV4_TYPE_IQ2_XXS) continue;
-        if (k_sweep[i].kernel && c->type != DSV4_TYPE_Q2_K) continue;
+        if (k_sweep[i].kernel && c->type != DSV4_TYPE_Q2_K && c->type != DSV4_TYPE_IQ2_XXS) continue;
         ctx->tune = k_sweep[i];
         char desc[160];
         dsv4_error err;
@@ -671,9 +671,11 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
         }
         /* the default plan with row pipelines, or with the sign-mask IQ2_XXS decoder (the same integer
          * sums as the selector decoder): the rows must be the default config's bits */
-        /* Q2_K: the streamed rows are mv_kernel's bits whenever its plan keeps a row in one segment */
+        /* Q2_K, IQ2_XXS: the streamed rows are mv_kernel's bits under its default plan (Q2_K: when a row
+         * is one segment; IQ2_XXS: the stream kernel keeps the default plan's segments) */
         const bool same_bits_q2k = k_sweep[i].kernel == DSV4_MV_STREAM ||
-                                   (k_sweep[i].kernel == DSV4_MV_PIPE && strstr(desc, "nseg=1 ") != NULL);
+                                   (k_sweep[i].kernel == DSV4_MV_PIPE &&
+                                    (c->type == DSV4_TYPE_IQ2_XXS || strstr(desc, "nseg=1 ") != NULL));
         if (same_bits_q2k || ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
                               k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0)) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */

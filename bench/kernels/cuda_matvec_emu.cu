@@ -161,6 +161,56 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
     return bad;
 }
 
+/* The streamed IQ2_XXS unit (iq2s_sub over the 64 KB table, activations from the Q8_K blocks) against
+ * the pipeline's selector unit (unit_iq2_xxs_sel over its 32-copy table and shared-memory re-layout),
+ * lane by lane and sub-block by sub-block: the same bits. Returns the mismatches. */
+static int check_iq2_stream_units(int64_t in, int rows) {
+    const int64_t rb = mv_row_bytes(MV_IQ2_XXS, in);
+    uint8_t *w = (uint8_t *)malloc((size_t)(rb * rows));
+    for (int r = 0; r < rows; r++) {
+        uint64_t st = mix64((uint64_t)r * 77 + 5);
+        quant_fill_random_row(DSV4_TYPE_IQ2_XXS, &st, 0.05f, w + r * rb, in);
+    }
+    float *x = (float *)malloc(sizeof(float) * in);
+    uint64_t st = 3;
+    for (int64_t i = 0; i < in; i++) x[i] = (float)((int64_t)(mix64(st++) >> 40) - (1 << 23)) / (1 << 23);
+    uint8_t *xa = (uint8_t *)malloc((size_t)mv_act_global(MV_IQ2_XXS, in));
+    quant_act_q8_k(x, (dsv4_q8_k *)xa, in);
+    uint32_t tab[384];
+    for (int i = 0; i < 256; i++) tab[i] = md_iq2_grid_sel(dsv4_iq2xxs_grid[i]);
+    for (int i = 0; i < 128; i++) tab[256 + i] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[i]);
+    uint8_t *lut = (uint8_t *)calloc(1, MV_IQ2_GRID_BYTES + MV_IQ2_MASK_BYTES);
+    for (int t = 0; t < MV_THREADS; t++) mv_build_iq2_sel(tab, lut, t);
+    uint8_t *lut2 = (uint8_t *)calloc(1, MV_IQ2S_TABLE_BYTES);
+    mv_build_iq2s_table(tab, lut2, 0, 1);
+    mv_params p;
+    memset(&p, 0, sizeof p);
+    p.in = (int)in;
+    uint8_t *act = (uint8_t *)calloc(1, (size_t)mv_act_smem(MV_IQ2_XXS, in));
+    for (int t = 0; t < MV_THREADS; t++) mv_load_act<MV_IQ2_XXS>(p, act, xa, t);
+    int bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int u = 0; u < in / 32; u++) {
+            const int lane = u & 31;
+            float ref[1] = {0.25f}, got = 0.25f; /* a nonzero start: the fmaf chain's first term */
+            unit_iq2_xxs_sel<1, 7>(w + r * rb, (int)rb, u, act, lut, lut + MV_IQ2_GRID_BYTES,
+                                   4u * (uint32_t)lane, ref);
+            iq2s_act a;
+            iq2s_act_q8k(xa, u, &a);
+            iq2s_sub(w + r * rb, u, a, lut2, 0u, 4u * (uint32_t)lane, &got);
+            if (memcmp(&got, &ref[0], sizeof got) != 0) bad++;
+        }
+    printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s\n", (long long)in, rows,
+           bad ? "FAIL" : "ok (every sub-block the pipeline's bits)");
+    free(w);
+    free(x);
+    free(xa);
+    free(lut);
+    free(lut2);
+    free(act);
+    return bad != 0;
+}
+
 /* mvs_warp_sums' transposed reduction of PR rows, lane by lane on the host: row r must come out of lane
  * r * 32 / PR with the bits of the plain butterfly (every lane of which holds the same value). */
 static float host_butterfly(const float *v) {
@@ -177,39 +227,40 @@ static int check_warp_sums(int pr) {
     int bad = 0;
     uint64_t st = 99 + pr;
     for (int t = 0; t < 2000; t++) {
-        float v[4][32], m[32];
+        float v[8][32], w[8][32];
         for (int r = 0; r < pr; r++)
             for (int l = 0; l < 32; l++) {
                 const double u = (double)(mix64(st++) >> 11) / 9007199254740992.0;
                 v[r][l] = (float)((u - 0.5) * pow(2.0, (double)(mix64(st++) % 40) - 20.0));
+                w[r][l] = v[r][l];
             }
-        if (pr == 4) { /* level 16: lanes with bit 4 keep rows 2, 3; level 8: bit 3 keeps the odd row */
-            float k0[32], k1[32];
-            for (int l = 0; l < 32; l++) {
-                const int q = l ^ 16;
-                const bool hi = l & 16;
-                k0[l] = (hi ? v[2][l] : v[0][l]) + (hi ? v[2][q] : v[0][q]);
-                k1[l] = (hi ? v[3][l] : v[1][l]) + (hi ? v[3][q] : v[1][q]);
+        /* mvs_warp_sums<pr>, every lane at once: keep the upper half where the level bit is set */
+        int n = pr;
+        for (int o = 16; o > 0; o >>= 1) {
+            float nw[8][32];
+            if (n > 1) {
+                for (int l = 0; l < 32; l++) {
+                    const bool up = l & o;
+                    for (int i = 0; i < n / 2; i++) {
+                        const int q = l ^ o;
+                        const bool qup = q & o;
+                        const float keep = up ? w[i + n / 2][l] : w[i][l];
+                        const float recv = qup ? w[i][q] : w[i + n / 2][q]; /* the partner's send */
+                        nw[i][l] = keep + recv;
+                    }
+                }
+                n /= 2;
+            } else {
+                for (int l = 0; l < 32; l++) nw[0][l] = w[0][l] + w[0][l ^ o];
             }
-            for (int l = 0; l < 32; l++) {
-                const bool b3 = l & 8;
-                m[l] = (b3 ? k1[l] : k0[l]) + (b3 ? k1[l ^ 8] : k0[l ^ 8]);
-            }
-        } else {
-            for (int l = 0; l < 32; l++)
-                m[l] = (l & 16 ? v[1][l] : v[0][l]) + (l & 16 ? v[1][l ^ 16] : v[0][l ^ 16]);
-        }
-        for (int o = pr == 4 ? 4 : 8; o > 0; o >>= 1) {
-            float n[32];
-            for (int l = 0; l < 32; l++) n[l] = m[l] + m[l ^ o];
-            memcpy(m, n, sizeof m);
+            for (int i = 0; i < (n > 1 ? n : 1); i++) memcpy(w[i], nw[i], sizeof w[i]);
         }
         for (int r = 0; r < pr; r++) {
-            const float want = host_butterfly(v[r]), got = m[r * 32 / pr];
+            const float want = host_butterfly(v[r]), got = w[0][r * 32 / pr];
             if (memcmp(&want, &got, sizeof got) != 0) bad++;
         }
     }
-    printf("streamed Q2_K warp sums, %d rows: %s\n", pr,
+    printf("streamed warp sums, %d values: %s\n", pr,
            bad ? "FAIL" : "ok (2000 x same bits as the butterfly)");
     return bad != 0;
 }
@@ -349,8 +400,11 @@ int main(void) {
         fails += run(ty, in1, 33, 9, 3, 0, 8192, 5, 1);  /* gate + up in one launch, shared x */
         fails += run(ty, in1, 40, 9, 4, 1, 16384, 7, 1); /* per-slot x, CTAs straddling the two */
     }
+    fails += check_iq2_stream_units(4096, 24);
+    fails += check_iq2_stream_units(2048, 24);
     fails += check_warp_sums(2);
     fails += check_warp_sums(4);
+    fails += check_warp_sums(8);
     printf("EMU RESULT: %s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -272,6 +272,16 @@ template <int U> static mv_kernel_fn mvs_kernel_upl(int pr, int d) {
 static mv_kernel_fn mvs_kernel_of(int upl, int pr, int d) {
     return upl == 1 ? mvs_kernel_upl<1>(pr, d) : upl == 2 ? mvs_kernel_upl<2>(pr, d) : NULL;
 }
+/* The streamed IQ2_XXS kernel for (sub-blocks per lane: 2 or 4, with 1 or 2 segments), rows per group and
+ * groups in flight. */
+#define MVI_PR(pr, d) (pr == 2 ? mvs_iq2_kernel<U, G, 2, d> : pr == 4 ? mvs_iq2_kernel<U, G, 4, d> : NULL)
+template <int U, int G> static mv_kernel_fn mvi_kernel_upl(int pr, int d) {
+    return d == 2 ? MVI_PR(pr, 2) : d == 3 ? MVI_PR(pr, 3) : NULL;
+}
+#undef MVI_PR
+static mv_kernel_fn mvi_kernel_of(int upl, int pr, int d) {
+    return upl == 2 ? mvi_kernel_upl<2, 1>(pr, d) : upl == 4 ? mvi_kernel_upl<4, 2>(pr, d) : NULL;
+}
 
 /* The IQ2_XXS decoder a launch uses: the tuning's choice, else DSV4_CUDA_MV_IQ2 (read at init), and
  * the sign masks when the selector table could not be built. */
@@ -324,6 +334,20 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                                      "dsv4_cuda_mv_init: streamed Q2_K kernel attributes: %s",
                                      cudaGetErrorString(e));
             }
+    for (int upl = 2; upl <= 4; upl += 2)
+        for (int pr = 2; pr <= 4; pr += 2)
+            for (int d = 2; d <= 3; d++) {
+                const mv_kernel_fn kf = mvi_kernel_of(upl, pr, d);
+                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ctx->smem_per_block_optin);
+                if (e == cudaSuccess)
+                    e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             100);
+                if (e != cudaSuccess)
+                    return dsv4_fail(err, DSV4_ERR_IO,
+                                     "dsv4_cuda_mv_init: streamed IQ2_XXS kernel attributes: %s",
+                                     cudaGetErrorString(e));
+            }
     const char *qv = getenv("DSV4_CUDA_MV_Q2K");
     ctx->q2k_kernel_default = qv && strcmp(qv, "pipe") == 0 ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */
@@ -337,6 +361,10 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
             ctx->fmt_tune[plan_fmt[i]] = t;
     }
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");
+    /* DSV4_CUDA_MV_IQ2=mask|sel: the pipeline kernel with that decoder; unset or "stream": the rows
+     * streamed per warp (session 16) */
+    ctx->iq2_kernel_default =
+        iv && (strcmp(iv, "mask") == 0 || strcmp(iv, "sel") == 0) ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* selectors by default: 12.8 vs 17.0 us on the decode shape, 194 vs 204 us steady state, decode
      * p50 7.65 / 7.67 vs 7.77 / 7.89 ms on the full flash q2 (session 7, the same bits) */
     ctx->iq2_decoder_default = iv && strcmp(iv, "mask") == 0 ? DSV4_MV_IQ2_MASK : DSV4_MV_IQ2_SEL;
@@ -467,35 +495,51 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
     return DSV4_OK;
 }
 
-/* The streamed Q2_K plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: rows per
- * group, groups in flight per warp, grid and shared memory. Default 4 rows x 2 groups in flight,
- * MVS_MIN_BLOCKS CTAs of 8 warps per SM. */
+/* The streamed plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: kernel, grid,
+ * shared memory and threads. Q2_K: default 4 rows x 2 groups in flight, MVS_MIN_BLOCKS CTAs of 8 warps
+ * per SM; IQ2_XXS (in = 2048 or 4096, with the selector table): 4 rows x 2 groups, one CTA of 16 warps
+ * per SM. */
 static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
-                     int *rows, int *depth) {
-    if (f != MV_Q2_K || in > 4096 || mv_row_bytes(f, in) % 16 != 0) return false;
+                     mv_kernel_fn *fn, int *threads) {
+    const bool q2k = f == MV_Q2_K && in <= 4096 && mv_row_bytes(f, in) % 16 == 0;
+    const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel;
+    if (!q2k && !iq2) return false;
     const dsv4_cuda_mv_tuning *t = &ctx->tune;
-    const int kind = t->kernel > 0                                              ? t->kernel
-                     : t->tile_bytes > 0 || t->stages > 0 || t->ctas_per_sm > 0 ? DSV4_MV_PIPE
-                                                                                : ctx->q2k_kernel_default;
+    const bool pipe_knobs = t->tile_bytes > 0 || t->stages > 0 || t->ctas_per_sm > 0 ||
+                            (iq2 && (t->iq2_decoder > 0 || t->groups > 0));
+    const int kind = t->kernel > 0 ? t->kernel
+                     : pipe_knobs  ? DSV4_MV_PIPE
+                                   : (q2k ? ctx->q2k_kernel_default : ctx->iq2_kernel_default);
     if (kind != DSV4_MV_STREAM) return false;
     const bool own = t->kernel == DSV4_MV_STREAM;
     const int d = own && t->stages > 0 ? t->stages : 2;
     const int pr = own && t->groups > 0 ? t->groups : 4;
-    const int upl = in <= 2048 ? 1 : 2;
-    int ctas = own && t->ctas_per_sm > 0 ? t->ctas_per_sm : MVS_MIN_BLOCKS(upl);
-    if (ctas > MVS_MIN_BLOCKS(upl)) ctas = MVS_MIN_BLOCKS(upl); /* what the registers are sized for */
-    const int64_t need = (int64_t)MVS_WARPS * d * pr * mv_row_bytes(f, in);
-    if (out % pr != 0 || !mvs_kernel_of(upl, pr, d) || need > ctx->smem_per_block_optin) return false;
+    const int64_t rb = mv_row_bytes(f, in);
+    int warps, ctas;
+    int64_t need;
+    if (q2k) {
+        const int upl = in <= 2048 ? 1 : 2;
+        warps = MVS_WARPS;
+        ctas = own && t->ctas_per_sm > 0 ? t->ctas_per_sm : MVS_MIN_BLOCKS(upl);
+        if (ctas > MVS_MIN_BLOCKS(upl)) ctas = MVS_MIN_BLOCKS(upl); /* what the registers are sized for */
+        need = (int64_t)MVS_WARPS * d * pr * rb;
+        *fn = mvs_kernel_of(upl, pr, d);
+    } else {
+        warps = MVI_WARPS;
+        ctas = 1;
+        need = MV_IQ2S_TABLE_BYTES + (int64_t)MVI_WARPS * d * pr * rb;
+        *fn = mvi_kernel_of((int)(in / 1024), pr, d);
+    }
+    if (out % pr != 0 || !*fn || need > ctx->smem_per_block_optin) return false;
     const int fit = ctx->smem_per_sm / (int)(need + 1024);
     if (ctas > fit) ctas = fit;
     if (ctas < 1) return false;
     const int64_t groups = (int64_t)k * out / pr, warps_needed = (groups + 1) / 2; /* >= 2 groups a warp */
     int64_t g = (int64_t)ctas * ctx->sm_count;
-    if (g * MVS_WARPS > warps_needed) g = (warps_needed + MVS_WARPS - 1) / MVS_WARPS;
+    if (g * warps > warps_needed) g = (warps_needed + warps - 1) / warps;
     *grid = (int)(g < 1 ? 1 : g);
     *smem = (int)need;
-    *rows = pr;
-    *depth = d;
+    *threads = warps * 32;
     return true;
 }
 
@@ -537,8 +581,9 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec(IQ2_XXS): context not initialized");
     mv_params p;
     memset(&p, 0, sizeof p);
-    int grid = 0, smem = 0, pipes = 1, depth = 0, pr = 0;
-    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &pr, &depth);
+    int grid = 0, smem = 0, pipes = 1, threads = 0;
+    mv_kernel_fn sfn = NULL;
+    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads);
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;
@@ -561,7 +606,7 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
     if (stream)
-        mvs_kernel_of(in <= 2048 ? 1 : 2, pr, depth)<<<grid, MVS_THREADS, smem, cstream>>>(p);
+        sfn<<<grid, threads, smem, cstream>>>(p);
     else
         mv_kernel_of(f, f == MV_IQ2_XXS ? mv_iq2_variant(ctx) : 0,
                      pipes)<<<grid, MV_THREADS * pipes, smem, cstream>>>(p);
@@ -593,10 +638,14 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE || in <= 0 || out <= 0 || k <= 0 || !buf)
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
-    int grid = 0, smem = 0, pipes = 1, depth = 0, pr = 0;
-    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &pr, &depth)) {
-        snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB", pr, depth, grid,
-                 MVS_WARPS, smem);
+    int grid = 0, smem = 0, pipes = 1, threads = 0;
+    mv_kernel_fn sfn = NULL;
+    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &sfn, &threads)) {
+        const dsv4_cuda_mv_tuning *t = &ctx->tune;
+        const bool own = t->kernel == DSV4_MV_STREAM;
+        snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB",
+                 own && t->groups > 0 ? t->groups : 4, own && t->stages > 0 ? t->stages : 2, grid,
+                 threads / 32, smem);
         return DSV4_OK;
     }
     mv_params p;
@@ -631,5 +680,8 @@ extern "C" int cu_pdl_kernels_mv(const void **out) {
     for (int upl = 1; upl <= 2; upl++)
         for (int pr = 2; pr <= 4; pr += 2)
             for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvs_kernel_of(upl, pr, d);
+    for (int upl = 2; upl <= 4; upl += 2)
+        for (int pr = 2; pr <= 4; pr += 2)
+            for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvi_kernel_of(upl, pr, d);
     return n;
 }

@@ -28,30 +28,30 @@ template <int N> static __device__ __forceinline__ void mvs_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* The warp sums of PR rows' lane partials v[0..PR-1] (PR = 2 or 4), each the bits of warp_sum(v[r])
- * (the same xor-butterfly pairs level by level; a float sum of two is commutative): half the lanes keep
- * half the rows at each of the first log2(PR) levels. Row r ends in lane r * 32 / PR. */
-template <int PR> static __device__ __forceinline__ float mvs_warp_sums(const float *v, int lane) {
-    float m;
-    if (PR == 4) {
-        const bool hi = (lane & 16) != 0;
-        float k0 = hi ? v[2] : v[0], k1 = hi ? v[3] : v[1];
-        const float s0 = hi ? v[0] : v[2], s1 = hi ? v[1] : v[3];
-        k0 += __shfl_xor_sync(0xffffffffu, s0, 16);
-        k1 += __shfl_xor_sync(0xffffffffu, s1, 16);
-        const bool b3 = (lane & 8) != 0;
-        m = b3 ? k1 : k0;
-        m += __shfl_xor_sync(0xffffffffu, b3 ? k0 : k1, 8);
+/* The warp sums of N lane partials v[0..N-1] (N = 1, 2, 4, 8), each the bits of warp_sum(v[i]): the
+ * same xor-butterfly pairs level by level (a float sum of two is commutative), but at each of the first
+ * log2(N) levels a lane keeps half of its values (the upper half where its level bit is set) and sends
+ * the other half, so the N sums cost N - 1 + 5 - log2(N) shuffles instead of 5 N. Value i ends in lane
+ * i * 32 / N. */
+template <int N> static __device__ __forceinline__ float mvs_warp_sums(const float (&v)[N], int lane) {
+    float w[N];
 #pragma unroll
-        for (int o = 4; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
-    } else {
-        const bool hi = (lane & 16) != 0;
-        m = hi ? v[1] : v[0];
-        m += __shfl_xor_sync(0xffffffffu, hi ? v[0] : v[1], 16);
+    for (int i = 0; i < N; i++) w[i] = v[i];
 #pragma unroll
-        for (int o = 8; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+    for (int o = 16, n = N; o > 0; o >>= 1) {
+        if (n > 1) {
+            const bool up = (lane & o) != 0;
+#pragma unroll
+            for (int i = 0; i < n / 2; i++) {
+                const float keep = up ? w[i + n / 2] : w[i], send = up ? w[i] : w[i + n / 2];
+                w[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+            n /= 2;
+        } else {
+            w[0] += __shfl_xor_sync(0xffffffffu, w[0], o);
+        }
     }
-    return m;
+    return w[0];
 }
 
 /* Group g of a launch: PR consecutive rows of one slot (out % PR == 0). */
@@ -143,6 +143,91 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
         if ((lane & (32 / PR - 1)) == 0)
             p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp(); /* every lane is done with the slot before it is refilled */
+        if (f < end) {
+            mvs_issue<PR, MAXC>(p, rows, fc, lane);
+            mvs_next(fc, p.out, PR);
+            f++;
+        }
+        cp_async_commit();
+        mvs_next(cc, p.out, PR);
+        if (++ri == D) ri = 0;
+    }
+    mvs_cp_wait<0>();
+}
+
+/* ---- IQ2_XXS (gate and up rows), the same streaming with one 64 KB selector table per CTA ----
+ * mv_kernel's IQ2_XXS unit is ~85 instructions per row and 32 weights at its 64-register bound (bench/
+ * NOTES.md, session 14). Here: 16 warps and one table copy per CTA, one CTA per SM (128 registers: the
+ * lane's activations stay in registers, the PRMT pool is not re-materialised), table offsets by one PRMT
+ * (grid) or a shift and a LOP3 (sign) instead of two or three instructions (iq2s_sub). UPL sub-blocks
+ * per lane (2: in = 2048, 4: in = 4096), lane l taking l, l + 32, ...; SEG: mv_kernel's segment count for
+ * the shape under its default plan (1 or 2, UPL / SEG sub-blocks each), whose partials are kept apart
+ * and added as mv_kernel adds them ((0 + s0) + s1), so the rows are its bits. */
+#define MVI_WARPS 16
+#define MVI_THREADS (MVI_WARPS * 32)
+
+template <int UPL, int SEG, int PR, int D>
+__global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int MAXC = (PR * UPL * 264 + 511) / 512; /* a row is 264 bytes per sub-block per lane */
+    constexpr int N = PR * SEG;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gbytes = PR * p.row_bytes;
+    uint8_t *lut = smem, *ring = smem + MV_IQ2S_TABLE_BYTES + warp * D * gbytes;
+    cu_pdl_trigger();
+    mv_build_iq2s_table(p.sel, lut, tid, MVI_THREADS); /* a constant table: before the wait */
+    __syncthreads();
+    const long long total = (long long)p.k * p.out / PR, wg = (long long)blockIdx.x * MVI_WARPS + warp,
+                    nw = (long long)gridDim.x * MVI_WARPS;
+    const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw); /* groups */
+    cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
+    if (begin >= end) return;
+    const int gpo = p.out / PR;
+    mvs_group fc = {begin / gpo, (begin % gpo) * PR}, cc = fc;
+    int f = begin;
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        if (f < end) {
+            mvs_issue<PR, MAXC>(p, ring + d * gbytes, fc, lane);
+            mvs_next(fc, p.out, PR);
+            f++;
+        }
+        cp_async_commit();
+    }
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(lut), lane4 = 4u * (uint32_t)lane;
+    iq2s_act a[UPL];
+    int act_si = -1, ri = 0;
+    const float nanv = __int_as_float(0x7fc00000);
+    for (int g = begin; g < end; g++) {
+        const uint8_t *wbase;
+        const int si = mv_src(p, cc.slot, &wbase);
+        const int ai = p.x_stride != 0 ? si : 0;
+        if (ai != act_si) {
+            const uint8_t *x = p.x + (long long)ai * p.x_stride;
+#pragma unroll
+            for (int i = 0; i < UPL; i++) iq2s_act_q8k(x, lane + 32 * i, &a[i]);
+            act_si = ai;
+        }
+        const int e = p.ids ? __ldg(p.ids + si) : 0;
+        mvs_cp_wait<D - 1>();
+        __syncwarp();
+        uint8_t *rows = ring + ri * gbytes;
+        float acc[N];
+#pragma unroll
+        for (int r = 0; r < PR; r++)
+#pragma unroll
+            for (int sg = 0; sg < SEG; sg++) {
+                float v = 0.0f;
+#pragma unroll
+                for (int i = sg * (UPL / SEG); i < (sg + 1) * (UPL / SEG); i++)
+                    iq2s_sub(rows + r * p.row_bytes, lane + 32 * i, a[i], lut, base, lane4, &v);
+                acc[r * SEG + sg] = v;
+            }
+        float y = mvs_warp_sums<N>(acc, lane);
+        if (SEG == 2) y = (0.0f + y) + __shfl_down_sync(0xffffffffu, y, 32 / N); /* mv_kernel's segment sum */
+        if ((lane & (32 / PR - 1)) == 0)
+            p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
+        __syncwarp();
         if (f < end) {
             mvs_issue<PR, MAXC>(p, rows, fc, lane);
             mvs_next(fc, p.out, PR);

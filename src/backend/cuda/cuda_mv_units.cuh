@@ -564,7 +564,7 @@ static inline __host__ __device__ void mv_load_act(const mv_params &p, uint8_t *
                                                    int tid) {
     const int n = mv_act_ncopies<F>(p.in);
     for (int i0 = tid; i0 < n; i0 += 4 * MV_THREADS) {
-        uint32_t v[4];
+        uint32_t v[4] = {0u, 0u, 0u, 0u};
         int d[4];
         MV_UNROLL
         for (int k = 0; k < 4; k++) {
@@ -617,6 +617,78 @@ static inline __host__ __device__ void mv_build_iq2_sel(const uint32_t *tab, uin
         const uint32_t v = tab[i >> 3];
         *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
     }
+}
+
+/* ---- IQ2_XXS rows streamed per warp (cuda_mv_stream.cuh) ----
+ * One 64 KB selector table per CTA, 256 lines of 256 bytes: line e holds grid selector e in words
+ * 0..31 (one copy per lane) and, for e < 128, sign selector e in words 32..63. So an entry's byte
+ * offset is (index << 8) | (4 lane) (| 128 for a sign): one PRMT for a grid index (its byte moved to
+ * byte 1, the lane's offset byte to byte 0), a shift and one LOP3 for a 7-bit sign field; the words
+ * are mv_build_iq2_sel's, so the sums are unit_iq2's (V = 1). */
+#define MV_IQ2S_TABLE_BYTES (256 * 256)
+static inline __host__ __device__ void mv_build_iq2s_table(const uint32_t *tab, uint8_t *lut, int tid,
+                                                           int nthreads) {
+    for (int i = tid; i < 256 * 16; i += nthreads) { /* 16 bytes per step: 16 steps a line */
+        const int e = i >> 4, w = (i & 15) * 4;      /* first word of the step */
+        const uint32_t v = w < 32 ? tab[e] : e < 128 ? tab[256 + e] : 0u;
+        *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
+    }
+}
+/* The activations of one IQ2_XXS sub-block u (32 int8 and the superblock's d / 8), from the dsv4_q8_k
+ * blocks (292 bytes, 4-byte aligned). */
+struct iq2s_act {
+    int q[8];
+    float ad;
+};
+static __host__ __device__ __forceinline__ void iq2s_act_q8k(const uint8_t *x, int u, iq2s_act *a) {
+    const uint8_t *blk = x + (u >> 3) * 292;
+    a->ad = *(const float *)blk * 0.125f;
+    const uint8_t *qs = blk + 4 + (u & 7) * 32;
+    MV_UNROLL
+    for (int k = 0; k < 8; k++) a->q[k] = (int)ld32(qs + 4 * k);
+}
+/* Table word at byte offset o (device: a shared-memory address; host: lut + o). */
+static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t base, uint32_t o) {
+#ifdef __CUDA_ARCH__
+    (void)lut;
+    return mv_lds32(base + o);
+#else
+    (void)base;
+    return ld32(lut + o);
+#endif
+}
+/* Row sub-block u (the row's bytes at wr) times its activations, added to *acc: unit_iq2's words,
+ * integer sum and float term. lane4 = 4 lane (the lane's table copy); base: the table's shared address
+ * (device) or lut (host). */
+static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int u, const iq2s_act &a,
+                                                         const uint8_t *lut, uint32_t base, uint32_t lane4,
+                                                         float *acc) {
+    const int b = u >> 3, sb = u & 7;
+    const int off = b * 66 + 2 + sb * 8;
+    const unsigned sh = (off & 2) ? 16u : 0u;
+    const uint32_t *wp = (const uint32_t *)(wr + (off & ~3));
+    const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
+    const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
+    const uint32_t d16 = *(const uint16_t *)(wr + b * 66);
+    const uint32_t l4s = lane4 | 128u;
+    uint32_t sel[4];
+    sel[0] =
+        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5504u)) | iq2s_word(lut, base, ((a1 << 8) & 0x7f00u) | l4s);
+    sel[1] =
+        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5514u)) | iq2s_word(lut, base, ((a1 << 1) & 0x7f00u) | l4s);
+    sel[2] =
+        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5524u)) | iq2s_word(lut, base, ((a1 >> 6) & 0x7f00u) | l4s);
+    sel[3] = iq2s_word(lut, base, md_prmt(a0, lane4, 0x5534u)) |
+             iq2s_word(lut, base, ((a1 >> 13) & 0x7f00u) | l4s);
+    int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
+    MV_UNROLL
+    for (int l = 0; l < 4; l++) {
+        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), a.q[2 * l], s0);
+        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), a.q[2 * l + 1], s1);
+    }
+    const int s = s0 + s1;
+    const int ls = 2 * (int)(a1 >> 28) + 1;
+    *acc = fmaf(h2f(d16) * a.ad, (float)(s * ls), *acc);
 }
 
 #endif
