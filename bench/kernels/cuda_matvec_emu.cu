@@ -166,7 +166,7 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
  * lane by lane and sub-block by sub-block: the same bits. Returns the mismatches. */
 static int check_iq2_stream_units(int64_t in, int rows) {
     const int64_t rb = mv_row_bytes(MV_IQ2_XXS, in);
-    uint8_t *w = (uint8_t *)malloc((size_t)(rb * rows));
+    uint8_t *w = (uint8_t *)calloc(1, (size_t)(rb * rows + 16)); /* + 16: the last sub-block's word after */
     for (int r = 0; r < rows; r++) {
         uint64_t st = mix64((uint64_t)r * 77 + 5);
         quant_fill_random_row(DSV4_TYPE_IQ2_XXS, &st, 0.05f, w + r * rb, in);

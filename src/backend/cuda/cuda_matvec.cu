@@ -527,7 +527,8 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     } else {
         warps = MVI_WARPS;
         ctas = 1;
-        need = MV_IQ2S_TABLE_BYTES + (int64_t)MVI_WARPS * d * pr * rb;
+        /* + 16: a row's last sub-block loads the word after the row (iq2s_sub's funnel shift) */
+        need = MV_IQ2S_TABLE_BYTES + (int64_t)MVI_WARPS * d * pr * rb + 16;
         *fn = mvi_kernel_of((int)(in / 1024), pr, d);
     }
     if (out % pr != 0 || !*fn || need > ctx->smem_per_block_optin) return false;

@@ -658,7 +658,8 @@ static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut
 #endif
 }
 /* Row sub-block u (the row's bytes at wr) times its activations, added to *acc: unit_iq2's words,
- * integer sum and float term. lane4 = 4 lane (the lane's table copy); base: the table's shared address
+ * integer sum and float term. Reads up to 4 bytes past the row (the funnel shift's third word): the
+ * buffer must have them. lane4 = 4 lane (the lane's table copy); base: the table's shared address
  * (device) or lut (host). */
 static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int u, const iq2s_act &a,
                                                          const uint8_t *lut, uint32_t base, uint32_t lane4,
