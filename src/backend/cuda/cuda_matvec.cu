@@ -496,11 +496,11 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
 }
 
 /* The streamed plan (cuda_mv_stream.cuh) when the tuning selects it and the shape fits: kernel, grid,
- * shared memory and threads. Q2_K: default 4 rows x 2 groups in flight, MVS_MIN_BLOCKS CTAs of 8 warps
- * per SM; IQ2_XXS (in = 2048 or 4096, with the selector table): 4 rows x 2 groups, one CTA of 16 warps
- * per SM. */
+ * shared memory, threads, rows per group and groups in flight. Q2_K: default 4 rows x 2 groups in
+ * flight, MVS_MIN_BLOCKS CTAs of 8 warps per SM; IQ2_XXS (in = 2048 or 4096, with the selector table): 2
+ * or 4 rows x 2 groups, one CTA of 16 warps per SM. */
 static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
-                     mv_kernel_fn *fn, int *threads) {
+                     mv_kernel_fn *fn, int *threads, int *rows, int *depth) {
     const bool q2k = f == MV_Q2_K && in <= 4096 && mv_row_bytes(f, in) % 16 == 0;
     const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel;
     if (!q2k && !iq2) return false;
@@ -513,7 +513,11 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     if (kind != DSV4_MV_STREAM) return false;
     const bool own = t->kernel == DSV4_MV_STREAM;
     const int d = own && t->stages > 0 ? t->stages : 2;
-    const int pr = own && t->groups > 0 ? t->groups : 4;
+    /* IQ2_XXS: groups of 2 rows unless the launch has more than 4 groups of 4 per warp (session 16, call
+     * 5 sweep, the same bits: gate x6 12.61 vs 14.08 us, gate+up x12 18.49-18.57 vs 18.92, 128 experts
+     * 129.0 vs 117.5); Q2_K: 4 (decode x6 9.48 vs 9.79 us, 128 experts 95.0 vs 109.7; call 2) */
+    const int pr_auto = iq2 && (int64_t)k * out / 4 < (int64_t)4 * ctx->sm_count * MVI_WARPS ? 2 : 4;
+    const int pr = own && t->groups > 0 ? t->groups : pr_auto;
     const int64_t rb = mv_row_bytes(f, in);
     int warps, ctas;
     int64_t need;
@@ -541,6 +545,8 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     *grid = (int)(g < 1 ? 1 : g);
     *smem = (int)need;
     *threads = warps * 32;
+    *rows = pr;
+    *depth = d;
     return true;
 }
 
@@ -584,7 +590,8 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     memset(&p, 0, sizeof p);
     int grid = 0, smem = 0, pipes = 1, threads = 0;
     mv_kernel_fn sfn = NULL;
-    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads);
+    int rows = 0, depth = 0;
+    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads, &rows, &depth);
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;
@@ -641,11 +648,9 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
         return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_mv_describe: bad arguments");
     int grid = 0, smem = 0, pipes = 1, threads = 0;
     mv_kernel_fn sfn = NULL;
-    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &sfn, &threads)) {
-        const dsv4_cuda_mv_tuning *t = &ctx->tune;
-        const bool own = t->kernel == DSV4_MV_STREAM;
-        snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB",
-                 own && t->groups > 0 ? t->groups : 4, own && t->stages > 0 ? t->stages : 2, grid,
+    int rows = 0, depth = 0;
+    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &sfn, &threads, &rows, &depth)) {
+        snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB", rows, depth, grid,
                  threads / 32, smem);
         return DSV4_OK;
     }
