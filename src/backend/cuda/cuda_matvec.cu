@@ -505,8 +505,11 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel;
     if (!q2k && !iq2) return false;
     const dsv4_cuda_mv_tuning *t = &ctx->tune;
-    const bool pipe_knobs = t->tile_bytes > 0 || t->stages > 0 || t->ctas_per_sm > 0 ||
-                            (iq2 && (t->iq2_decoder > 0 || t->groups > 0));
+    const dsv4_cuda_mv_tuning *ft = &ctx->fmt_tune[f]; /* DSV4_CUDA_MV_PLAN_*: a pipeline plan */
+    const bool pipe_knobs =
+        t->tile_bytes > 0 || t->stages > 0 || t->ctas_per_sm > 0 ||
+        (iq2 && (t->iq2_decoder > 0 || t->groups > 0)) ||
+        (t->kernel == 0 && (ft->tile_bytes > 0 || ft->stages > 0 || ft->ctas_per_sm > 0 || ft->groups > 0));
     const int kind = t->kernel > 0 ? t->kernel
                      : pipe_knobs  ? DSV4_MV_PIPE
                                    : (q2k ? ctx->q2k_kernel_default : ctx->iq2_kernel_default);
