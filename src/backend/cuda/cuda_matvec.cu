@@ -320,34 +320,22 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mv_init: %s kernel attributes: %s",
                                  mv_format_name(f), cudaGetErrorString(e));
         }
-    for (int upl = 1; upl <= 2; upl++)
+    for (int upl = 1; upl <= 4; upl++) /* the streamed kernels: Q2_K upl 1, 2; IQ2_XXS upl 2, 4 */
         for (int pr = 2; pr <= 4; pr += 2)
-            for (int d = 2; d <= 3; d++) {
-                const mv_kernel_fn kf = mvs_kernel_of(upl, pr, d);
-                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ctx->smem_per_block_optin);
-                if (e == cudaSuccess)
-                    e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             100);
-                if (e != cudaSuccess)
-                    return dsv4_fail(err, DSV4_ERR_IO,
-                                     "dsv4_cuda_mv_init: streamed Q2_K kernel attributes: %s",
-                                     cudaGetErrorString(e));
-            }
-    for (int upl = 2; upl <= 4; upl += 2)
-        for (int pr = 2; pr <= 4; pr += 2)
-            for (int d = 2; d <= 3; d++) {
-                const mv_kernel_fn kf = mvi_kernel_of(upl, pr, d);
-                e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ctx->smem_per_block_optin);
-                if (e == cudaSuccess)
-                    e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             100);
-                if (e != cudaSuccess)
-                    return dsv4_fail(err, DSV4_ERR_IO,
-                                     "dsv4_cuda_mv_init: streamed IQ2_XXS kernel attributes: %s",
-                                     cudaGetErrorString(e));
-            }
+            for (int d = 2; d <= 3; d++)
+                for (int iq2 = 0; iq2 < 2; iq2++) {
+                    const mv_kernel_fn kf = iq2 ? mvi_kernel_of(upl, pr, d) : mvs_kernel_of(upl, pr, d);
+                    if (!kf) continue;
+                    e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             ctx->smem_per_block_optin);
+                    if (e == cudaSuccess)
+                        e = cudaFuncSetAttribute((const void *)kf,
+                                                 cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+                    if (e != cudaSuccess)
+                        return dsv4_fail(err, DSV4_ERR_IO,
+                                         "dsv4_cuda_mv_init: streamed %s kernel attributes: %s",
+                                         iq2 ? "IQ2_XXS" : "Q2_K", cudaGetErrorString(e));
+                }
     const char *qv = getenv("DSV4_CUDA_MV_Q2K");
     ctx->q2k_kernel_default = qv && strcmp(qv, "pipe") == 0 ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */

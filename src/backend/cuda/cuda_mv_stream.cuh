@@ -84,6 +84,24 @@ static __device__ __forceinline__ void mvs_issue(const mv_params &p, uint8_t *ds
     }
 }
 
+/* The warp's next group to copy (fc, index f of the range ending at end): copies it into dst when there
+ * is one, then commits a group either way (an empty one past the end), so that the wait for group g
+ * always leaves D - 1 newer groups in flight. */
+struct mvs_fetch {
+    mvs_group fc;
+    int f, end;
+};
+template <int PR, int MAXC>
+static __device__ __forceinline__ void mvs_fetch_next(const mv_params &p, uint8_t *dst, mvs_fetch &ft,
+                                                      int lane) {
+    if (ft.f < ft.end) {
+        mvs_issue<PR, MAXC>(p, dst, ft.fc, lane);
+        mvs_next(ft.fc, p.out, PR);
+        ft.f++;
+    }
+    cp_async_commit();
+}
+
 /* UPL: quarters per lane (1: in <= 2048, 2: in <= 4096); PR: rows per group (one commit group, one
  * sum); D: groups in flight per warp. */
 template <int UPL, int PR, int D>
@@ -100,17 +118,10 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) return;
     const int gpo = p.out / PR; /* groups per slot */
-    mvs_group fc = {begin / gpo, (begin % gpo) * PR}, cc = fc;
-    int f = begin;
+    mvs_group cc = {begin / gpo, (begin % gpo) * PR};
+    mvs_fetch ft = {cc, begin, end};
 #pragma unroll
-    for (int d = 0; d < D; d++) {
-        if (f < end) {
-            mvs_issue<PR, MAXC>(p, ring + d * gbytes, fc, lane);
-            mvs_next(fc, p.out, PR);
-            f++;
-        }
-        cp_async_commit();
-    }
+    for (int d = 0; d < D; d++) mvs_fetch_next<PR, MAXC>(p, ring + d * gbytes, ft, lane);
     q2k_act a[UPL];
     int act_si = -1, ri = 0;
     const float nanv = __int_as_float(0x7fc00000);
@@ -143,12 +154,7 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
         if ((lane & (32 / PR - 1)) == 0)
             p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp(); /* every lane is done with the slot before it is refilled */
-        if (f < end) {
-            mvs_issue<PR, MAXC>(p, rows, fc, lane);
-            mvs_next(fc, p.out, PR);
-            f++;
-        }
-        cp_async_commit();
+        mvs_fetch_next<PR, MAXC>(p, rows, ft, lane);
         mvs_next(cc, p.out, PR);
         if (++ri == D) ri = 0;
     }
@@ -183,17 +189,10 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) return;
     const int gpo = p.out / PR;
-    mvs_group fc = {begin / gpo, (begin % gpo) * PR}, cc = fc;
-    int f = begin;
+    mvs_group cc = {begin / gpo, (begin % gpo) * PR};
+    mvs_fetch ft = {cc, begin, end};
 #pragma unroll
-    for (int d = 0; d < D; d++) {
-        if (f < end) {
-            mvs_issue<PR, MAXC>(p, ring + d * gbytes, fc, lane);
-            mvs_next(fc, p.out, PR);
-            f++;
-        }
-        cp_async_commit();
-    }
+    for (int d = 0; d < D; d++) mvs_fetch_next<PR, MAXC>(p, ring + d * gbytes, ft, lane);
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(lut), lane4 = 4u * (uint32_t)lane;
     iq2s_act a[UPL];
     int act_si = -1, ri = 0;
@@ -228,12 +227,7 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
         if ((lane & (32 / PR - 1)) == 0)
             p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp();
-        if (f < end) {
-            mvs_issue<PR, MAXC>(p, rows, fc, lane);
-            mvs_next(fc, p.out, PR);
-            f++;
-        }
-        cp_async_commit();
+        mvs_fetch_next<PR, MAXC>(p, rows, ft, lane);
         mvs_next(cc, p.out, PR);
         if (++ri == D) ri = 0;
     }
