@@ -581,6 +581,9 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
     {0, 3, 4, 0, 4, DSV4_MV_STREAM},
     {0, 2, 3, 0, 4, DSV4_MV_STREAM},
     {0, 2, 2, 0, 4, DSV4_MV_STREAM},
+    /* written after session 16's device budget: IQ2_XXS with 32 warps (ctas_per_sm 2), the activations in
+     * shared memory; Q2_K: 2 rows x 2 groups, 2 CTAs per SM */
+    {0, 2, 2, 0, 2, DSV4_MV_STREAM},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
 

@@ -188,6 +188,9 @@ static int check_iq2_stream_units(int64_t in, int rows) {
     p.in = (int)in;
     uint8_t *act = (uint8_t *)calloc(1, (size_t)mv_act_smem(MV_IQ2_XXS, in));
     for (int t = 0; t < MV_THREADS; t++) mv_load_act<MV_IQ2_XXS>(p, act, xa, t);
+    uint8_t *aslots = (uint8_t *)calloc(1, (size_t)(in / 32 * MVI_ACT_SLOT)); /* as mvs_iq2_kernel<.., 32> */
+    for (int i = 0; i < in / 32 * 9; i++)
+        *(uint32_t *)(aslots + i / 9 * MVI_ACT_SLOT + 4 * (i % 9)) = iq2s_slot_word(xa, i / 9, i % 9);
     int bad = 0;
     for (int r = 0; r < rows; r++)
         for (int u = 0; u < in / 32; u++) {
@@ -195,19 +198,25 @@ static int check_iq2_stream_units(int64_t in, int rows) {
             float ref[1] = {0.25f}, got = 0.25f; /* a nonzero start: the fmaf chain's first term */
             unit_iq2_xxs_sel<1, 7>(w + r * rb, (int)rb, u, act, lut, lut + MV_IQ2_GRID_BYTES,
                                    4u * (uint32_t)lane, ref);
-            iq2s_act a;
+            iq2s_act a, b;
             iq2s_act_q8k(xa, u, &a);
             iq2s_sub(w + r * rb, u, a, lut2, 0u, 4u * (uint32_t)lane, &got);
             if (memcmp(&got, &ref[0], sizeof got) != 0) bad++;
+            iq2s_act_slot(aslots, u, &b); /* the 32-warp form: the activations from the shared slots */
+            float got2 = 0.25f;
+            iq2s_sub(w + r * rb, u, b, lut2, 0u, 4u * (uint32_t)lane, &got2);
+            if (memcmp(&got2, &ref[0], sizeof got2) != 0) bad++;
         }
     printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s\n", (long long)in, rows,
-           bad ? "FAIL" : "ok (every sub-block the pipeline's bits)");
+           bad ? "FAIL"
+               : "ok (every sub-block the pipeline's bits, activations from registers and from slots)");
     free(w);
     free(x);
     free(xa);
     free(lut);
     free(lut2);
     free(act);
+    free(aslots);
     return bad != 0;
 }
 

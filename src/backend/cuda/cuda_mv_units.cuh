@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_mv_common.cuh"
 
@@ -646,6 +647,24 @@ static __host__ __device__ __forceinline__ void iq2s_act_q8k(const uint8_t *x, i
     const uint8_t *qs = blk + 4 + (u & 7) * 32;
     MV_UNROLL
     for (int k = 0; k < 8; k++) a->q[k] = (int)ld32(qs + 4 * k);
+}
+/* The 32-warp form's shared activations: word k (0..8) of sub-block u's 48-byte slot (qs words, then
+ * d / 8 as iq2s_act_q8k computes it), and the unit's activations read back from the slot. */
+#define MVI_ACT_SLOT 48
+static __host__ __device__ __forceinline__ uint32_t iq2s_slot_word(const uint8_t *x, int u, int k) {
+    const uint8_t *blk = x + (u >> 3) * 292;
+    if (k < 8) return ld32(blk + 4 + (u & 7) * 32 + 4 * k);
+    const float ad = *(const float *)blk * 0.125f;
+    uint32_t v;
+    memcpy(&v, &ad, 4);
+    return v;
+}
+static __host__ __device__ __forceinline__ void iq2s_act_slot(const uint8_t *act, int u, iq2s_act *a) {
+    const uint8_t *sl = act + u * MVI_ACT_SLOT;
+    const int4 q0 = ld128(sl), q1 = ld128(sl + 16);
+    a->q[0] = q0.x, a->q[1] = q0.y, a->q[2] = q0.z, a->q[3] = q0.w;
+    a->q[4] = q1.x, a->q[5] = q1.y, a->q[6] = q1.z, a->q[7] = q1.w;
+    a->ad = *(const float *)(sl + 32);
 }
 /* Table word at byte offset o (device: a shared-memory address; host: lut + o). */
 static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t base, uint32_t o) {

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-#define CU_PDL_PER_FILE 24
+#define CU_PDL_PER_FILE 32
 int cu_pdl_kernels_act(const void **out);
 int cu_pdl_kernels_dense(const void **out);
 int cu_pdl_kernels_hc(const void **out);
