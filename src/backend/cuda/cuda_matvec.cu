@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1
     cp_async_wait(0);
 }
 
-#include "backend/cuda/cuda_mv_stream.cuh" /* the Q2_K rows streamed per warp (uses the helpers above) */
+#include "backend/cuda/cuda_mv_stream.cuh" /* Q2_K / IQ2_XXS rows streamed per warp (uses the helpers above) */
 
 /* ---- host side ---- */
 
