@@ -676,11 +676,11 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
          * sums as the selector decoder): the rows must be the default config's bits */
         /* Q2_K, IQ2_XXS: the streamed rows are mv_kernel's bits under its default plan (Q2_K: when a row
          * is one segment; IQ2_XXS: the stream kernel keeps the default plan's segments) */
-        const bool same_bits_q2k = k_sweep[i].kernel == DSV4_MV_STREAM ||
-                                   (k_sweep[i].kernel == DSV4_MV_PIPE &&
-                                    (c->type == DSV4_TYPE_IQ2_XXS || strstr(desc, "nseg=1 ") != NULL));
-        if (same_bits_q2k || ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
-                              k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0)) {
+        const bool same_bits_stream = k_sweep[i].kernel == DSV4_MV_STREAM ||
+                                      (k_sweep[i].kernel == DSV4_MV_PIPE &&
+                                       (c->type == DSV4_TYPE_IQ2_XXS || strstr(desc, "nseg=1 ") != NULL));
+        if (same_bits_stream || ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
+                                 k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0)) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */
             for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&y0[r], &dc.h_y[r], 4) != 0;
             printf("  config %d (%s): %lld of %lld outputs differ from the default config's bits\n", i, desc,

@@ -119,10 +119,30 @@ template <int F> static void emulate(const mv_params &p, int grid, const uint8_t
     free(red);
 }
 
+/* An independent form of one Q2_K quarter's term (the pipeline unit's arithmetic before session 16: each
+ * scale byte shifted out of its word, the planes' sums shifted by 2j): the gathered-scale unit
+ * (q2k_quarter_g) must give its bits. */
+static void ref_q2k_quarter(const uint8_t *blk, int i, const q2k_act &a, float *acc) {
+    const int h = i >> 1, s = i & 1;
+    const uint32_t *qp = (const uint32_t *)(blk + 16 + 16 * i);
+    const uint32_t sw0 = ld32(blk + 8 * h), sw1 = ld32(blk + 8 * h + 4), dm = ld32(blk + 80);
+    int isum = 0, summs = 0;
+    for (int j = 0; j < 4; j++) {
+        const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
+        const int xs[4] = {a.xq[j].x, a.xq[j].y, a.xq[j].z, a.xq[j].w};
+        int sub = 0;
+        for (int w = 0; w < 4; w++) sub = mv_dp4a_us((qp[w] >> (2 * j)) & 0x03030303u, xs[w], sub);
+        isum += (int)(sc & 15u) * sub;
+        summs += (int)(sc >> 4) * a.bs[j];
+    }
+    *acc += (a.ad * h2f(dm & 0xffffu)) * (float)isum - (a.ad * h2f(dm >> 16)) * (float)summs;
+}
+
 /* Sequential model of the streamed Q2_K kernel (cuda_mv_stream.cuh): `nw` warps each own a contiguous
  * range of rows; lane l decodes quarters l, l + 32 with its activations taken straight from the Q8_K
  * blocks, and the lanes meet in the kernel's butterfly (xor 16, 8, 4, 2, 1). Each lane's partial must be
- * the bits mv_kernel's lane gets from its shared-memory re-layout (unit_q2_k); returns the mismatches. */
+ * the bits mv_kernel's lane gets from its shared-memory re-layout (unit_q2_k) and those of the
+ * shifted-scale reference; returns the mismatches. */
 static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, float *y) {
     uint8_t *act = (uint8_t *)calloc(1, (size_t)p.act_bytes);
     int bad = 0;
@@ -141,14 +161,15 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
                 base + (long long)(valid ? e : 0) * p.expert_bytes + (long long)r * p.row_bytes;
             float lanes[32];
             for (int lane = 0; lane < 32; lane++) {
-                float acc = 0.0f, ref[1] = {0.0f};
+                float acc = 0.0f, ref[1] = {0.0f}, ref2 = 0.0f;
                 for (int u = lane; u < p.units; u += 32) {
                     q2k_act a;
                     q2k_act_q8k(x, u, &a);
                     q2k_quarter_g(row + (u >> 2) * 84, u & 3, a, &acc);
-                    unit_q2_k<1>(row, p.row_bytes, u, act, ref);
+                    unit_q2_k<1>(row, p.row_bytes, u, act, ref); /* the pipeline's activations */
+                    ref_q2k_quarter(row + (u >> 2) * 84, u & 3, a, &ref2);
                 }
-                if (memcmp(&acc, &ref[0], sizeof acc) != 0) bad++;
+                if (memcmp(&acc, &ref[0], sizeof acc) != 0 || memcmp(&acc, &ref2, sizeof acc) != 0) bad++;
                 lanes[lane] = acc;
             }
             for (int o = 16; o > 0; o >>= 1) {

@@ -1,5 +1,5 @@
-/* Batch-1 Q2_K matvec (expert rows) streamed per warp: mv_kernel's rows and arithmetic without its
- * CTA-wide pipeline. Included by cuda_matvec.cu only (it shares mv_params and the launch checks).
+/* Batch-1 Q2_K and IQ2_XXS matvecs (expert rows) streamed per warp: mv_kernel's rows and arithmetic
+ * without its CTA-wide pipeline. Included by cuda_matvec.cu only (it shares mv_params and the launch checks).
  *
  * Why: mv_kernel's Q2_K steady state stayed at ~53 % of the copy rate (bench/NOTES.md, sessions 7 and
  * 14). A first version of this kernel (one row per step: its own copy loop, warp sum, id load and

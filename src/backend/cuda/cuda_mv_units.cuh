@@ -230,6 +230,17 @@ struct mv_iq2_tabs {
     const uint8_t *TG, *TS; /* V = 1 */
     uint32_t loff;
 };
+/* The signed grid words picked by the four OR-ed selectors, times the activations: two dp4a chains of 4
+ * (integer: the same sum in any order). */
+static __host__ __device__ __forceinline__ int mv_iq2_sel_dots(const uint32_t (&sel)[4], const int (&q)[8]) {
+    int s0 = 0, s1 = 0;
+    MV_UNROLL
+    for (int l = 0; l < 4; l++) {
+        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
+        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
+    }
+    return s0 + s1;
+}
 #ifdef __CUDA_ARCH__
 /* The device form of the LG = 7 selector lookups (session 14: the SASS spent shift + LOP3 + an add of
  * the table base on every lookup): a grid entry's address is one PRMT (index byte l to byte 0) and one
@@ -270,15 +281,6 @@ static __device__ __forceinline__ void mv_iq2_sel_fast(uint32_t a0, uint32_t a1,
     sel[2] = mv_lds32(g + (mv_byte_lo<2>(a0) << 7)) | mv_lds32(mv_field_addr<14>(a1, s));
     sel[3] = mv_lds32(g + (mv_byte_lo<3>(a0) << 7)) | mv_lds32(mv_field_addr<21>(a1, s));
 }
-static __device__ __forceinline__ int mv_iq2_sel_dots(const uint32_t (&sel)[4], const int (&q)[8]) {
-    int s0 = 0, s1 = 0;
-    MV_UNROLL
-    for (int l = 0; l < 4; l++) {
-        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
-        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
-    }
-    return s0 + s1;
-}
 #endif
 template <int V, int LG>
 static __host__ __device__ __forceinline__ int iq2_sub_sum(uint32_t a0, uint32_t a1, const int (&q)[8],
@@ -311,13 +313,7 @@ static __host__ __device__ __forceinline__ int iq2_sub_sum(uint32_t a0, uint32_t
         ld32(t.TG + (md_ent<16, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<14, LG, 127u>(a1) | t.loff));
     sel[3] =
         ld32(t.TG + (md_ent<24, LG, 255u>(a0) | t.loff)) | ld32(t.TS + (md_ent<21, LG, 127u>(a1) | t.loff));
-    int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
-    MV_UNROLL
-    for (int l = 0; l < 4; l++) {
-        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), q[2 * l], s0);
-        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), q[2 * l + 1], s1);
-    }
-    return s0 + s1;
+    return mv_iq2_sel_dots(sel, q);
 }
 template <int RPL, int V, int LG>
 static __host__ __device__ __forceinline__ void unit_iq2(const uint8_t *wr, int rb, int u, const uint8_t *act,
@@ -389,32 +385,11 @@ static __host__ __device__ __forceinline__ void q2k_act_q8k(const uint8_t *x, in
         a->bs[j] = *(const int16_t *)(blk + 260 + 2 * (2 * (4 * h + j) + s));
     }
 }
-/* One row's quarter (superblock blk, quarter i = 2h + s) times its activations, added to *acc. */
-static __host__ __device__ __forceinline__ void q2k_quarter(const uint8_t *blk, int i, const q2k_act &a,
-                                                            float *acc) {
-    const int h = i >> 1, s = i & 1;
-    const uint32_t *qp = (const uint32_t *)(blk + 16 + 16 * i);
-    const uint32_t q0 = qp[0], q1 = qp[1], q2 = qp[2], q3 = qp[3];
-    const uint32_t sw0 = ld32(blk + 8 * h), sw1 = ld32(blk + 8 * h + 4);
-    const uint32_t dm = ld32(blk + 80);
-    int isum = 0, summs = 0;
-    MV_UNROLL
-    for (int j = 0; j < 4; j++) {
-        const uint32_t sc = ((j < 2 ? sw0 : sw1) >> (8 * (2 * (j & 1) + s))) & 0xffu;
-        /* plane j masked in place (no per-word shift): the sum is 4^j times the true one */
-        const uint32_t m = 0x03030303u << (2 * j);
-        int sub = mv_dp4a_us(q0 & m, a.xq[j].x, 0);
-        sub = mv_dp4a_us(q1 & m, a.xq[j].y, sub);
-        sub = mv_dp4a_us(q2 & m, a.xq[j].z, sub);
-        sub = mv_dp4a_us(q3 & m, a.xq[j].w, sub);
-        isum += (int)(sc & 15u) * (sub >> (2 * j)); /* exact: sub is a multiple of 4^j */
-        summs += (int)(sc >> 4) * a.bs[j];
-    }
-    *acc += (a.ad * h2f(dm & 0xffffu)) * (float)isum - (a.ad * h2f(dm >> 16)) * (float)summs;
-}
-/* q2k_quarter with the quarter's four scale bytes (8h + 2j + s: bytes s and 2 + s of the scale words 2h,
- * 2h + 1) gathered into one word by one PRMT first: fewer instructions, the same integer sums, so the
- * same float term (*acc gets q2k_quarter's bits; the streamed kernel's unit, cuda_mv_stream.cuh). */
+/* One row's quarter (superblock blk, quarter i = 2h + s) times its activations, added to *acc. The
+ * quarter's four scale bytes (8h + 2j + s: bytes s and 2 + s of the scale words 2h, 2h + 1) are
+ * gathered into one word by one PRMT; plane j is masked in place (no per-word shift), so its dp4a sum is
+ * 4^j times the true one, shifted off exactly. The integers are quant_dot_q2_k's, the float term the
+ * pipeline kernel's since session 3. */
 static __host__ __device__ __forceinline__ void q2k_quarter_g(const uint8_t *blk, int i, const q2k_act &a,
                                                               float *acc) {
     const int h = i >> 1, s = i & 1;
@@ -442,7 +417,7 @@ static __host__ __device__ __forceinline__ void unit_q2_k(const uint8_t *wr, int
     q2k_act a;
     q2k_act_smem(act, u, &a);
     MV_UNROLL
-    for (int r = 0; r < RPL; r++) q2k_quarter(wr + r * rb + (u >> 2) * 84, u & 3, a, &acc[r]);
+    for (int r = 0; r < RPL; r++) q2k_quarter_g(wr + r * rb + (u >> 2) * 84, u & 3, a, &acc[r]);
 }
 
 /* The 6-bit scales and mins of a Q4_K superblock's sub-blocks 2c and 2c+1 (c = 0..3): hd holds the
@@ -700,13 +675,7 @@ static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int 
         iq2s_word(lut, base, md_prmt(a0, lane4, 0x5524u)) | iq2s_word(lut, base, ((a1 >> 6) & 0x7f00u) | l4s);
     sel[3] = iq2s_word(lut, base, md_prmt(a0, lane4, 0x5534u)) |
              iq2s_word(lut, base, ((a1 >> 13) & 0x7f00u) | l4s);
-    int s0 = 0, s1 = 0; /* two dp4a chains of 4 (integer: the same sum) */
-    MV_UNROLL
-    for (int l = 0; l < 4; l++) {
-        s0 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l]), a.q[2 * l], s0);
-        s1 = mv_dp4a((int)md_prmt(MD_IQ2_POS, MD_IQ2_NEG, sel[l] >> 16), a.q[2 * l + 1], s1);
-    }
-    const int s = s0 + s1;
+    const int s = mv_iq2_sel_dots(sel, a.q);
     const int ls = 2 * (int)(a1 >> 28) + 1;
     *acc = fmaf(h2f(d16) * a.ad, (float)(s * ls), *acc);
 }
