@@ -274,19 +274,12 @@ static mv_kernel_fn mvs_kernel_of(int upl, int pr, int d) {
 }
 /* The streamed IQ2_XXS kernel for (sub-blocks per lane: 2 or 4, with 1 or 2 segments), rows per group and
  * groups in flight. */
-#define MVI_PR(pr, d)                                                                                        \
-    (pr == 2 ? mvs_iq2_kernel<U, G, 2, d, 16> : pr == 4 ? mvs_iq2_kernel<U, G, 4, d, 16> : NULL)
+#define MVI_PR(pr, d) (pr == 2 ? mvs_iq2_kernel<U, G, 2, d> : pr == 4 ? mvs_iq2_kernel<U, G, 4, d> : NULL)
 template <int U, int G> static mv_kernel_fn mvi_kernel_upl(int pr, int d) {
     return d == 2 ? MVI_PR(pr, 2) : d == 3 ? MVI_PR(pr, 3) : NULL;
 }
 #undef MVI_PR
-/* w: warps per CTA (16, or 32 with the activations in shared memory: 2 rows x 2 groups only) */
-static mv_kernel_fn mvi_kernel_of(int upl, int pr, int d, int w) {
-    if (w == 32)
-        return pr != 2 || d != 2 ? NULL
-               : upl == 2        ? mvs_iq2_kernel<2, 1, 2, 2, 32>
-               : upl == 4        ? mvs_iq2_kernel<4, 2, 2, 2, 32>
-                                 : NULL;
+static mv_kernel_fn mvi_kernel_of(int upl, int pr, int d) {
     return upl == 2 ? mvi_kernel_upl<2, 1>(pr, d) : upl == 4 ? mvi_kernel_upl<4, 2>(pr, d) : NULL;
 }
 
@@ -314,6 +307,9 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
     ctx->sm_count = prop.multiProcessorCount;
     ctx->smem_per_sm = (int)prop.sharedMemPerMultiprocessor;
     ctx->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
+    if (cudaDeviceGetAttribute(&ctx->smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) !=
+        cudaSuccess)
+        ctx->smem_reserved = -1; /* unknown: no streamed IQ2_XXS plan (its table layout needs the base) */
     for (int f = MV_Q8_0; f <= MV_F16; f++)
         for (int v = 0; v < (f == MV_IQ2_XXS ? 2 + MV_IQ2_GROUPS_MAX - MV_IQ2_GROUPS_MIN + 1 : 1); v++) {
             /* v 0, 1: the two decoders; 2..: the selector decoder with 3, 4 pipelines per CTA */
@@ -330,9 +326,8 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
     for (int upl = 1; upl <= 4; upl++) /* the streamed kernels: Q2_K upl 1, 2; IQ2_XXS upl 2, 4 */
         for (int pr = 2; pr <= 4; pr += 2)
             for (int d = 2; d <= 3; d++)
-                for (int iq2 = 0; iq2 < 3; iq2++) { /* Q2_K, IQ2_XXS with 16 and with 32 warps */
-                    const mv_kernel_fn kf =
-                        iq2 ? mvi_kernel_of(upl, pr, d, iq2 == 2 ? 32 : 16) : mvs_kernel_of(upl, pr, d);
+                for (int iq2 = 0; iq2 < 2; iq2++) { /* Q2_K, IQ2_XXS */
+                    const mv_kernel_fn kf = iq2 ? mvi_kernel_of(upl, pr, d) : mvs_kernel_of(upl, pr, d);
                     if (!kf) continue;
                     e = cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              ctx->smem_per_block_optin);
@@ -344,8 +339,6 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
                                          "dsv4_cuda_mv_init: streamed %s kernel attributes: %s",
                                          iq2 ? "IQ2_XXS" : "Q2_K", cudaGetErrorString(e));
                 }
-    const char *wv = getenv("DSV4_CUDA_MV_IQ2_WARPS"); /* 32: the streamed IQ2_XXS kernel's 32-warp form */
-    ctx->iq2_warps = wv && strcmp(wv, "32") == 0 ? 32 : 16;
     const char *qv = getenv("DSV4_CUDA_MV_Q2K");
     ctx->q2k_kernel_default = qv && strcmp(qv, "pipe") == 0 ? DSV4_MV_PIPE : DSV4_MV_STREAM;
     /* per-format plans for A/B runs: "tile,stages,ctas[,groups]" (bench/NOTES.md, sessions 10, 11) */
@@ -498,9 +491,9 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
  * flight, MVS_MIN_BLOCKS CTAs of 8 warps per SM; IQ2_XXS (in = 2048 or 4096, with the selector table): 2
  * or 4 rows x 2 groups, one CTA of 16 warps per SM. */
 static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
-                     bool shared_x, mv_kernel_fn *fn, int *threads, int *rows, int *depth) {
+                     mv_kernel_fn *fn, int *threads, int *rows, int *depth) {
     const bool q2k = f == MV_Q2_K && in <= 4096 && mv_row_bytes(f, in) % 16 == 0;
-    const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel;
+    const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel && ctx->smem_reserved >= 0;
     if (!q2k && !iq2) return false;
     const dsv4_cuda_mv_tuning *t = &ctx->tune;
     const dsv4_cuda_mv_tuning *ft = &ctx->fmt_tune[f]; /* DSV4_CUDA_MV_PLAN_*: a pipeline plan */
@@ -517,11 +510,7 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     /* IQ2_XXS: groups of 2 rows unless the launch has more than 4 groups of 4 per warp (session 16, call
      * 5 sweep, the same bits: gate x6 12.61 vs 14.08 us, gate+up x12 18.49-18.57 vs 18.92, 128 experts
      * 129.0 vs 117.5); Q2_K: 4 (decode x6 9.48 vs 9.79 us, 128 experts 95.0 vs 109.7; call 2) */
-    /* IQ2_XXS with 32 warps (the activations in shared memory, one x for every slot): `ctas_per_sm` 2 in
-     * the tuning or DSV4_CUDA_MV_IQ2_WARPS=32; groups of 2 rows x 2 (its one plan) */
-    const bool w32 = iq2 && shared_x && d == 2 && (!own || t->groups <= 0 || t->groups == 2) &&
-                     ((own && t->ctas_per_sm == 2) || (t->kernel == 0 && ctx->iq2_warps == 32));
-    const int pr_auto = w32 || (iq2 && (int64_t)k * out / 4 < (int64_t)4 * ctx->sm_count * MVI_WARPS) ? 2 : 4;
+    const int pr_auto = iq2 && (int64_t)k * out / 4 < (int64_t)4 * ctx->sm_count * MVI_WARPS ? 2 : 4;
     const int pr = own && t->groups > 0 ? t->groups : pr_auto;
     const int64_t rb = mv_row_bytes(f, in);
     int warps, ctas;
@@ -534,11 +523,11 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
         need = (int64_t)MVS_WARPS * d * pr * rb;
         *fn = mvs_kernel_of(upl, pr, d);
     } else {
-        warps = w32 ? 32 : MVI_WARPS;
+        warps = MVI_WARPS;
         ctas = 1;
-        /* + 16: a row's last sub-block loads the word after the row (iq2s_sub's funnel shift) */
-        need = MV_IQ2S_TABLE_BYTES + (w32 ? in / 32 * MVI_ACT_SLOT : 0) + (int64_t)warps * d * pr * rb + 16;
-        *fn = mvi_kernel_of((int)(in / 1024), pr, d, warps);
+        uint32_t toff, nb; /* the table at the next 64 KB boundary of the block's shared addresses */
+        need = mvi_layout((uint32_t)ctx->smem_reserved, (uint32_t)(d * pr * rb), &toff, &nb);
+        *fn = mvi_kernel_of((int)(in / 1024), pr, d);
     }
     if (out % pr != 0 || !*fn || need > ctx->smem_per_block_optin) return false;
     const int fit = ctx->smem_per_sm / (int)(need + 1024);
@@ -597,7 +586,7 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     mv_kernel_fn sfn = NULL;
     int rows = 0, depth = 0;
     const bool stream =
-        mvs_plan(ctx, f, in, out, slots, &grid, &smem, x_stride_bytes == 0, &sfn, &threads, &rows, &depth);
+        mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads, &rows, &depth);
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;
@@ -655,7 +644,7 @@ extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32
     int grid = 0, smem = 0, pipes = 1, threads = 0;
     mv_kernel_fn sfn = NULL;
     int rows = 0, depth = 0;
-    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, true, &sfn, &threads, &rows, &depth)) { /* one x */
+    if (mvs_plan(ctx, f, in, out, k, &grid, &smem, &sfn, &threads, &rows, &depth)) { /* one x */
         snprintf(buf, len, "stream rows=%d x %d groups grid=%d x %d warps smem=%dB", rows, depth, grid,
                  threads / 32, smem);
         return DSV4_OK;
@@ -694,8 +683,6 @@ extern "C" int cu_pdl_kernels_mv(const void **out) {
             for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvs_kernel_of(upl, pr, d);
     for (int upl = 2; upl <= 4; upl += 2)
         for (int pr = 2; pr <= 4; pr += 2)
-            for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvi_kernel_of(upl, pr, d, 16);
-    out[n++] = (const void *)mvi_kernel_of(2, 2, 2, 32);
-    out[n++] = (const void *)mvi_kernel_of(4, 2, 2, 32);
+            for (int d = 2; d <= 3; d++) out[n++] = (const void *)mvi_kernel_of(upl, pr, d);
     return n;
 }

@@ -38,8 +38,7 @@ typedef struct dsv4_cuda_mv_tuning {
     int groups;
     /* Q2_K and IQ2_XXS: DSV4_MV_PIPE (mv_kernel) or DSV4_MV_STREAM (rows streamed per warp,
      * cuda_mv_stream.cuh; then `groups` is the rows per group, 2 or 4, `stages` the groups in flight per
-     * warp, 2 or 3, for Q2_K `ctas_per_sm` the resident CTAs of 8 warps, for IQ2_XXS `ctas_per_sm` 2 the
-     * 32-warp form with the activations in shared memory); 0: the context's default,
+     * warp, 2 or 3, for Q2_K `ctas_per_sm` the resident CTAs of 8 warps); 0: the context's default,
      * which is the pipeline whenever tile_bytes, stages or ctas_per_sm (IQ2_XXS: or iq2_decoder, groups)
      * are set (their plans are the pipeline's) */
     int kernel;
@@ -62,7 +61,7 @@ typedef struct dsv4_cuda_mv_ctx {
     int iq2_decoder_default;  /* DSV4_CUDA_MV_IQ2=mask|sel at init */
     int q2k_kernel_default;   /* DSV4_CUDA_MV_Q2K=pipe|stream at init (DSV4_MV_PIPE / DSV4_MV_STREAM) */
     int iq2_kernel_default;   /* DSV4_CUDA_MV_IQ2=mask|sel: the pipeline; unset: DSV4_MV_STREAM */
-    int iq2_warps; /* DSV4_CUDA_MV_IQ2_WARPS=32: the streamed IQ2_XXS kernel's 32-warp form; else 16 */
+    int smem_reserved; /* shared memory the runtime reserves per block: the dynamic block's first address */
     dsv4_cuda_mv_tuning tune; /* applies to every matvec launched with this context */
     /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas[,groups]" at init, under
      * `tune`; zeros: the built-in plan */

@@ -163,63 +163,57 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
 
 /* ---- IQ2_XXS (gate and up rows), the same streaming with one 64 KB selector table per CTA ----
  * mv_kernel's IQ2_XXS unit is ~85 instructions per row and 32 weights at its 64-register bound (bench/
- * NOTES.md, session 14). Here: 16 warps and one table copy per CTA, one CTA per SM (128 registers: the
- * lane's activations stay in registers, the PRMT pool is not re-materialised), table offsets by one PRMT
- * (grid) or a shift and a LOP3 (sign) instead of two or three instructions (iq2s_sub). UPL sub-blocks
- * per lane (2: in = 2048, 4: in = 4096), lane l taking l, l + 32, ...; SEG: mv_kernel's segment count for
- * the shape under its default plan (1 or 2, UPL / SEG sub-blocks each), whose partials are kept apart
- * and added as mv_kernel adds them ((0 + s0) + s1), so the rows are its bits. */
-#define MVI_WARPS 16
-#define MVI_THREADS (MVI_WARPS * 32)
-#define MVI_ACT_SLOT 48 /* W = 32: one sub-block's activations in shared memory (qs, d / 8 at +32) */
-
-/* W = 32 (DSV4_CUDA_MV_IQ2_WARPS=32; written after session 16's device budget, not yet run on a GPU): 32
- * warps per CTA under a 64-register bound, so the activations (one copy of x, all slots: x_stride 0)
- * sit in shared memory in 48-byte slots (conflict-free for the quarter-warp phases of LDS.128) and are
- * read once per group and sub-block for its PR rows. The same units, chains and sums: the same bits. */
-template <int UPL, int SEG, int PR, int D, int W>
-__global__ void __launch_bounds__(W * 32, 1) mvs_iq2_kernel(const mv_params p) {
+ * NOTES.md, session 14). Here: 16 warps and one table copy per CTA, one CTA per SM (the lane's activations
+ * stay in registers), table addresses by one PRMT (grid) or a shift and a LOP3 (sign) with the table at a
+ * 64 KB-aligned shared address, the PRMT pool's low word in a register (iq2s_sub). UPL sub-blocks per
+ * lane (2: in = 2048, 4: in = 4096), lane l taking l, l + 32, ...; SEG: mv_kernel's segment count for the
+ * shape under its default plan (1 or 2, UPL / SEG sub-blocks each), whose partials are kept apart and added
+ * as mv_kernel adds them ((0 + s0) + s1), so the rows are its bits. (A 32-warp form with the activations in
+ * shared memory ran slower, session 17 call 1: 131.2 against 117.8 us for 128 experts.)
+ *
+ * Shared memory: the dynamic block starts at shared address MVI_SMEM_BASE (the block's reserved 1 KB on
+ * sm_90, read by the host from cudaDevAttrReservedSharedMemoryPerBlock), the table at the next 64 KB
+ * boundary; the warps' rings fill the bytes before it, then those after it (mvi_layout, the same
+ * arithmetic on both sides). The kernel checks that its layout fits what it was given. */
+template <int UPL, int SEG, int PR, int D>
+__global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
-    constexpr int MAXC = (PR * UPL * 264 + 511) / 512; /* a row is 264 bytes per sub-block per lane */
+    constexpr int RB = UPL * 264;                  /* row bytes (in = 1024 UPL) */
+    constexpr int MAXC = (PR * RB + 511) / 512;    /* 16-byte copies per lane and group */
     constexpr int N = PR * SEG;
-    constexpr int ACT = W == 32 ? UPL * 32 * MVI_ACT_SLOT : 0;
+    constexpr uint32_t RING = (uint32_t)(D * PR * RB);
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int gbytes = PR * p.row_bytes;
-    uint8_t *lut = smem, *act = smem + MV_IQ2S_TABLE_BYTES;
-    uint8_t *ring = smem + MV_IQ2S_TABLE_BYTES + ACT + warp * D * gbytes;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    uint32_t toff, nb, dsz;
+    const uint32_t need = mvi_layout(sbase, RING, &toff, &nb);
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsz));
+    if (need > dsz) __trap(); /* the host sized the block for another base: never silently overrun it */
+    uint8_t *lut = smem + toff;
+    uint8_t *ring = (uint32_t)warp < nb ? smem + warp * RING : lut + MV_IQ2S_TABLE_BYTES + (warp - nb) * RING;
     cu_pdl_trigger();
-    mv_build_iq2s_table(p.sel, lut, tid, W * 32); /* a constant table: before the wait */
-    if (W != 32) __syncthreads();
-    const long long total = (long long)p.k * p.out / PR, wg = (long long)blockIdx.x * W + warp,
-                    nw = (long long)gridDim.x * W;
+    mv_build_iq2s_table(p.sel, lut, tid, MVI_THREADS); /* a constant table: before the wait */
+    __syncthreads();
+    const long long total = (long long)p.k * p.out / PR, wg = (long long)blockIdx.x * MVI_WARPS + warp,
+                    nw = (long long)gridDim.x * MVI_WARPS;
     const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw); /* groups */
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
-    if (W != 32 && begin >= end) return;
+    if (begin >= end) return;
     const int gpo = p.out / PR;
     mvs_group cc = {begin / gpo, (begin % gpo) * PR};
     mvs_fetch ft = {cc, begin, end};
 #pragma unroll
-    for (int d = 0; d < D; d++) mvs_fetch_next<PR, MAXC>(p, ring + d * gbytes, ft, lane);
-    if (W == 32) { /* the activations (slot 0's x: the plan requires x_stride 0), then the table's barrier */
-        for (int i = tid; i < UPL * 32 * 9; i += W * 32) {
-            const int u = i / 9, k = i - 9 * u;
-            const uint8_t *blk = p.x + (u >> 3) * 292;
-            const uint32_t v =
-                k < 8 ? ld32(blk + 4 + (u & 7) * 32 + 4 * k) : __float_as_uint(*(const float *)blk * 0.125f);
-            *(uint32_t *)(act + u * MVI_ACT_SLOT + 4 * k) = v;
-        }
-        __syncthreads();
-        if (begin >= end) return;
-    }
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(lut), lane4 = 4u * (uint32_t)lane;
-    iq2s_act a[W == 32 ? 1 : UPL];
+    for (int d = 0; d < D; d++) mvs_fetch_next<PR, MAXC>(p, ring + d * PR * RB, ft, lane);
+    iq2s_lane lc;
+    iq2s_lane_init(lane, sbase + toff, &lc);
+    const uint32_t pos = iq2s_word(lut, sbase + toff + MV_IQ2S_POS_OFF); /* MD_IQ2_POS, kept in a register */
+    iq2s_act a[UPL];
     int act_si = -1, ri = 0;
     const float nanv = __int_as_float(0x7fc00000);
     for (int g = begin; g < end; g++) {
         const uint8_t *wbase;
         const int si = mv_src(p, cc.slot, &wbase);
         const int ai = p.x_stride != 0 ? si : 0;
-        if (W != 32 && ai != act_si) {
+        if (ai != act_si) {
             const uint8_t *x = p.x + (long long)ai * p.x_stride;
 #pragma unroll
             for (int i = 0; i < UPL; i++) iq2s_act_q8k(x, lane + 32 * i, &a[i]);
@@ -228,40 +222,24 @@ __global__ void __launch_bounds__(W * 32, 1) mvs_iq2_kernel(const mv_params p) {
         const int e = p.ids ? __ldg(p.ids + si) : 0;
         mvs_cp_wait<D - 1>();
         __syncwarp();
-        uint8_t *rows = ring + ri * gbytes;
+        const uint8_t *rows = ring + ri * PR * RB;
         float acc[N];
-        if (W == 32) {
 #pragma unroll
-            for (int j = 0; j < N; j++) acc[j] = 0.0f;
+        for (int r = 0; r < PR; r++)
 #pragma unroll
-            for (int i = 0; i < UPL; i++) { /* sub-block outer: its activations read once for the PR rows */
-                const uint8_t *sl = act + (lane + 32 * i) * MVI_ACT_SLOT;
-                const int4 q0 = ld128(sl), q1 = ld128(sl + 16);
-                const iq2s_act ai2 = {{q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w},
-                                      *(const float *)(sl + 32)};
+            for (int sg = 0; sg < SEG; sg++) {
+                float v = 0.0f;
 #pragma unroll
-                for (int r = 0; r < PR; r++)
-                    iq2s_sub(rows + r * p.row_bytes, lane + 32 * i, ai2, lut, base, lane4,
-                             &acc[r * SEG + i / (UPL / SEG)]);
+                for (int i = sg * (UPL / SEG); i < (sg + 1) * (UPL / SEG); i++)
+                    iq2s_sub(rows + r * RB, i, lc, a[i], lut, pos, &v);
+                acc[r * SEG + sg] = v;
             }
-        } else {
-#pragma unroll
-            for (int r = 0; r < PR; r++)
-#pragma unroll
-                for (int sg = 0; sg < SEG; sg++) {
-                    float v = 0.0f;
-#pragma unroll
-                    for (int i = sg * (UPL / SEG); i < (sg + 1) * (UPL / SEG); i++)
-                        iq2s_sub(rows + r * p.row_bytes, lane + 32 * i, a[i], lut, base, lane4, &v);
-                    acc[r * SEG + sg] = v;
-                }
-        }
         float y = mvs_warp_sums<N>(acc, lane);
         if (SEG == 2) y = (0.0f + y) + __shfl_down_sync(0xffffffffu, y, 32 / N); /* mv_kernel's segment sum */
         if ((lane & (32 / PR - 1)) == 0)
             p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp();
-        mvs_fetch_next<PR, MAXC>(p, rows, ft, lane);
+        mvs_fetch_next<PR, MAXC>(p, ring + ri * PR * RB, ft, lane);
         mvs_next(cc, p.out, PR);
         if (++ri == D) ri = 0;
     }

@@ -596,20 +596,42 @@ static inline __host__ __device__ void mv_build_iq2_sel(const uint32_t *tab, uin
 }
 
 /* ---- IQ2_XXS rows streamed per warp (cuda_mv_stream.cuh) ----
- * One 64 KB selector table per CTA, 256 lines of 256 bytes: line e holds grid selector e in words
- * 0..31 (one copy per lane) and, for e < 128, sign selector e in words 32..63. So an entry's byte
- * offset is (index << 8) | (4 lane) (| 128 for a sign): one PRMT for a grid index (its byte moved to
- * byte 1, the lane's offset byte to byte 0), a shift and one LOP3 for a 7-bit sign field; the words
- * are mv_build_iq2_sel's, so the sums are unit_iq2's (V = 1). */
+ * One 64 KB selector table per CTA at a 64 KB-aligned shared address, 256 lines of 256 bytes: line e holds
+ * grid selector e in words 0..31 (one copy per lane) and, for e < 128, sign selector e in words 32..63. Lane
+ * l's table register tg = base | 4 l (base: the table's shared address, its low 16 bits zero), so a grid
+ * entry's address is one PRMT (the index byte to byte 1, tg's bytes 0, 2 and 3 kept) and a sign entry's a
+ * shift and one LOP3 ((field << 8) & 0x7f00 | tg | 128). Session 17, call 1 (SASS of the kernel): with an
+ * unaligned table every lookup paid one more IADD for the base, and the PRMT pool's low word was
+ * re-materialised from a uniform register before most PRMTs; so the pool word is read from the table
+ * (line 255, word 32: an unused sign slot), which ptxas cannot re-materialise. The words are
+ * mv_build_iq2_sel's, so the sums are unit_iq2's (V = 1). */
 #define MV_IQ2S_TABLE_BYTES (256 * 256)
+#define MV_IQ2S_POS_OFF (255 * 256 + 128) /* MD_IQ2_POS, for the kernel's pool register */
 static inline __host__ __device__ void mv_build_iq2s_table(const uint32_t *tab, uint8_t *lut, int tid,
                                                            int nthreads) {
     for (int i = tid; i < 256 * 16; i += nthreads) { /* 16 bytes per step: 16 steps a line */
         const int e = i >> 4, w = (i & 15) * 4;      /* first word of the step */
-        const uint32_t v = w < 32 ? tab[e] : e < 128 ? tab[256 + e] : 0u;
+        const uint32_t v = w < 32                  ? tab[e]
+                           : e < 128               ? tab[256 + e]
+                           : e == 255 && w == 32 ? MD_IQ2_POS
+                                                   : 0u;
         *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
     }
 }
+/* mvs_iq2_kernel's CTA: 16 warps, one table, the warps' rings around it */
+#define MVI_WARPS 16
+#define MVI_THREADS (MVI_WARPS * 32)
+/* ring_bytes: one warp's ring. Returns the dynamic shared memory the layout needs (+ 16: a row's last
+ * sub-block reads the word after it); *t: the table's offset in the block, *nb: rings before it. */
+static __host__ __device__ __forceinline__ uint32_t mvi_layout(uint32_t block_base, uint32_t ring_bytes,
+                                                               uint32_t *t, uint32_t *nb) {
+    *t = (0x10000u - (block_base & 0xffffu)) & 0xffffu;
+    uint32_t n = *t / ring_bytes;
+    if (n > MVI_WARPS) n = MVI_WARPS;
+    *nb = n;
+    return *t + MV_IQ2S_TABLE_BYTES + (MVI_WARPS - n) * ring_bytes + 16u;
+}
+
 /* The activations of one IQ2_XXS sub-block u (32 int8 and the superblock's d / 8), from the dsv4_q8_k
  * blocks (292 bytes, 4-byte aligned). */
 struct iq2s_act {
@@ -623,59 +645,61 @@ static __host__ __device__ __forceinline__ void iq2s_act_q8k(const uint8_t *x, i
     MV_UNROLL
     for (int k = 0; k < 8; k++) a->q[k] = (int)ld32(qs + 4 * k);
 }
-/* The 32-warp form's shared activations: word k (0..8) of sub-block u's 48-byte slot (qs words, then
- * d / 8 as iq2s_act_q8k computes it), and the unit's activations read back from the slot. */
-#define MVI_ACT_SLOT 48
-static __host__ __device__ __forceinline__ uint32_t iq2s_slot_word(const uint8_t *x, int u, int k) {
-    const uint8_t *blk = x + (u >> 3) * 292;
-    if (k < 8) return ld32(blk + 4 + (u & 7) * 32 + 4 * k);
-    const float ad = *(const float *)blk * 0.125f;
-    uint32_t v;
-    memcpy(&v, &ad, 4);
-    return v;
+/* What lane l needs to find its sub-blocks u = l + 32 i (i = 0, 1, ...) in a row: u's bytes begin at
+ * 264 i + 66 (l >> 3) + 2 + 8 (l & 7) (superblock (l >> 3) + 4 i, sub-block l & 7), so the 4-aligned
+ * word offset, the funnel shift and d's offset are the lane's constants plus 264 i; tg / ts: its table
+ * address bits (base | 4 l, and | 128 for the sign half of a line). */
+struct iq2s_lane {
+    uint32_t woff, doff, sh, tg, ts;
+};
+static __host__ __device__ __forceinline__ void iq2s_lane_init(int lane, uint32_t base, iq2s_lane *l) {
+    const uint32_t at = 66u * (uint32_t)(lane >> 3) + 2u + 8u * (uint32_t)(lane & 7);
+    l->woff = at & ~3u;
+    l->doff = 66u * (uint32_t)(lane >> 3);
+    l->sh = (at & 2u) ? 16u : 0u;
+    l->tg = base | 4u * (uint32_t)lane;
+    l->ts = l->tg | 128u;
 }
-static __host__ __device__ __forceinline__ void iq2s_act_slot(const uint8_t *act, int u, iq2s_act *a) {
-    const uint8_t *sl = act + u * MVI_ACT_SLOT;
-    const int4 q0 = ld128(sl), q1 = ld128(sl + 16);
-    a->q[0] = q0.x, a->q[1] = q0.y, a->q[2] = q0.z, a->q[3] = q0.w;
-    a->q[4] = q1.x, a->q[5] = q1.y, a->q[6] = q1.z, a->q[7] = q1.w;
-    a->ad = *(const float *)(sl + 32);
-}
-/* Table word at byte offset o (device: a shared-memory address; host: lut + o). */
-static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t base, uint32_t o) {
+/* (x & m) | y in one LOP3 */
+static __host__ __device__ __forceinline__ uint32_t mv_andor(uint32_t x, uint32_t m, uint32_t y) {
 #ifdef __CUDA_ARCH__
-    (void)lut;
-    return mv_lds32(base + o);
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(x), "r"(m), "r"(y));
+    return d;
 #else
-    (void)base;
-    return ld32(lut + o);
+    return (x & m) | y;
 #endif
 }
-/* Row sub-block u (the row's bytes at wr) times its activations, added to *acc: unit_iq2's words,
- * integer sum and float term. Reads up to 4 bytes past the row (the funnel shift's third word): the
- * buffer must have them. lane4 = 4 lane (the lane's table copy); base: the table's shared address
- * (device) or lut (host). */
-static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int u, const iq2s_act &a,
-                                                         const uint8_t *lut, uint32_t base, uint32_t lane4,
+/* Table word at address a (device: a shared-memory address; host: base 0, lut + a). */
+static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t a) {
+#ifdef __CUDA_ARCH__
+    (void)lut;
+    return mv_lds32(a);
+#else
+    return ld32(lut + (a & 0xffffu));
+#endif
+}
+/* Sub-block u = lane + 32 i of the row at wr times its activations, added to *acc: unit_iq2's words,
+ * integer sum (one dp4a chain: the same integer as its two) and float term. Reads up to 4 bytes past the
+ * row (the funnel shift's third word): the buffer must have them. pos: the pool's low word MD_IQ2_POS. */
+static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int i, const iq2s_lane &l,
+                                                         const iq2s_act &a, const uint8_t *lut, uint32_t pos,
                                                          float *acc) {
-    const int b = u >> 3, sb = u & 7;
-    const int off = b * 66 + 2 + sb * 8;
-    const unsigned sh = (off & 2) ? 16u : 0u;
-    const uint32_t *wp = (const uint32_t *)(wr + (off & ~3));
+    const uint32_t *wp = (const uint32_t *)(wr + 264 * i + l.woff);
     const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
-    const uint32_t a0 = mv_fshr(w0, w1, sh), a1 = mv_fshr(w1, w2, sh);
-    const uint32_t d16 = *(const uint16_t *)(wr + b * 66);
-    const uint32_t l4s = lane4 | 128u;
+    const uint32_t a0 = mv_fshr(w0, w1, l.sh), a1 = mv_fshr(w1, w2, l.sh);
+    const uint32_t d16 = *(const uint16_t *)(wr + 264 * i + l.doff);
     uint32_t sel[4];
-    sel[0] =
-        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5504u)) | iq2s_word(lut, base, ((a1 << 8) & 0x7f00u) | l4s);
-    sel[1] =
-        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5514u)) | iq2s_word(lut, base, ((a1 << 1) & 0x7f00u) | l4s);
-    sel[2] =
-        iq2s_word(lut, base, md_prmt(a0, lane4, 0x5524u)) | iq2s_word(lut, base, ((a1 >> 6) & 0x7f00u) | l4s);
-    sel[3] = iq2s_word(lut, base, md_prmt(a0, lane4, 0x5534u)) |
-             iq2s_word(lut, base, ((a1 >> 13) & 0x7f00u) | l4s);
-    const int s = mv_iq2_sel_dots(sel, a.q);
+    sel[0] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7604u)) | iq2s_word(lut, mv_andor(a1 << 8, 0x7f00u, l.ts));
+    sel[1] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7614u)) | iq2s_word(lut, mv_andor(a1 << 1, 0x7f00u, l.ts));
+    sel[2] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7624u)) | iq2s_word(lut, mv_andor(a1 >> 6, 0x7f00u, l.ts));
+    sel[3] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7634u)) | iq2s_word(lut, mv_andor(a1 >> 13, 0x7f00u, l.ts));
+    int s = 0;
+    MV_UNROLL
+    for (int k = 0; k < 4; k++) {
+        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k]), a.q[2 * k], s);
+        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k] >> 16), a.q[2 * k + 1], s);
+    }
     const int ls = 2 * (int)(a1 >> 28) + 1;
     *acc = fmaf(h2f(d16) * a.ad, (float)(s * ls), *acc);
 }
