@@ -670,6 +670,19 @@ static __host__ __device__ __forceinline__ uint32_t mv_andor(uint32_t x, uint32_
     return (x & m) | y;
 #endif
 }
+/* x >> S as a multiply-high (mul.hi.u32 by 2^(32 - S)): the same bits, issued to the IMAD pipe rather than
+ * the integer ALU. Session 17, call 2 (ncu): the streamed IQ2_XXS kernel was throttled by the ALU pipe
+ * (math pipe throttle 1.23 cycles per instruction; ~30 of its ~61 instructions per sub-block are PRMT,
+ * LOP3 or SHF, which that pipe takes at half a warp per cycle), while the IMAD pipe had room. */
+template <int S> static __host__ __device__ __forceinline__ uint32_t mv_shr_hi(uint32_t x) {
+#if defined(__CUDA_ARCH__) && !defined(DSV4_MV_SHR_ALU) /* (the experiment's other arm: plain shifts) */
+    uint32_t d;
+    asm("mul.hi.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << (32 - S)));
+    return d;
+#else
+    return x >> S;
+#endif
+}
 /* Table word at address a (device: a shared-memory address; host: base 0, lut + a). */
 static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t a) {
 #ifdef __CUDA_ARCH__
@@ -680,8 +693,10 @@ static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut
 #endif
 }
 /* Sub-block u = lane + 32 i of the row at wr times its activations, added to *acc: unit_iq2's words,
- * integer sum (one dp4a chain: the same integer as its two) and float term. Reads up to 4 bytes past the
- * row (the funnel shift's third word): the buffer must have them. pos: the pool's low word MD_IQ2_POS. */
+ * integer sum (one dp4a chain: the same integer as its two) and float term. A grid selector's bits (0, 1
+ * of each nibble) and a sign selector's (bit 2) are disjoint, so their OR is their sum (which either
+ * pipe can issue). Reads up to 4 bytes past the row (the funnel shift's third word): the buffer must have
+ * them. pos: the pool's low word MD_IQ2_POS. */
 static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int i, const iq2s_lane &l,
                                                          const iq2s_act &a, const uint8_t *lut, uint32_t pos,
                                                          float *acc) {
@@ -690,17 +705,19 @@ static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int 
     const uint32_t a0 = mv_fshr(w0, w1, l.sh), a1 = mv_fshr(w1, w2, l.sh);
     const uint32_t d16 = *(const uint16_t *)(wr + 264 * i + l.doff);
     uint32_t sel[4];
-    sel[0] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7604u)) | iq2s_word(lut, mv_andor(a1 << 8, 0x7f00u, l.ts));
-    sel[1] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7614u)) | iq2s_word(lut, mv_andor(a1 << 1, 0x7f00u, l.ts));
-    sel[2] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7624u)) | iq2s_word(lut, mv_andor(a1 >> 6, 0x7f00u, l.ts));
-    sel[3] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7634u)) | iq2s_word(lut, mv_andor(a1 >> 13, 0x7f00u, l.ts));
+    sel[0] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7604u)) + iq2s_word(lut, mv_andor(a1 << 8, 0x7f00u, l.ts));
+    sel[1] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7614u)) + iq2s_word(lut, mv_andor(a1 << 1, 0x7f00u, l.ts));
+    sel[2] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7624u)) +
+             iq2s_word(lut, mv_andor(mv_shr_hi<6>(a1), 0x7f00u, l.ts));
+    sel[3] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7634u)) +
+             iq2s_word(lut, mv_andor(mv_shr_hi<13>(a1), 0x7f00u, l.ts));
     int s = 0;
     MV_UNROLL
     for (int k = 0; k < 4; k++) {
         s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k]), a.q[2 * k], s);
-        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k] >> 16), a.q[2 * k + 1], s);
+        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, mv_shr_hi<16>(sel[k])), a.q[2 * k + 1], s);
     }
-    const int ls = 2 * (int)(a1 >> 28) + 1;
+    const int ls = 2 * (int)mv_shr_hi<28>(a1) + 1;
     *acc = fmaf(h2f(d16) * a.ad, (float)(s * ls), *acc);
 }
 
