@@ -604,6 +604,17 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
     int bad = check_run(ctx, &dc, 0, st, &ec, &ee, 0);
     float *y0 = (float *)xmalloc((size_t)c->k * c->out * 4);
     memcpy(y0, dc.h_y, (size_t)c->k * c->out * 4);
+    float *y_pipe = NULL; /* IQ2_XXS: the pipeline default plan's rows (its variants must be these bits) */
+    if (c->type == DSV4_TYPE_IQ2_XXS) {
+        const dsv4_cuda_mv_tuning keep = ctx->tune, pipe = {0, 0, 0, 0, 0, DSV4_MV_PIPE};
+        ctx->tune = pipe;
+        double pe = 0.0, px = 0.0;
+        bad += check_run(ctx, &dc, 0, st, &pe, &px, 0);
+        y_pipe = (float *)xmalloc((size_t)c->k * c->out * 4);
+        memcpy(y_pipe, dc.h_y, (size_t)c->k * c->out * 4);
+        ctx->tune = keep;
+        bad += check_run(ctx, &dc, 0, st, &pe, &px, 0); /* h_y back to the default's */
+    }
     bad += check_run(ctx, &dc, 0, st, &ec, &ee, 0);
     if (memcmp(y0, dc.h_y, (size_t)c->k * c->out * 4) != 0) {
         printf("  FAIL outputs differ between two identical runs (race?)\n");
@@ -673,18 +684,23 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
             continue;
         }
         /* the default plan with row pipelines, or with the sign-mask IQ2_XXS decoder (the same integer
-         * sums as the selector decoder): the rows must be the default config's bits */
-        /* Q2_K, IQ2_XXS: the streamed rows are mv_kernel's bits under its default plan (Q2_K: when a row
-         * is one segment; IQ2_XXS: the stream kernel keeps the default plan's segments) */
-        const bool same_bits_stream = k_sweep[i].kernel == DSV4_MV_STREAM ||
-                                      (k_sweep[i].kernel == DSV4_MV_PIPE &&
-                                       (c->type == DSV4_TYPE_IQ2_XXS || strstr(desc, "nseg=1 ") != NULL));
-        if (same_bits_stream || ((k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
-                                 k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0)) {
+         * sums as the selector decoder): the rows must be the pipeline default plan's bits. Q2_K: the streamed
+         * rows are mv_kernel's bits under its default plan when a row is one segment. IQ2_XXS: the streamed
+         * lanes take whole spans (session 17), so its rows are compared with the other streamed configs' only
+         * and the pipeline variants with the pipeline's default plan (y_pipe) */
+        const bool iq2 = c->type == DSV4_TYPE_IQ2_XXS;
+        const bool pipe_variant = (k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
+                                  k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0 &&
+                                  k_sweep[i].kernel != DSV4_MV_STREAM;
+        const float *want = iq2 && (pipe_variant || k_sweep[i].kernel == DSV4_MV_PIPE) ? y_pipe : y0;
+        const bool same_bits = k_sweep[i].kernel == DSV4_MV_STREAM ||
+                               (k_sweep[i].kernel == DSV4_MV_PIPE && (iq2 || strstr(desc, "nseg=1 ") != NULL)) ||
+                               pipe_variant;
+        if (same_bits && want) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */
-            for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&y0[r], &dc.h_y[r], 4) != 0;
-            printf("  config %d (%s): %lld of %lld outputs differ from the default config's bits\n", i, desc,
-                   (long long)diff, (long long)c->k * c->out);
+            for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&want[r], &dc.h_y[r], 4) != 0;
+            printf("  config %d (%s): %lld of %lld outputs differ from the %s's bits\n", i, desc, (long long)diff,
+                   (long long)c->k * c->out, want == y0 ? "default config" : "pipeline default plan");
             if (diff) {
                 printf("  FAIL config %d: row pipelines or the decoder changed bits\n", i);
                 g_fail++;
@@ -721,6 +737,7 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
     }
     ctx->tune = saved;
     free(y0);
+    free(y_pipe);
     if (g_nres < 32) {
         struct case_result *r = &g_res[g_nres++];
         r->name = c->name;

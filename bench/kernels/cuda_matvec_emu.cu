@@ -184,11 +184,24 @@ static int emulate_stream_q2k(const mv_params &p, int nw, const uint8_t *x_all, 
     return bad;
 }
 
-/* The streamed IQ2_XXS unit (iq2s_sub over the 64 KB table, activations from the Q8_K blocks) against
- * the pipeline's selector unit (unit_iq2_xxs_sel over its 32-copy table and shared-memory re-layout),
- * lane by lane and sub-block by sub-block: the same bits. Returns the mismatches. */
-static int check_iq2_stream_units(int64_t in, int rows) {
-    const int64_t rb = mv_row_bytes(MV_IQ2_XXS, in);
+/* The lanes' butterfly sum (warp_sum's pairs), as mvs_warp_sums gives it */
+static float host_butterfly(const float *v) {
+    float a[32];
+    memcpy(a, v, sizeof a);
+    for (int o = 16; o > 0; o >>= 1) {
+        float n[32];
+        for (int l = 0; l < 32; l++) n[l] = a[l] + a[l ^ o];
+        memcpy(a, n, sizeof a);
+    }
+    return a[0];
+}
+
+/* The streamed IQ2_XXS unit (iq2s_span over the 64 KB table, activations from the Q8_K blocks): every lane's
+ * integer sum against one written here from the format's definition (grid bytes, sign bits with the parity
+ * bit, scale 2 ls + 1), and every row (the lanes' float terms through the butterfly) against
+ * quant_dot_iq2_xxs. Returns the mismatches. */
+template <int SPL> static int check_iq2_stream_units(int rows) {
+    const int64_t in = 1024 * SPL, rb = mv_row_bytes(MV_IQ2_XXS, in);
     /* The rows end 16 bytes before an inaccessible page, as the kernel's last ring ends 16 bytes before the
      * end of its shared memory: a unit reading further than its slack faults here (session 16, call 3) */
     const size_t pg = (size_t)sysconf(_SC_PAGESIZE), used = (size_t)(rb * rows + 16);
@@ -212,56 +225,63 @@ static int check_iq2_stream_units(int64_t in, int rows) {
     uint32_t tab[384];
     for (int i = 0; i < 256; i++) tab[i] = md_iq2_grid_sel(dsv4_iq2xxs_grid[i]);
     for (int i = 0; i < 128; i++) tab[256 + i] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[i]);
-    uint8_t *lut = (uint8_t *)calloc(1, MV_IQ2_GRID_BYTES + MV_IQ2_MASK_BYTES);
-    for (int t = 0; t < MV_THREADS; t++) mv_build_iq2_sel(tab, lut, t);
-    uint8_t *lut2 = (uint8_t *)calloc(1, MV_IQ2S_TABLE_BYTES);
-    mv_build_iq2s_table(tab, lut2, 0, 1);
-    mv_params p;
-    memset(&p, 0, sizeof p);
-    p.in = (int)in;
-    uint8_t *act = (uint8_t *)calloc(1, (size_t)mv_act_smem(MV_IQ2_XXS, in));
-    for (int t = 0; t < MV_THREADS; t++) mv_load_act<MV_IQ2_XXS>(p, act, xa, t);
-    if (ld32(lut2 + MV_IQ2S_POS_OFF) != MD_IQ2_POS) {
-        printf("streamed IQ2_XXS unit: FAIL (the table does not hold the PRMT pool word)\n");
-        return 1;
-    }
+    uint8_t *lut = (uint8_t *)calloc(1, MV_IQ2S_TABLE_BYTES);
+    mv_build_iq2s_table(tab, lut, 0, 1);
     int bad = 0;
-    for (int r = 0; r < rows; r++)
-        for (int u = 0; u < in / 32; u++) {
-            const int lane = u & 31;
-            float ref[1] = {0.25f}, got = 0.25f; /* a nonzero start: the fmaf chain's first term */
-            unit_iq2_xxs_sel<1, 7>(w + r * rb, (int)rb, u, act, lut, lut + MV_IQ2_GRID_BYTES,
-                                   4u * (uint32_t)lane, ref);
-            iq2s_act a;
-            iq2s_act_q8k(xa, u, &a);
+    if (ld32(lut + MV_IQ2S_POS_OFF) != MD_IQ2_POS) {
+        printf("streamed IQ2_XXS unit: FAIL (the table does not hold the PRMT pool word)\n");
+        bad++;
+    }
+    const dsv4_q8_k *xq = (const dsv4_q8_k *)xa;
+    double worst = 0.0;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *wr = w + r * rb;
+        float part[32], mag[32];
+        for (int lane = 0; lane < 32; lane++) {
             iq2s_lane lc; /* base 0: the host table's offsets are the device's addresses less the base */
-            iq2s_lane_init(lane, 0u, &lc);
-            iq2s_sub(w + r * rb, u >> 5, lc, a, lut2, ld32(lut2 + MV_IQ2S_POS_OFF), &got);
-            if (memcmp(&got, &ref[0], sizeof got) != 0) bad++;
+            iq2s_lane_init<SPL>(lane, 0u, &lc);
+            iq2s_act<SPL> a;
+            iq2s_act_q8k<SPL>(xa, lane, &a);
+            const int got = iq2s_span_isum<SPL>(wr, lc, a, lut, MD_IQ2_POS);
+            const int b = lane / (8 / SPL), sb0 = lane % (8 / SPL) * SPL;
+            const uint8_t *blk = wr + 66 * b;
+            int want = 0;
+            for (int sb = sb0; sb < sb0 + SPL; sb++) {
+                uint32_t a0, a1;
+                memcpy(&a0, blk + 2 + 8 * sb, 4);
+                memcpy(&a1, blk + 6 + 8 * sb, 4);
+                int sumi = 0;
+                for (int g = 0; g < 4; g++) {
+                    const uint64_t grid = dsv4_iq2xxs_grid[(a0 >> (8 * g)) & 255u];
+                    uint32_t sg = (a1 >> (7 * g)) & 127u;
+                    sg |= (uint32_t)(__builtin_popcount(sg) & 1) << 7; /* an even count of minus signs */
+                    for (int k = 0; k < 8; k++) {
+                        const int v = (int)((grid >> (8 * k)) & 255u) * xq[b].qs[32 * sb + 8 * g + k];
+                        sumi += (sg >> k) & 1u ? -v : v;
+                    }
+                }
+                want += sumi * (2 * (int)(a1 >> 28) + 1);
+            }
+            if (got != want) bad++;
+            part[lane] = iq2s_span<SPL>(wr, lc, a, lut, MD_IQ2_POS);
+            mag[lane] = fabsf(part[lane]);
         }
-    printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s\n", (long long)in, rows,
-           bad ? "FAIL" : "ok (every sub-block the pipeline's bits)");
+        const float y = host_butterfly(part), ref = quant_dot_iq2_xxs(wr, xq, in), m = host_butterfly(mag);
+        const double err = fabs((double)y - ref) / (m > 0.0f ? m : 1.0f);
+        if (err > worst) worst = err;
+        if (err > 1e-5) bad++;
+    }
+    printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s (rows vs quant_dot_iq2_xxs: max err / sum |part| %.2g)\n",
+           (long long)in, rows, bad ? "FAIL" : "ok (every lane's integer sum exact)", worst);
     munmap(map, span + pg);
     free(x);
     free(xa);
     free(lut);
-    free(lut2);
-    free(act);
     return bad != 0;
 }
 
 /* mvs_warp_sums' transposed reduction of PR rows, lane by lane on the host: row r must come out of lane
  * r * 32 / PR with the bits of the plain butterfly (every lane of which holds the same value). */
-static float host_butterfly(const float *v) {
-    float a[32];
-    memcpy(a, v, sizeof a);
-    for (int o = 16; o > 0; o >>= 1) {
-        float n[32];
-        for (int l = 0; l < 32; l++) n[l] = a[l] + a[l ^ o];
-        memcpy(a, n, sizeof a);
-    }
-    return a[0];
-}
 static int check_warp_sums(int pr) {
     int bad = 0;
     uint64_t st = 99 + pr;
@@ -473,8 +493,8 @@ int main(void) {
         fails += run(ty, in1, 33, 9, 3, 0, 8192, 5, 1);  /* gate + up in one launch, shared x */
         fails += run(ty, in1, 40, 9, 4, 1, 16384, 7, 1); /* per-slot x, CTAs straddling the two */
     }
-    fails += check_iq2_stream_units(4096, 24);
-    fails += check_iq2_stream_units(2048, 24);
+    fails += check_iq2_stream_units<4>(24);
+    fails += check_iq2_stream_units<2>(24);
     fails += check_iq2_layout();
     fails += check_warp_sums(2);
     fails += check_warp_sums(4);

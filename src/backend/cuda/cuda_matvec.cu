@@ -272,15 +272,15 @@ template <int U> static mv_kernel_fn mvs_kernel_upl(int pr, int d) {
 static mv_kernel_fn mvs_kernel_of(int upl, int pr, int d) {
     return upl == 1 ? mvs_kernel_upl<1>(pr, d) : upl == 2 ? mvs_kernel_upl<2>(pr, d) : NULL;
 }
-/* The streamed IQ2_XXS kernel for (sub-blocks per lane: 2 or 4, with 1 or 2 segments), rows per group and
+/* The streamed IQ2_XXS kernel for (sub-blocks per lane: 2 or 4), rows per group and
  * groups in flight. */
-#define MVI_PR(pr, d) (pr == 2 ? mvs_iq2_kernel<U, G, 2, d> : pr == 4 ? mvs_iq2_kernel<U, G, 4, d> : NULL)
-template <int U, int G> static mv_kernel_fn mvi_kernel_upl(int pr, int d) {
+#define MVI_PR(pr, d) (pr == 2 ? mvs_iq2_kernel<U, 2, d> : pr == 4 ? mvs_iq2_kernel<U, 4, d> : NULL)
+template <int U> static mv_kernel_fn mvi_kernel_upl(int pr, int d) {
     return d == 2 ? MVI_PR(pr, 2) : d == 3 ? MVI_PR(pr, 3) : NULL;
 }
 #undef MVI_PR
-static mv_kernel_fn mvi_kernel_of(int upl, int pr, int d) {
-    return upl == 2 ? mvi_kernel_upl<2, 1>(pr, d) : upl == 4 ? mvi_kernel_upl<4, 2>(pr, d) : NULL;
+static mv_kernel_fn mvi_kernel_of(int spl, int pr, int d) {
+    return spl == 2 ? mvi_kernel_upl<2>(pr, d) : spl == 4 ? mvi_kernel_upl<4>(pr, d) : NULL;
 }
 
 /* The IQ2_XXS decoder a launch uses: the tuning's choice, else DSV4_CUDA_MV_IQ2 (read at init), and

@@ -162,14 +162,14 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
 }
 
 /* ---- IQ2_XXS (gate and up rows), the same streaming with one 64 KB selector table per CTA ----
- * mv_kernel's IQ2_XXS unit is ~85 instructions per row and 32 weights at its 64-register bound (bench/
- * NOTES.md, session 14). Here: 16 warps and one table copy per CTA, one CTA per SM (the lane's activations
- * stay in registers), table addresses by one PRMT (grid) or a shift and a LOP3 (sign) with the table at a
- * 64 KB-aligned shared address, the PRMT pool's low word in a register (iq2s_sub). UPL sub-blocks per
- * lane (2: in = 2048, 4: in = 4096), lane l taking l, l + 32, ...; SEG: mv_kernel's segment count for the
- * shape under its default plan (1 or 2, UPL / SEG sub-blocks each), whose partials are kept apart and added
- * as mv_kernel adds them ((0 + s0) + s1), so the rows are its bits. (A 32-warp form with the activations in
- * shared memory ran slower, session 17 call 1: 131.2 against 117.8 us for 128 experts.)
+ * 16 warps and one table copy per CTA, one CTA per SM (the lane's activations stay in registers), table
+ * addresses by one PRMT (grid) or a shift and a LOP3 (sign) with the table at a 64 KB-aligned shared
+ * address, the PRMT pool's low word in a register, each lane a span of SPL sub-blocks of one superblock
+ * (iq2s_span: SPL = 2 for in = 2048, 4 for in = 4096). A row's value is the butterfly sum of its lanes'
+ * (d d_x / 8) bsum: within the usual float error of quant_dot_iq2_xxs, whose integer sums the lanes
+ * reproduce exactly (cuda_matvec_emu). (Until session 17 the lanes took mv_kernel's sub-blocks and the
+ * rows were its bits; a 32-warp form with the activations in shared memory ran slower, session 17 call
+ * 1: 131.2 against 117.8 us for 128 experts.)
  *
  * Shared memory: the dynamic block starts at shared address MVI_SMEM_BASE (the block's reserved 1 KB on
  * sm_90, read by the host from cudaDevAttrReservedSharedMemoryPerBlock), the table at the next 64 KB
@@ -201,11 +201,10 @@ static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint8_
     cp_async_commit();
 }
 
-template <int UPL, int SEG, int PR, int D>
+template <int SPL, int PR, int D>
 __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
-    constexpr int RB = UPL * 264;                  /* row bytes (in = 1024 UPL) */
-    constexpr int N = PR * SEG;
+    constexpr int RB = SPL * 264; /* row bytes (in = 1024 SPL) */
     constexpr uint32_t RING = (uint32_t)(D * PR * RB);
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
@@ -229,9 +228,9 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
 #pragma unroll
     for (int d = 0; d < D; d++) mvi_fetch_next<PR, RB>(p, ring + d * PR * RB, ft, lane);
     iq2s_lane lc;
-    iq2s_lane_init(lane, sbase + toff, &lc);
+    iq2s_lane_init<SPL>(lane, sbase + toff, &lc);
     const uint32_t pos = iq2s_word(lut, sbase + toff + MV_IQ2S_POS_OFF); /* MD_IQ2_POS, kept in a register */
-    iq2s_act a[UPL];
+    iq2s_act<SPL> a;
     int act_si = -1, ri = 0;
     const float nanv = __int_as_float(0x7fc00000);
     for (int g = begin; g < end; g++) {
@@ -239,28 +238,17 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
         const int si = mv_src(p, cc.slot, &wbase);
         const int ai = p.x_stride != 0 ? si : 0;
         if (ai != act_si) {
-            const uint8_t *x = p.x + (long long)ai * p.x_stride;
-#pragma unroll
-            for (int i = 0; i < UPL; i++) iq2s_act_q8k(x, lane + 32 * i, &a[i]);
+            iq2s_act_q8k<SPL>(p.x + (long long)ai * p.x_stride, lane, &a);
             act_si = ai;
         }
         const int e = p.ids ? __ldg(p.ids + si) : 0;
         mvs_cp_wait<D - 1>();
         __syncwarp();
         const uint8_t *rows = ring + ri * PR * RB;
-        float acc[N];
+        float acc[PR];
 #pragma unroll
-        for (int r = 0; r < PR; r++)
-#pragma unroll
-            for (int sg = 0; sg < SEG; sg++) {
-                float v = 0.0f;
-#pragma unroll
-                for (int i = sg * (UPL / SEG); i < (sg + 1) * (UPL / SEG); i++)
-                    iq2s_sub(rows + r * RB, i, lc, a[i], lut, pos, &v);
-                acc[r * SEG + sg] = v;
-            }
-        float y = mvs_warp_sums<N>(acc, lane);
-        if (SEG == 2) y = (0.0f + y) + __shfl_down_sync(0xffffffffu, y, 32 / N); /* mv_kernel's segment sum */
+        for (int r = 0; r < PR; r++) acc[r] = iq2s_span<SPL>(rows + r * RB, lc, a, lut, pos);
+        const float y = mvs_warp_sums<PR>(acc, lane);
         if ((lane & (32 / PR - 1)) == 0)
             p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
         __syncwarp();

@@ -632,33 +632,39 @@ static __host__ __device__ __forceinline__ uint32_t mvi_layout(uint32_t block_ba
     return *t + MV_IQ2S_TABLE_BYTES + (MVI_WARPS - n) * ring_bytes + 16u;
 }
 
-/* The activations of one IQ2_XXS sub-block u (32 int8 and the superblock's d / 8), from the dsv4_q8_k
- * blocks (292 bytes, 4-byte aligned). */
-struct iq2s_act {
-    int q[8];
-    float ad;
-};
-static __host__ __device__ __forceinline__ void iq2s_act_q8k(const uint8_t *x, int u, iq2s_act *a) {
-    const uint8_t *blk = x + (u >> 3) * 292;
-    a->ad = *(const float *)blk * 0.125f;
-    const uint8_t *qs = blk + 4 + (u & 7) * 32;
-    MV_UNROLL
-    for (int k = 0; k < 8; k++) a->q[k] = (int)ld32(qs + 4 * k);
-}
-/* What lane l needs to find its sub-blocks u = l + 32 i (i = 0, 1, ...) in a row: u's bytes begin at
- * 264 i + 66 (l >> 3) + 2 + 8 (l & 7) (superblock (l >> 3) + 4 i, sub-block l & 7), so the 4-aligned
- * word offset, the funnel shift and d's offset are the lane's constants plus 264 i; tg / ts: its table
- * address bits (base | 4 l, and | 128 for the sign half of a line). */
+/* Lane l of a row (in = 1024 SPL, SPL = 2 or 4 sub-blocks per lane) takes the SPL consecutive sub-blocks
+ * sb0 .. sb0 + SPL - 1 of superblock b = l / (8 / SPL), sb0 = (l % (8 / SPL)) SPL: its bytes are one span
+ * (qs at 66 b + 2 + 8 sb0), its scale d is loaded and multiplied once, and the sub-blocks' integer sums
+ * (sumi ls) add up exactly as the CPU's bsum does (quant_dot_iq2_xxs) before the one float term. Session
+ * 17: with lane l taking sub-blocks l, l + 32, ... (mv_kernel's units) every sub-block paid d's load, its
+ * conversion, two multiplies and a conversion of its integer (~5 of ~60 instructions), and the lanes'
+ * 8-byte pieces 8.25 bytes apart shared banks; these spans, 33 bytes apart, hit 32 distinct banks. */
 struct iq2s_lane {
-    uint32_t woff, doff, sh, tg, ts;
+    uint32_t woff, doff, sh, tg, ts; /* span's 4-aligned word, d's offset, funnel shift; table bits */
 };
+template <int SPL>
 static __host__ __device__ __forceinline__ void iq2s_lane_init(int lane, uint32_t base, iq2s_lane *l) {
-    const uint32_t at = 66u * (uint32_t)(lane >> 3) + 2u + 8u * (uint32_t)(lane & 7);
+    const uint32_t b = (uint32_t)lane / (8u / SPL), sb0 = (uint32_t)lane % (8u / SPL) * SPL;
+    const uint32_t at = 66u * b + 2u + 8u * sb0;
     l->woff = at & ~3u;
-    l->doff = 66u * (uint32_t)(lane >> 3);
+    l->doff = 66u * b;
     l->sh = (at & 2u) ? 16u : 0u;
     l->tg = base | 4u * (uint32_t)lane;
     l->ts = l->tg | 128u;
+}
+/* The lane's activations: the 8 SPL words of its span of the Q8_K block b (292 bytes, 4-byte aligned)
+ * and that block's d / 8. */
+template <int SPL> struct iq2s_act {
+    int q[8 * SPL];
+    float ad;
+};
+template <int SPL>
+static __host__ __device__ __forceinline__ void iq2s_act_q8k(const uint8_t *x, int lane, iq2s_act<SPL> *a) {
+    const int b = lane / (8 / SPL), sb0 = lane % (8 / SPL) * SPL;
+    const uint8_t *blk = x + b * 292;
+    a->ad = *(const float *)blk * 0.125f;
+    MV_UNROLL
+    for (int k = 0; k < 8 * SPL; k++) a->q[k] = (int)ld32(blk + 4 + 32 * sb0 + 4 * k);
 }
 /* (x & m) | y in one LOP3 */
 static __host__ __device__ __forceinline__ uint32_t mv_andor(uint32_t x, uint32_t m, uint32_t y) {
@@ -670,19 +676,6 @@ static __host__ __device__ __forceinline__ uint32_t mv_andor(uint32_t x, uint32_
     return (x & m) | y;
 #endif
 }
-/* x >> S as a multiply-high (mul.hi.u32 by 2^(32 - S)): the same bits, issued to the IMAD pipe rather than
- * the integer ALU. Session 17, call 2 (ncu): the streamed IQ2_XXS kernel was throttled by the ALU pipe
- * (math pipe throttle 1.23 cycles per instruction; ~30 of its ~61 instructions per sub-block are PRMT,
- * LOP3 or SHF, which that pipe takes at half a warp per cycle), while the IMAD pipe had room. */
-template <int S> static __host__ __device__ __forceinline__ uint32_t mv_shr_hi(uint32_t x) {
-#if defined(__CUDA_ARCH__) && !defined(DSV4_MV_SHR_ALU) /* (the experiment's other arm: plain shifts) */
-    uint32_t d;
-    asm("mul.hi.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << (32 - S)));
-    return d;
-#else
-    return x >> S;
-#endif
-}
 /* Table word at address a (device: a shared-memory address; host: base 0, lut + a). */
 static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut, uint32_t a) {
 #ifdef __CUDA_ARCH__
@@ -692,33 +685,50 @@ static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut
     return ld32(lut + (a & 0xffffu));
 #endif
 }
-/* Sub-block u = lane + 32 i of the row at wr times its activations, added to *acc: unit_iq2's words,
- * integer sum (one dp4a chain: the same integer as its two) and float term. A grid selector's bits (0, 1
- * of each nibble) and a sign selector's (bit 2) are disjoint, so their OR is their sum (which either
- * pipe can issue). Reads up to 4 bytes past the row (the funnel shift's third word): the buffer must have
- * them. pos: the pool's low word MD_IQ2_POS. */
-static __host__ __device__ __forceinline__ void iq2s_sub(const uint8_t *wr, int i, const iq2s_lane &l,
-                                                         const iq2s_act &a, const uint8_t *lut, uint32_t pos,
-                                                         float *acc) {
-    const uint32_t *wp = (const uint32_t *)(wr + 264 * i + l.woff);
-    const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
-    const uint32_t a0 = mv_fshr(w0, w1, l.sh), a1 = mv_fshr(w1, w2, l.sh);
-    const uint32_t d16 = *(const uint16_t *)(wr + 264 * i + l.doff);
+/* One sub-block's signed sum Σ sign g q (its 8 bytes a0, a1) with its scale: sumi (2 (a1 >> 28) + 1).
+ * A grid selector's bits (0, 1 of each nibble) and a sign selector's (bit 2) are disjoint, so their OR is
+ * their sum (which ptxas may issue to the IMAD pipe: session 17, call 3, the integer ALU is the busiest
+ * pipe). pos: the PRMT pool's low word MD_IQ2_POS. */
+static __host__ __device__ __forceinline__ int iq2s_sub_isum(uint32_t a0, uint32_t a1, const int *q,
+                                                             const iq2s_lane &l, const uint8_t *lut,
+                                                             uint32_t pos) {
     uint32_t sel[4];
     sel[0] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7604u)) + iq2s_word(lut, mv_andor(a1 << 8, 0x7f00u, l.ts));
     sel[1] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7614u)) + iq2s_word(lut, mv_andor(a1 << 1, 0x7f00u, l.ts));
-    sel[2] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7624u)) +
-             iq2s_word(lut, mv_andor(mv_shr_hi<6>(a1), 0x7f00u, l.ts));
-    sel[3] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7634u)) +
-             iq2s_word(lut, mv_andor(mv_shr_hi<13>(a1), 0x7f00u, l.ts));
+    sel[2] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7624u)) + iq2s_word(lut, mv_andor(a1 >> 6, 0x7f00u, l.ts));
+    sel[3] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7634u)) + iq2s_word(lut, mv_andor(a1 >> 13, 0x7f00u, l.ts));
     int s = 0;
     MV_UNROLL
     for (int k = 0; k < 4; k++) {
-        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k]), a.q[2 * k], s);
-        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, mv_shr_hi<16>(sel[k])), a.q[2 * k + 1], s);
+        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k]), q[2 * k], s);
+        s = mv_dp4a((int)md_prmt(pos, MD_IQ2_NEG, sel[k] >> 16), q[2 * k + 1], s);
     }
-    const int ls = 2 * (int)mv_shr_hi<28>(a1) + 1;
-    *acc = fmaf(h2f(d16) * a.ad, (float)(s * ls), *acc);
+    return s * (2 * (int)(a1 >> 28) + 1);
+}
+/* The lane's integer sum over its SPL sub-blocks of the row at wr (exact: |.| < 2^24). Reads up to 4 bytes
+ * past the row (the funnel shift's last word): the buffer must have them. */
+template <int SPL>
+static __host__ __device__ __forceinline__ int iq2s_span_isum(const uint8_t *wr, const iq2s_lane &l,
+                                                              const iq2s_act<SPL> &a, const uint8_t *lut,
+                                                              uint32_t pos) {
+    const uint32_t *wp = (const uint32_t *)(wr + l.woff);
+    uint32_t w[2 * SPL + 1];
+    MV_UNROLL
+    for (int k = 0; k <= 2 * SPL; k++) w[k] = wp[k];
+    int bsum = 0;
+    MV_UNROLL
+    for (int j = 0; j < SPL; j++)
+        bsum += iq2s_sub_isum(mv_fshr(w[2 * j], w[2 * j + 1], l.sh), mv_fshr(w[2 * j + 1], w[2 * j + 2], l.sh),
+                              a.q + 8 * j, l, lut, pos);
+    return bsum;
+}
+/* The lane's part of the row's dot product: (d x d_x / 8) x its integer sum. */
+template <int SPL>
+static __host__ __device__ __forceinline__ float iq2s_span(const uint8_t *wr, const iq2s_lane &l,
+                                                           const iq2s_act<SPL> &a, const uint8_t *lut,
+                                                           uint32_t pos) {
+    const int bsum = iq2s_span_isum<SPL>(wr, l, a, lut, pos);
+    return h2f(*(const uint16_t *)(wr + l.doff)) * a.ad * (float)bsum;
 }
 
 #endif
