@@ -689,12 +689,13 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
          * lanes take whole spans (session 17), so its rows are compared with the other streamed configs' only
          * and the pipeline variants with the pipeline's default plan (y_pipe) */
         const bool iq2 = c->type == DSV4_TYPE_IQ2_XXS;
+        const bool streamed = strncmp(desc, "stream", 6) == 0; /* a streamed config the shape cannot take runs
+                                                                 the pipeline */
         const bool pipe_variant = (k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
-                                  k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0 &&
-                                  k_sweep[i].kernel != DSV4_MV_STREAM;
-        const float *want = iq2 && (pipe_variant || k_sweep[i].kernel == DSV4_MV_PIPE) ? y_pipe : y0;
-        const bool same_bits = k_sweep[i].kernel == DSV4_MV_STREAM ||
-                               (k_sweep[i].kernel == DSV4_MV_PIPE && (iq2 || strstr(desc, "nseg=1 ") != NULL)) ||
+                                  k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0 && !streamed;
+        const float *want = iq2 && !streamed ? y_pipe : y0;
+        const bool same_bits = streamed ||
+                               (k_sweep[i].kernel != 0 && (iq2 || strstr(desc, "nseg=1 ") != NULL)) ||
                                pipe_variant;
         if (same_bits && want) {
             int64_t diff = 0; /* check_run left this config's outputs in h_y */
