@@ -4,9 +4,10 @@
 # CPU (ds4 numerics, statistics); cuda_ops_check; cuda_parity.sh; full flash q2 2K decode (128 tokens) x3 and
 # once with the pipelines, 2K -> 32K.
 set -u
-SUMMARY=s17_c5 TOKS=120
+SUMMARY=s17_c5${PART:-a} TOKS=120
 . "$(dirname "$0")/ab_lib.sh"
 B2="$ROOT/.carry/bin/bench"
+if [ "${PART:-a}" = a ]; then # PART=a: kernels, logits, checks; PART=b: the full flash q2 runs
 timeout 200 "$B2/cuda_matvec_bench" >"$OUT/mv_all.txt" 2>&1; say "cuda_matvec_bench rc $?"
 grep -E "^FAIL|  FAIL|RESULT" "$OUT/mv_all.txt" | tee -a "$S"
 for k in 2 3; do
@@ -26,11 +27,14 @@ rm -f "$W"/f.*.bin
 ab_ops_check "matvec|moe decode"
 OUT="$OUT/parity" PARITY_TIMEOUT=200 timeout 400 bash "$ROOT/scripts/device/cuda_parity.sh" >/dev/null 2>&1; say "cuda_parity rc $?"
 grep -E "^(PASS|FAIL|ERROR|TIMEOUT)" "$OUT/parity/parity_summary.txt" | cut -c1-200 | tee -a "$S"
+fi
+if [ "${PART:-a}" = b ]; then
 A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 128"
 run s17c5-2k-1 "$A2" X=1
 run s17c5-2k-pipe "$A2" DSV4_CUDA_MV_IQ2=sel
 run s17c5-2k-2 "$A2" X=1
 run s17c5-2k-3 "$A2" X=1
 OUT="$OUT" timeout 150 "$FB" "s17c5-2k-32k" "--ctx-start 2048 --ctx-max 32768 --step-mul 16 --gen-tokens 64" X=1 2>&1 | grep -v ^ctx_tokens | tee -a "$S"
-say "s17_c5 done"
-cd "$OUT" && tar czf s17c5.tgz --exclude=s17c5.tgz * && find . -type f ! -name s17c5.tgz ! -name s17_c5.txt -delete
+fi
+say "s17_c5 ${PART:-a} done"
+cd "$OUT" && tar czf s17c5.tgz --exclude=s17c5.tgz * && find . -type f ! -name s17c5.tgz ! -name "s17_c5*.txt" -delete

@@ -21,7 +21,21 @@ typedef struct {
     int fails, checks;
     uint64_t rng;
     dsv4_error err;
+    bool ds4;   /* DS4 numerics (the DS4-only fusions' gates open) */
+    bool flash; /* the flash width (n_embd 4096): the prefill tensor-core and folded paths take the shapes */
 } chk;
+
+/* A fusion's gate against what its design says for this model and numerics: open, or closed for the
+ * stated reason (EXACT numerics, a width the kernel does not take). Session 17: these lines expected
+ * every gate open, so the checks failed on the tiny models and in EXACT numerics, and cuda_parity.sh's
+ * op-by-op runs there no longer gave a verdict (one real fault, q_norm_rope_idx open in EXACT, hid
+ * among them). */
+static void gate_check(chk *c, const char *label, bool open, bool expect, const char *why_closed) {
+    const bool ok = open == expect;
+    printf("%s %-34s %s%s%s%s\n", ok ? "ok  " : "FAIL", label, open ? "open" : "closed",
+           expect ? "" : " (expected: ", expect ? "" : why_closed, expect ? "" : ")");
+    c->fails += !ok, c->checks++;
+}
 
 static uint64_t rnd(chk *c) {
     uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
@@ -383,9 +397,10 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
     }
     if (ok) {
         const uint64_t folded = di1.blas_hc_mix_folded - di0.blas_hc_mix_folded;
-        printf("%s %-34s n=%-8u %llu folded HC mixes (required: 1)\n", folded == 1 ? "ok  " : "FAIL",
-               "hc_pre prefill mix rms fold", n, (unsigned long long)folded);
-        c->fails += folded != 1, c->checks++;
+        const bool fold_ok = c->flash ? folded == 1 : folded <= 1; /* required at the flash width */
+        printf("%s %-34s n=%-8u %llu folded HC mixes (required: %s)\n", fold_ok ? "ok  " : "FAIL",
+               "hc_pre prefill mix rms fold", n, (unsigned long long)folded, c->flash ? "1" : "0 or 1");
+        c->fails += !fold_ok, c->checks++;
         for (int k = 1; k < 3; k++) {
             size_t differ = 0;
             for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[0][i], &gu[k][i], 4) != 0;
@@ -820,7 +835,7 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
             med_sum += rel;
             if (!(rel <= worst)) worst = rel, worst_t = t;
         }
-        const bool ok = read_ok && worst <= 1e-2 && calls >= 1;
+        const bool ok = read_ok && worst <= 1e-2 && (calls >= 1 || !c->flash); /* taken at the flash width */
         printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 products\n",
                ok ? "ok  " : "FAIL", lb, worst, worst_t, med_sum / n, (unsigned long long)calls);
         c->fails += !ok;
@@ -927,7 +942,8 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
                 if (!(d <= maxd)) maxd = d;
             }
         }
-        const bool ok = read_ok && dw == 0 && calls == 2 && maxd <= 1e-3 * (maxr > 0 ? maxr : 1);
+        const bool ok = read_ok && dw == 0 && (calls == 2 || (!c->flash && calls == 0)) &&
+                        maxd <= 1e-3 * (maxr > 0 ? maxr : 1); /* taken at the flash width */
         if (with_cpu)
             printf(
                 "%s %-34s %zu of %zu differ from the wide kernels, %zu from the cpu (max|d| %.3g of %.3g); "
@@ -1377,6 +1393,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     c->m = m;
+    c->ds4 = numerics == DSV4_NUMERICS_DS4;
+    c->flash = m->cfg.n_embd == 4096;
     printf("numerics: %s\n", numerics == DSV4_NUMERICS_EXACT ? "exact" : "ds4");
     dsv4_backend_params bp = {.name = "cpu", .numerics = numerics};
     if (dsv4_backend_create(&bp, &c->cpu, &c->err) != DSV4_OK) return 2;
@@ -1491,9 +1509,8 @@ int main(int argc, char **argv) {
                                         .aux_type = L0->ffn_norm.type,
                                         .n_tiers = 1};
             const bool gate = GPU->fused_available(GC, DSV4_FUSED_HC_POST_PRE_NORM, &q);
-            printf("%s %-34s %s\n", gate ? "ok  " : "FAIL", "hc_post_pre_norm gate n=1",
-                   gate ? "open" : "closed");
-            c->fails += !gate, c->checks++;
+            gate_check(c, "hc_post_pre_norm gate n=1", gate, c->ds4 && (E == 1024 || E == 4096),
+                       "EXACT numerics, or a width the register tail does not take");
             float *zh = calloc(HD, 4), *ze = calloc(E + MIX, 4);
             float *o1 = dcopy(c, zh, (size_t)HD * 4), *o2 = dcopy(c, zh, (size_t)HD * 4);
             float *y1 = dcopy(c, ze, (size_t)E * 4), *y2 = dcopy(c, ze, (size_t)E * 4);
@@ -1825,8 +1842,7 @@ int main(int argc, char **argv) {
                                      .n_tiers = 1,
                                      .width2 = Id};
         const bool open = GPU->fused_available(GC, DSV4_FUSED_Q_NORM_ROPE_IDX, &fq);
-        printf("%s %-34s %s\n", open ? "ok  " : "FAIL", "q_norm_rope_idx gate n=1", open ? "open" : "closed");
-        c->fails += !open, c->checks++;
+        gate_check(c, "q_norm_rope_idx gate n=1", open, c->ds4, "EXACT numerics skip the Hadamard and FP4");
         for (uint32_t li = 0; li < 2 && open; li++) {
             const uint32_t il = li ? l4 : 0;
             const dsv4_rope r = dsv4_rope_for_layer(cf, il);
@@ -1903,8 +1919,7 @@ int main(int argc, char **argv) {
             char lb[64];
             snprintf(lb, sizeof lb, "emit_row gate %s row -> %#x", idx ? "indexer" : "attention", dt);
             const bool open = GPU->fused_available(GC, DSV4_FUSED_EMIT_ROW, &fq);
-            printf("%s %-34s %s\n", open ? "ok  " : "FAIL", lb, open ? "open" : "closed");
-            c->fails += !open, c->checks++;
+            gate_check(c, lb, open, c->ds4, "EXACT numerics skip the FP8 and store roundings");
             if (!open) continue;
             const size_t rb = dt == DSV4_KV_FP4     ? (size_t)W / 32 * DSV4_KV_FP4_BLOCK_BYTES
                               : dt == DSV4_TYPE_F16 ? (size_t)W * 2
@@ -1959,8 +1974,7 @@ int main(int argc, char **argv) {
                                      .n_tiers = 1,
                                      .width2 = K};
         const bool open = GPU->fused_available(GC, DSV4_FUSED_ROUTER_TOPK, &fq);
-        printf("%s %-34s %s\n", open ? "ok  " : "FAIL", "router_topk gate n=1", open ? "open" : "closed");
-        c->fails += !open, c->checks++;
+        gate_check(c, "router_topk gate n=1", open, c->ds4, "DS4 numerics only");
         for (int b = 0; b < 2 && open && ff; b++) {
             const dsv4_tensor *bias = b && dsv4_tensor_present(&LR->exp_probs_b) ? &LR->exp_probs_b : NULL;
             float *x = hrand(c, E, 1.0f), *dx = dcopy(c, x, (size_t)E * 4);

@@ -69,10 +69,14 @@ dsv4_status cu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_hea
                    "q_norm_rope", err);
 }
 
-/* Gate of q_norm_rope_idx: one token, q_norm_rope's head condition, an indexer head width the
- * Hadamard takes (a power of two, a multiple of 32) within the kernel's shared row. */
+/* Gate of q_norm_rope_idx: one token, DS4 numerics (its indexer heads get the Hadamard and FP4 steps,
+ * which EXACT skips on both sides of the indexer dot: cu_hadamard_fp4; session 17 found the fused op
+ * open in EXACT, where decode past the indexer's start then scored Hadamard queries against plain keys),
+ * q_norm_rope's head condition, an indexer head width the Hadamard takes (a power of two, a multiple of
+ * 32) within the kernel's shared row. */
 bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim) {
-    return n_tokens == 1 && cu_q_norm_rope_ok(c, 1, head_dim) && idx_head_dim >= 32 &&
+    return n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && cu_q_norm_rope_ok(c, 1, head_dim) &&
+           idx_head_dim >= 32 &&
            idx_head_dim % 32 == 0 && (idx_head_dim & (idx_head_dim - 1)) == 0 &&
            idx_head_dim <= DSV4_CUDA_Q_IDX_MAX_WIDTH;
 }
