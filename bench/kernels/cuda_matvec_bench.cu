@@ -684,24 +684,24 @@ static void run_case(dsv4_cuda_mv_ctx *ctx, const struct bcase *c, cudaStream_t 
             continue;
         }
         /* the default plan with row pipelines, or with the sign-mask IQ2_XXS decoder (the same integer
-         * sums as the selector decoder): the rows must be the pipeline default plan's bits. Q2_K: the streamed
-         * rows are mv_kernel's bits under its default plan when a row is one segment. IQ2_XXS: the streamed
-         * lanes take whole spans (session 17), so its rows are compared with the other streamed configs' only
-         * and the pipeline variants with the pipeline's default plan (y_pipe) */
+         * sums as the selector decoder): the rows must be the pipeline default plan's bits. Q2_K: the
+         * streamed rows are mv_kernel's bits under its default plan when a row is one segment. IQ2_XXS: the
+         * streamed lanes take whole spans (session 17), so its rows are compared with the other streamed
+         * configs' only and the pipeline variants with the pipeline's default plan (y_pipe) */
         const bool iq2 = c->type == DSV4_TYPE_IQ2_XXS;
         const bool streamed = strncmp(desc, "stream", 6) == 0; /* a streamed config the shape cannot take runs
                                                                  the pipeline */
         const bool pipe_variant = (k_sweep[i].groups > 0 || k_sweep[i].iq2_decoder == DSV4_MV_IQ2_MASK) &&
                                   k_sweep[i].tile_bytes == 0 && k_sweep[i].stages == 0 && !streamed;
         const float *want = iq2 && !streamed ? y_pipe : y0;
-        const bool same_bits = streamed ||
-                               (k_sweep[i].kernel != 0 && (iq2 || strstr(desc, "nseg=1 ") != NULL)) ||
-                               pipe_variant;
+        const bool same_bits =
+            streamed || (k_sweep[i].kernel != 0 && (iq2 || strstr(desc, "nseg=1 ") != NULL)) || pipe_variant;
         if (i > 0 && same_bits && want) { /* (config 0 is the default: y0 itself) */
-            int64_t diff = 0; /* check_run left this config's outputs in h_y */
+            int64_t diff = 0;             /* check_run left this config's outputs in h_y */
             for (int64_t r = 0; r < (int64_t)c->k * c->out; r++) diff += memcmp(&want[r], &dc.h_y[r], 4) != 0;
-            printf("  config %d (%s): %lld of %lld outputs differ from the %s's bits\n", i, desc, (long long)diff,
-                   (long long)c->k * c->out, want == y0 ? "default config" : "pipeline default plan");
+            printf("  config %d (%s): %lld of %lld outputs differ from the %s's bits\n", i, desc,
+                   (long long)diff, (long long)c->k * c->out,
+                   want == y0 ? "default config" : "pipeline default plan");
             if (diff) {
                 printf("  FAIL config %d: row pipelines or the decoder changed bits\n", i);
                 g_fail++;

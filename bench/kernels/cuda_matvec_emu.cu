@@ -271,7 +271,8 @@ template <int SPL> static int check_iq2_stream_units(int rows) {
         if (err > worst) worst = err;
         if (err > 1e-5) bad++;
     }
-    printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s (rows vs quant_dot_iq2_xxs: max err / sum |part| %.2g)\n",
+    printf("streamed IQ2_XXS unit, in=%lld, %d rows: %s (rows vs quant_dot_iq2_xxs: max err / sum |part| "
+           "%.2g)\n",
            (long long)in, rows, bad ? "FAIL" : "ok (every lane's integer sum exact)", worst);
     munmap(map, span + pg);
     free(x);
@@ -469,7 +470,8 @@ static int check_iq2_layout(void) {
                         for (int j = 0; j < i; j++) ok &= hi[i] <= lo[j] || hi[j] <= lo[i];
                     }
                     if (!ok) {
-                        printf("IQ2_XXS stream layout: FAIL in=%d rows=%d depth=%d base=0x%x\n", in, pr, d, base);
+                        printf("IQ2_XXS stream layout: FAIL in=%d rows=%d depth=%d base=0x%x\n", in, pr, d,
+                               base);
                         bad++;
                     }
                 }

@@ -17,7 +17,7 @@ A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 128"
 run s17c6-2k-1 "$A2" X=1
 run s17c6-2k-pipe "$A2" DSV4_CUDA_MV_IQ2=sel
 run s17c6-2k-2 "$A2" X=1
-run s17c6-2k-3 "$A2" X=1
+
 OUT="$OUT" timeout 150 "$FB" "s17c6-2k-32k" "--ctx-start 2048 --ctx-max 32768 --step-mul 16 --gen-tokens 64" X=1 2>&1 | grep -v ^ctx_tokens | tee -a "$S"
 say "s17_c6 done"
 cd "$OUT" && tar czf s17c6.tgz --exclude=s17c6.tgz * && find . -type f ! -name s17c6.tgz ! -name s17_c6.txt -delete

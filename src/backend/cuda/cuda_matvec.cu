@@ -493,7 +493,8 @@ static dsv4_status mv_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64
 static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out, int k, int *grid, int *smem,
                      mv_kernel_fn *fn, int *threads, int *rows, int *depth) {
     const bool q2k = f == MV_Q2_K && in <= 4096 && mv_row_bytes(f, in) % 16 == 0;
-    const bool iq2 = f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel && ctx->smem_reserved >= 0;
+    const bool iq2 =
+        f == MV_IQ2_XXS && (in == 2048 || in == 4096) && ctx->d_iq2_sel && ctx->smem_reserved >= 0;
     if (!q2k && !iq2) return false;
     const dsv4_cuda_mv_tuning *t = &ctx->tune;
     const dsv4_cuda_mv_tuning *ft = &ctx->fmt_tune[f]; /* DSV4_CUDA_MV_PLAN_*: a pipeline plan */
@@ -585,8 +586,7 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     int grid = 0, smem = 0, pipes = 1, threads = 0;
     mv_kernel_fn sfn = NULL;
     int rows = 0, depth = 0;
-    const bool stream =
-        mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads, &rows, &depth);
+    const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads, &rows, &depth);
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;

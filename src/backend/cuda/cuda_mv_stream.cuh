@@ -171,15 +171,16 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
  * rows were its bits; a 32-warp form with the activations in shared memory ran slower, session 17 call
  * 1: 131.2 against 117.8 us for 128 experts.)
  *
- * Shared memory: the dynamic block starts at shared address MVI_SMEM_BASE (the block's reserved 1 KB on
- * sm_90, read by the host from cudaDevAttrReservedSharedMemoryPerBlock), the table at the next 64 KB
- * boundary; the warps' rings fill the bytes before it, then those after it (mvi_layout, the same
- * arithmetic on both sides). The kernel checks that its layout fits what it was given. */
+ * Shared memory: the dynamic block starts after the block's reserved shared memory (1 KB on sm_90; the
+ * host reads it from cudaDevAttrReservedSharedMemoryPerBlock), the table at the next 64 KB boundary; the
+ * warps' rings fill the bytes before it, then those after it (mvi_layout, the same arithmetic on both sides).
+ * The kernel checks that its layout fits what it was given. */
 /* mvs_fetch_next for mvs_iq2_kernel, whose group size PR x RB is a compile-time constant: each lane's 16-byte
  * copies are one source and one shared address plus constant offsets (no per-copy 64-bit address and
  * bounds arithmetic: ~100 of the ~1,140 instructions of a 4-row group before, session 17 call 2 SASS). */
 template <int PR, int RB>
-static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint8_t *dst, mvs_fetch &ft, int lane) {
+static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint8_t *dst, mvs_fetch &ft,
+                                                      int lane) {
     constexpr int GB = PR * RB, MAXC = (GB + 511) / 512;
     if (ft.f < ft.end) {
         const uint8_t *base;

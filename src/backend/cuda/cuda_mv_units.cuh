@@ -611,10 +611,7 @@ static inline __host__ __device__ void mv_build_iq2s_table(const uint32_t *tab, 
                                                            int nthreads) {
     for (int i = tid; i < 256 * 16; i += nthreads) { /* 16 bytes per step: 16 steps a line */
         const int e = i >> 4, w = (i & 15) * 4;      /* first word of the step */
-        const uint32_t v = w < 32                  ? tab[e]
-                           : e < 128               ? tab[256 + e]
-                           : e == 255 && w == 32 ? MD_IQ2_POS
-                                                   : 0u;
+        const uint32_t v = w < 32 ? tab[e] : e < 128 ? tab[256 + e] : e == 255 && w == 32 ? MD_IQ2_POS : 0u;
         *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
     }
 }
@@ -689,9 +686,8 @@ static __host__ __device__ __forceinline__ uint32_t iq2s_word(const uint8_t *lut
  * A grid selector's bits (0, 1 of each nibble) and a sign selector's (bit 2) are disjoint, so their OR is
  * their sum (which ptxas may issue to the IMAD pipe: session 17, call 3, the integer ALU is the busiest
  * pipe). pos: the PRMT pool's low word MD_IQ2_POS. */
-static __host__ __device__ __forceinline__ int iq2s_sub_isum(uint32_t a0, uint32_t a1, const int *q,
-                                                             const iq2s_lane &l, const uint8_t *lut,
-                                                             uint32_t pos) {
+static __host__ __device__ __forceinline__ int
+iq2s_sub_isum(uint32_t a0, uint32_t a1, const int *q, const iq2s_lane &l, const uint8_t *lut, uint32_t pos) {
     uint32_t sel[4];
     sel[0] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7604u)) + iq2s_word(lut, mv_andor(a1 << 8, 0x7f00u, l.ts));
     sel[1] = iq2s_word(lut, md_prmt(a0, l.tg, 0x7614u)) + iq2s_word(lut, mv_andor(a1 << 1, 0x7f00u, l.ts));
@@ -718,15 +714,14 @@ static __host__ __device__ __forceinline__ int iq2s_span_isum(const uint8_t *wr,
     int bsum = 0;
     MV_UNROLL
     for (int j = 0; j < SPL; j++)
-        bsum += iq2s_sub_isum(mv_fshr(w[2 * j], w[2 * j + 1], l.sh), mv_fshr(w[2 * j + 1], w[2 * j + 2], l.sh),
-                              a.q + 8 * j, l, lut, pos);
+        bsum += iq2s_sub_isum(mv_fshr(w[2 * j], w[2 * j + 1], l.sh),
+                              mv_fshr(w[2 * j + 1], w[2 * j + 2], l.sh), a.q + 8 * j, l, lut, pos);
     return bsum;
 }
 /* The lane's part of the row's dot product: (d x d_x / 8) x its integer sum. */
 template <int SPL>
-static __host__ __device__ __forceinline__ float iq2s_span(const uint8_t *wr, const iq2s_lane &l,
-                                                           const iq2s_act<SPL> &a, const uint8_t *lut,
-                                                           uint32_t pos) {
+static __host__ __device__ __forceinline__ float
+iq2s_span(const uint8_t *wr, const iq2s_lane &l, const iq2s_act<SPL> &a, const uint8_t *lut, uint32_t pos) {
     const int bsum = iq2s_span_isum<SPL>(wr, l, a, lut, pos);
     return h2f(*(const uint16_t *)(wr + l.doff)) * a.ad * (float)bsum;
 }

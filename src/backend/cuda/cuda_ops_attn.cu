@@ -76,8 +76,7 @@ dsv4_status cu_q_norm_rope(void *vctx, float *x, uint32_t n_rows, uint32_t n_hea
  * 32) within the kernel's shared row. */
 bool cu_q_norm_rope_idx_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t idx_head_dim) {
     return n_tokens == 1 && c->numerics == DSV4_NUMERICS_DS4 && cu_q_norm_rope_ok(c, 1, head_dim) &&
-           idx_head_dim >= 32 &&
-           idx_head_dim % 32 == 0 && (idx_head_dim & (idx_head_dim - 1)) == 0 &&
+           idx_head_dim >= 32 && idx_head_dim % 32 == 0 && (idx_head_dim & (idx_head_dim - 1)) == 0 &&
            idx_head_dim <= DSV4_CUDA_Q_IDX_MAX_WIDTH;
 }
 

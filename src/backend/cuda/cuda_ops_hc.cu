@@ -1036,8 +1036,8 @@ bool cu_hc_post_pre_norm_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t n_hc,
     /* DS4 numerics and not generic-only: hc_fast_mix's conditions for the register tail (session 17: in
      * EXACT the gate was open and every call declined at run time) */
     return c->hc_post_pre_on && n_tokens == 1 && c->hc_fast && c->numerics != DSV4_NUMERICS_EXACT &&
-           !c->generic_only && c->hc_tail == CU_HC_TAIL_LAST &&
-           n_hc == HCT_NH && (n_embd == 1024 || n_embd == 4096) && norm_type == DSV4_TYPE_F32;
+           !c->generic_only && c->hc_tail == CU_HC_TAIL_LAST && n_hc == HCT_NH &&
+           (n_embd == 1024 || n_embd == 4096) && norm_type == DSV4_TYPE_F32;
 }
 
 dsv4_status cu_hc_post_pre_norm(void *vctx, const float *f, const float *x_hc, const float *split_old,
