@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 17, call 3: the streamed IQ2_XXS kernel with constant-offset copies and the right shifts on the
-# IMAD pipe (mul.hi), against the same code with plain shifts (cuda_matvec_bench_alu, -DDSV4_MV_SHR_ALU):
+# IMAD pipe (mul.hi), against the same code with plain shifts (cuda_matvec_bench_alu, -DDSV4_MV_SHR_ALU: a switch
+# of commit f538d76 only, built by hand from cuda_matvec.cu with it and linked ahead of libcuda_backend.a):
 # cuda_matvec_bench IQ2_XXS cases for both, SASS opcode mix, ncu of both at the steady-state shape.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
