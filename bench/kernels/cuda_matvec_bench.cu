@@ -581,8 +581,8 @@ static const dsv4_cuda_mv_tuning k_sweep[] = {
     {0, 3, 4, 0, 4, DSV4_MV_STREAM},
     {0, 2, 3, 0, 4, DSV4_MV_STREAM},
     {0, 2, 2, 0, 4, DSV4_MV_STREAM},
-    /* Q2_K: 2 rows x 2 groups, 2 CTAs per SM; IQ2_XXS: 2 rows x 2 groups (its CTA count is fixed; this was the
-     * 32-warp form's config until session 17 removed that form) */
+    /* Q2_K: 2 rows x 2 groups, 2 CTAs per SM; IQ2_XXS: 2 rows x 2 groups (its CTA count is fixed; this was
+     * the 32-warp form's config until session 17 removed that form) */
     {0, 2, 2, 0, 2, DSV4_MV_STREAM},
 };
 static const char *g_filter = NULL; /* --filter SUBSTR: only the cases whose name contains it */
