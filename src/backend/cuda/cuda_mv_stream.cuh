@@ -175,29 +175,56 @@ __global__ void __launch_bounds__(MVS_THREADS, MVS_MIN_BLOCKS(UPL)) mvs_q2k_kern
  * host reads it from cudaDevAttrReservedSharedMemoryPerBlock), the table at the next 64 KB boundary; the
  * warps' rings fill the bytes before it, then those after it (mvi_layout, the same arithmetic on both sides).
  * The kernel checks that its layout fits what it was given. */
-/* mvs_fetch_next for mvs_iq2_kernel, whose group size PR x RB is a compile-time constant: each lane's 16-byte
- * copies are one source and one shared address plus constant offsets (no per-copy 64-bit address and
- * bounds arithmetic: ~100 of the ~1,140 instructions of a 4-row group before, session 17 call 2 SASS). */
+/* A warp's position in its range of groups for mvs_iq2_kernel: the slot, the groups left in it, its
+ * activation index and whether its expert id is valid. Session 17's loop recomputed the slot's tensor,
+ * expert id and 64-bit addresses for every group, twice (the copy and the sum: ~75 of the ~970
+ * instructions of a 4-row group, call 4 SASS); a warp's range crosses a slot about once, so these are
+ * computed when it does and the copy and output pointers step by one group otherwise. */
+struct mvi_cursor {
+    int slot, left, si;
+    bool ok;
+};
+template <int PR>
+static __device__ __forceinline__ int mvi_seek(const mv_params &p, int slot, int r, mvi_cursor *c,
+                                               const uint8_t **base) {
+    c->si = mv_src(p, slot, base);
+    const int e = p.ids ? __ldg(p.ids + c->si) : 0;
+    c->ok = e >= 0 && e < p.n_expert;
+    c->slot = slot;
+    c->left = (p.out - r) / PR;
+    return c->ok ? e : 0;
+}
+/* The copy side: the lane's source (its 16 bytes of the next group) and the groups still to copy. */
+struct mvi_fetch {
+    mvi_cursor c;
+    const uint8_t *src;
+    int n;
+};
 template <int PR, int RB>
-static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint8_t *dst, mvs_fetch &ft,
+static __device__ __forceinline__ void mvi_fetch_seek(const mv_params &p, int slot, int r, mvi_fetch *ft,
+                                                      int lane) {
+    const uint8_t *base;
+    const int e = mvi_seek<PR>(p, slot, r, &ft->c, &base);
+    ft->src = base + (long long)e * p.expert_bytes + (long long)r * RB + lane * 16;
+}
+/* Copies the next group (if any) to the ring slot at shared address dst (the lane's 16 bytes: dst already
+ * has + 16 lane), then commits a group either way (an empty one past the end), so that the wait for group
+ * g always leaves D - 1 newer groups in flight. Nothing is copied for an invalid expert id. */
+template <int PR, int RB>
+static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint32_t dst, mvi_fetch &ft,
                                                       int lane) {
     constexpr int GB = PR * RB, MAXC = (GB + 511) / 512;
-    if (ft.f < ft.end) {
-        const uint8_t *base;
-        const int si = mv_src(p, ft.fc.slot, &base);
-        const int e = p.ids ? __ldg(p.ids + si) : 0;
-        if (e >= 0 && e < p.n_expert) {
-            const uint8_t *src = base + (long long)e * p.expert_bytes + (long long)ft.fc.r * RB + lane * 16;
-            const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst) + 16u * (uint32_t)lane;
+    if (ft.n > 0) {
+        if (ft.c.ok) {
 #pragma unroll
             for (int i = 0; i < MAXC; i++)
                 if (i < MAXC - 1 || lane * 16 + 512 * i < GB)
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 512u * i),
-                                 "l"(src + 512 * i)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + 512u * i),
+                                 "l"(ft.src + 512 * i)
                                  : "memory");
         }
-        mvs_next(ft.fc, p.out, PR);
-        ft.f++;
+        ft.src += GB;
+        if (--ft.n > 0 && --ft.c.left == 0) mvi_fetch_seek<PR, RB>(p, ft.c.slot + 1, 0, &ft, lane);
     }
     cp_async_commit();
 }
@@ -206,7 +233,8 @@ template <int SPL, int PR, int D>
 __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int RB = SPL * 264; /* row bytes (in = 1024 SPL) */
-    constexpr uint32_t RING = (uint32_t)(D * PR * RB);
+    constexpr int GB = PR * RB;
+    constexpr uint32_t RING = (uint32_t)(D * GB);
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
     uint32_t toff, nb, dsz;
@@ -215,6 +243,7 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
     if (need > dsz) __trap(); /* the host sized the block for another base: never silently overrun it */
     uint8_t *lut = smem + toff;
     uint8_t *ring = (uint32_t)warp < nb ? smem + warp * RING : lut + MV_IQ2S_TABLE_BYTES + (warp - nb) * RING;
+    const uint32_t sring = (uint32_t)__cvta_generic_to_shared(ring) + 16u * (uint32_t)lane;
     cu_pdl_trigger();
     mv_build_iq2s_table(p.sel, lut, tid, MVI_THREADS); /* a constant table: before the wait */
     __syncthreads();
@@ -223,39 +252,49 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
     const int begin = (int)(total * wg / nw), end = (int)(total * (wg + 1) / nw); /* groups */
     cu_pdl_wait(); /* expert ids and activations come from earlier kernels */
     if (begin >= end) return;
-    const int gpo = p.out / PR;
-    mvs_group cc = {begin / gpo, (begin % gpo) * PR};
-    mvs_fetch ft = {cc, begin, end};
+    const int gpo = p.out / PR, n = end - begin;
+    mvi_fetch ft;
+    ft.n = n;
+    mvi_fetch_seek<PR, RB>(p, begin / gpo, (begin % gpo) * PR, &ft, lane);
 #pragma unroll
-    for (int d = 0; d < D; d++) mvi_fetch_next<PR, RB>(p, ring + d * PR * RB, ft, lane);
+    for (int d = 0; d < D; d++) mvi_fetch_next<PR, RB>(p, sring + d * GB, ft, lane);
     iq2s_lane lc;
     iq2s_lane_init<SPL>(lane, sbase + toff, &lc);
     const uint32_t pos = iq2s_word(lut, sbase + toff + MV_IQ2S_POS_OFF); /* MD_IQ2_POS, kept in a register */
+    mvi_cursor cc;
+    const uint8_t *unused;
+    mvi_seek<PR>(p, begin / gpo, (begin % gpo) * PR, &cc, &unused);
+    /* the lane's output (one lane per row of a group writes it) */
+    float *yl = p.y + (long long)cc.slot * p.out + (begin % gpo) * PR + lane / (32 / PR);
     iq2s_act<SPL> a;
-    int act_si = -1, ri = 0;
+    int act_si = p.x_stride != 0 ? cc.si : 0;
+    iq2s_act_q8k<SPL>(p.x + (long long)act_si * p.x_stride, lane, &a);
     const float nanv = __int_as_float(0x7fc00000);
-    for (int g = begin; g < end; g++) {
-        const uint8_t *wbase;
-        const int si = mv_src(p, cc.slot, &wbase);
-        const int ai = p.x_stride != 0 ? si : 0;
-        if (ai != act_si) {
-            iq2s_act_q8k<SPL>(p.x + (long long)ai * p.x_stride, lane, &a);
-            act_si = ai;
-        }
-        const int e = p.ids ? __ldg(p.ids + si) : 0;
-        mvs_cp_wait<D - 1>();
-        __syncwarp();
-        const uint8_t *rows = ring + ri * PR * RB;
-        float acc[PR];
+    for (int g = 0; g < n; g += D) {
 #pragma unroll
-        for (int r = 0; r < PR; r++) acc[r] = iq2s_span<SPL>(rows + r * RB, lc, a, lut, pos);
-        const float y = mvs_warp_sums<PR>(acc, lane);
-        if ((lane & (32 / PR - 1)) == 0)
-            p.y[(long long)cc.slot * p.out + cc.r + lane / (32 / PR)] = e >= 0 && e < p.n_expert ? y : nanv;
-        __syncwarp();
-        mvi_fetch_next<PR, RB>(p, ring + ri * PR * RB, ft, lane);
-        mvs_next(cc, p.out, PR);
-        if (++ri == D) ri = 0;
+        for (int d = 0; d < D; d++) { /* ring slot d: compile-time offsets */
+            if (g + d >= n) break;
+            mvs_cp_wait<D - 1>(); /* this lane's part of the group */
+            __syncwarp();         /* ... and every other lane's */
+            const uint8_t *rows = ring + d * GB;
+            float acc[PR];
+#pragma unroll
+            for (int r = 0; r < PR; r++) acc[r] = iq2s_span<SPL>(rows + r * RB, lc, a, lut, pos);
+            const float y = mvs_warp_sums<PR>(acc, lane);
+            if ((lane & (32 / PR - 1)) == 0) *yl = cc.ok ? y : nanv;
+            yl += PR;
+            __syncwarp(); /* every lane is done with the slot before it is refilled */
+            mvi_fetch_next<PR, RB>(p, sring + d * GB, ft, lane);
+            if (g + d + 1 < n && --cc.left == 0) { /* the next group starts a slot */
+                mvi_seek<PR>(p, cc.slot + 1, 0, &cc, &unused);
+                yl = p.y + (long long)cc.slot * p.out + lane / (32 / PR);
+                const int ai = p.x_stride != 0 ? cc.si : 0;
+                if (ai != act_si) {
+                    iq2s_act_q8k<SPL>(p.x + (long long)ai * p.x_stride, lane, &a);
+                    act_si = ai;
+                }
+            }
+        }
     }
     mvs_cp_wait<0>();
 }
