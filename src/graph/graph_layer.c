@@ -467,17 +467,9 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     /* one decode token of a top-k layer: the selection inside the products' call */
     const dsv4_fused_query rq =
         fused_query(g, n, c->n_expert, L->ffn_gate_inp.type, bias ? bias->type : DSV4_TYPE_F32, k);
-    /* The shared expert on a side lane while the routed experts run (parallel_ffn). For one decode token
-     * its gate and up products go there too, so the router's selection, which the routed experts wait
-     * for, follows the router's own 2 MB product instead of the end of a ~20 MB launch (each product's
-     * rows are a function of its own inputs: the same values in either grouping). */
-    const dsv4_fused_query fq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
-    const bool par = shared && fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq);
-    const bool defer = par && n == 1;
-    const uint32_t n_first = shared && !defer ? 3 : 1; /* the products before the selection */
     bool routed = false;
     if (n == 1 && !hash && fusion_wanted(g, DSV4_FUSED_ROUTER_TOPK, OPS->matmuls_router != NULL, &rq)) {
-        const dsv4_status st = OPS->matmuls_router(BCTX, it, n_first, n, c->n_expert, k, bias,
+        const dsv4_status st = OPS->matmuls_router(BCTX, it, shared ? 3 : 1, n, c->n_expert, k, bias,
                                                    c->expert_weights_scale, w->rsel, w->rw, err);
         /* the ids are poisoned as floats (NaN bits: no expert), the fallback rewrites them */
         float *const outs[3] = {w->rlog, w->rw, (float *)w->rsel};
@@ -485,7 +477,7 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         routed = fusion_result(g, DSV4_FUSED_ROUTER_TOPK, st, outs, n_outs, 3, err);
     }
     if (!routed) {
-        GB(matmuls(g, it, n_first, n, err));
+        GB(matmuls(g, it, shared ? 3 : 1, n, err));
         GB(OPS->router_select(BCTX, w->rlog, n, c->n_expert, k, bias, hash ? &L->ffn_gate_tid2eid : NULL,
                               tokens, c->expert_weights_scale, w->rsel, w->rw, err));
     }
@@ -501,13 +493,12 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     bool slots = n == 1 && k * E > 0 &&
                  fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
     /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
-     * buffers, so the same values; a failure joins the lanes and reruns both in order (with the
-     * shared gate and up products when they were deferred to the lane). */
+     * buffers, so the same values; a failure joins the lanes and reruns both in order. */
+    const dsv4_fused_query fq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
     bool done = false;
-    if (par) {
+    if (fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
         dsv4_status st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
         const bool forked = st == DSV4_OK;
-        if (st == DSV4_OK && defer) st = matmuls(g, it + 1, 2, n, err);
         if (st == DSV4_OK) st = OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err);
         if (st == DSV4_OK) st = OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err);
         if (forked) {
@@ -521,13 +512,11 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
             const dsv4_status sj = OPS->lanes(BCTX, DSV4_LANE_JOIN, &e2);
             if (sj != DSV4_OK) return dsv4_fail(err, sj, "%s", e2.msg);
         }
-        float *const outs[5] = {w->sm, w->shared, slots ? w->slots : w->routed, w->sg, w->su};
-        const size_t n_outs[5] = {(size_t)n * ff, (size_t)n * E, (size_t)n * (slots ? k : 1) * E,
-                                  (size_t)n * ff, (size_t)n * ff};
-        done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, defer ? 5 : 3, err);
+        float *const outs[3] = {w->sm, w->shared, slots ? w->slots : w->routed};
+        const size_t n_outs[3] = {(size_t)n * ff, (size_t)n * E, (size_t)n * (slots ? k : 1) * E};
+        done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
     }
     if (!done) {
-        if (defer) GB(matmuls(g, it + 1, 2, n, err));
         GB(routed_experts(g, L, n, k, clamp, &slots, err));
         GB(OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err));
         GB(OPS->matmul(BCTX, &L->ffn_down_shexp, 0, E, w->sm, ff, n, w->shared, E, err));
