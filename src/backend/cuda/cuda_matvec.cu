@@ -549,7 +549,7 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
 static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, const void *w2,
                              int64_t in, int64_t out, int64_t n_expert, const int32_t *ids, int k,
                              const void *x, int64_t x_stride_bytes, float *y, struct CUstream_st *cstream,
-                             dsv4_error *err, const void *pf_w = NULL, int64_t pf_bytes = 0) {
+                             dsv4_error *err) {
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec: weight type %u has no CUDA matvec",
@@ -608,12 +608,6 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     p.sel = ctx->d_iq2_sel;
     p.x_stride = x_stride_bytes;
     p.n_expert = (int)(n_expert > INT_MAX ? INT_MAX : n_expert);
-    if (stream && f == MV_IQ2_XXS && pf_w && ids && pf_bytes > 0 &&
-        (int64_t)k * ((pf_bytes + 127) / 128) < INT_MAX) {
-        p.pf_w = (const uint8_t *)pf_w;
-        p.pf_bytes = pf_bytes;
-        p.pf_k = k;
-    }
     if (stream)
         sfn<<<grid, threads, smem, cstream>>>(p);
     else
@@ -640,17 +634,6 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx
                                                      struct CUstream_st *stream, dsv4_error *err) {
     if (!wb) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec_experts_pair: second tensor is NULL");
     return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err);
-}
-
-extern "C" dsv4_status dsv4_cuda_matvec_experts_pair_l2(const dsv4_cuda_mv_ctx *ctx, uint32_t type,
-                                                        const void *wa, const void *wb, int64_t in,
-                                                        int64_t out, int64_t n_expert, const int32_t *ids,
-                                                        int k, const void *x, int64_t x_stride_bytes,
-                                                        float *y, const void *l2_w, int64_t l2_expert_bytes,
-                                                        struct CUstream_st *stream, dsv4_error *err) {
-    if (!wb) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec_experts_pair: second tensor is NULL");
-    return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err, l2_w,
-                     l2_expert_bytes);
 }
 
 extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in,

@@ -110,15 +110,6 @@ dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx, uint32_t 
                                           const int32_t *ids, int k, const void *x, int64_t x_stride_bytes,
                                           float *y, struct CUstream_st *stream, dsv4_error *err);
 
-/* dsv4_cuda_matvec_experts_pair, and a hint: when the launch runs the streamed IQ2_XXS kernel, its grid also
- * prefetches into L2 the l2_expert_bytes of each selected expert of the tensor at l2_w (the down rows the
- * next expert launch reads; DSV4_CUDA_MOE_L2PF=1). No value depends on it. */
-dsv4_status dsv4_cuda_matvec_experts_pair_l2(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *wa,
-                                             const void *wb, int64_t in, int64_t out, int64_t n_expert,
-                                             const int32_t *ids, int k, const void *x, int64_t x_stride_bytes,
-                                             float *y, const void *l2_w, int64_t l2_expert_bytes,
-                                             struct CUstream_st *stream, dsv4_error *err);
-
 /* The launch geometry a matvec of this shape gets under ctx's tuning ("R=.. nseg=.. S=.. grid=..
  * smem=.."), for benchmarks and logs. */
 dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in, int64_t out, int k,

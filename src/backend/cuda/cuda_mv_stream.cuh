@@ -229,19 +229,6 @@ static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint32
     cp_async_commit();
 }
 
-/* The grid's L2 prefetch of the pf_k experts' pf_bytes at pf_w (one 128-byte line per thread and step,
- * evict_last): a hint, no value depends on it. */
-static __device__ __forceinline__ void mvi_l2_prefetch(const mv_params &p) {
-    const int lines = (int)((p.pf_bytes + 127) >> 7);
-    const int total = lines * p.pf_k, step = (int)(gridDim.x * blockDim.x);
-    for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += step) {
-        const int s = i / lines, e = __ldg(p.ids + s);
-        if (e >= 0 && e < p.n_expert)
-            asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p.pf_w + (long long)e * p.pf_bytes +
-                                                                      128LL * (i - s * lines)));
-    }
-}
-
 template <int SPL, int PR, int D>
 __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -271,7 +258,6 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
     mvi_fetch_seek<PR, RB>(p, begin / gpo, (begin % gpo) * PR, &ft, lane);
 #pragma unroll
     for (int d = 0; d < D; d++) mvi_fetch_next<PR, RB>(p, sring + d * GB, ft, lane);
-    if (p.pf_w && p.ids) mvi_l2_prefetch(p);
     iq2s_lane lc;
     iq2s_lane_init<SPL>(lane, sbase + toff, &lc);
     const uint32_t pos = iq2s_word(lut, sbase + toff + MV_IQ2S_POS_OFF); /* MD_IQ2_POS, kept in a register */

@@ -41,11 +41,6 @@ struct mv_params {
      * id and activation of slot - k1. w2 NULL: every slot reads w. */
     const uint8_t *w2;
     int k1;
-    /* mvs_iq2_kernel only (DSV4_CUDA_MOE_L2PF=1): after its first copies, the grid prefetches into L2 the
-     * pf_bytes of expert ids[s] of the tensor at pf_w for s < pf_k (the down rows a later launch reads) */
-    const uint8_t *pf_w;
-    long long pf_bytes;
-    int pf_k;
 };
 
 /* Slot -> (tensor base, index into ids and the activations). */

@@ -221,17 +221,6 @@ static dsv4_status moe_decode_2l(cuda_ctx *c, const dsv4_tensor *gate, const dsv
     return dsv4_cuda_moe_decode(&c->moe_dec, &a, c->stream, err);
 }
 
-/* DSV4_CUDA_MOE_L2PF=1: the gate/up launch prefetches the selected experts' down rows into L2 (an A/B
- * switch, off by default; bench/NOTES.md session 18). */
-static bool moe_l2pf(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("DSV4_CUDA_MOE_L2PF");
-        v = e && strcmp(e, "1") == 0;
-    }
-    return v == 1;
-}
-
 /* One token, K-quant experts, tuned matvec shapes: 5 launches instead of 7, the same bits as the
  * unfused path below (same kernels per row, same mid expression, same quantizer unit):
  *   quantize x -> gate and up in one matvec launch (2k slots) -> mid + Q8_K in one kernel ->
@@ -264,9 +253,8 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     else
         st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
     if (st != DSV4_OK) return st;
-    st = dsv4_cuda_matvec_experts_pair_l2(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
-                                          (int64_t)n_expert, sel, (int)k, xq, 0, gu, moe_l2pf() ? dd : NULL,
-                                          (int64_t)(down->row_bytes * embd), c->stream, err);
+    st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
+                                       (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
     if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
     const uint64_t nblocks = (uint64_t)k * ff / 256;
     if (moe_mid_wide())
