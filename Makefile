@@ -179,7 +179,14 @@ cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUIL
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
 	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check \
-	$(BUILD)/cuda/attn_tc_emu_check $(BUILD)/cuda/wgmma_x16_check
+	$(BUILD)/cuda/attn_tc_emu_check $(BUILD)/cuda/wgmma_x16_check $(BUILD)/cuda/test_oracle
+# The HF-oracle fixture test linked with the CUDA backend (run on the GPU machine from the repo root with
+# DSV4_TEST_BACKEND=cuda; on the CPU it is the same test as `make test` runs).
+$(BUILD)/cuda/test_oracle: tests/engine/test_oracle.c tests/common/testutil.h $(BUILD)/libcuda_backend.a \
+		$(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a \
+		$(call libs_for,engine) -lcmocka $(call ext_for,engine) $(LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 # Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
 # Host-only replay of the register-tiled indexer scoring's threads (DSV4_CUDA_ISCORE=tiled).
 $(BUILD)/cuda/iscore_tiled_emu_check: tests/cuda/iscore_tiled_emu_check.cu src/backend/cuda/cuda_iscore_tiled_units.cuh
