@@ -9,7 +9,9 @@
  *   - a Q8_0-weight product's activation is the CPU's Q8_0 activation value q * d (quant_act_q8_0's
  *     block scale and rounding; the product q * d rounded once in f32) rounded to f16, so the
  *     operand is the CPU's own integer times scale up to that last rounding; an F16 weight's
- *     activation is f16(x), as the tensor-core F16 kernel (cuda_gemm_f16_mma.h) rounds it;
+ *     activation is two f16 terms, f16(x) and f16(x - f16(x)), each multiplied by W and the two sums
+ *     added (session 18; f16(x) alone with DSV4_CUDA_F16_TWO_TERM=0), as in the tensor-core F16
+ *     kernel (cuda_gemm_f16_mma.h);
  *   - a token row whose largest |x| is over XB_XMAX is scaled by 2^-e (exact: a power of two) so
  *     that no operand overflows f16, and its outputs are multiplied by 2^e after the GEMM (exact).
  *     Values that scaling pushes below the f16 normal range lose bits, only in such rows, which

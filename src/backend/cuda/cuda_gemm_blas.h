@@ -38,8 +38,14 @@ typedef struct dsv4_cuda_blas_op {
     const void *w16_cached;
 } dsv4_cuda_blas_op;
 
+/* F16 weights: the activation operand as two f16 terms, hi = f16(x) and lo = f16(x - hi), and two
+ * products summed in f32 (W hi + W lo: the CPU's f32-activation product to about f32 rounding), unless
+ * DSV4_CUDA_F16_TWO_TERM=0 (f16(x) only; read once). The tensor-core F16 kernel
+ * (cuda_gemm_f16_mma.h) follows the same switch. */
+bool dsv4_cuda_f16_two_term(void);
+
 /* Bytes of the two scratch buffers: the f16 weight slice (0 for F16 weights) and the f16
- * activations with the row exponents. */
+ * activations (both terms for F16 weights) with the row exponents. */
 size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op);
 size_t dsv4_cuda_gemm_blas_x16_bytes(const dsv4_cuda_blas_op *op);
 /* Does the path take this op (types, in % 32 == 0, int ranges)? */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_gemm_blas.h" /* dsv4_cuda_f16_two_term */
 #include "backend/cuda/cuda_gemm_f16_mma.cuh"
 #include "backend/cuda/cuda_gemm_f16_mma.h"
 
@@ -79,14 +80,18 @@ __global__ void __launch_bounds__(FM_THREADS) fm_kernel(const fm_args p) {
 }
 
 /* x (f32, rows x_stride apart) -> x16 (dense rows of `in` halves), |x| clamped to the f16 range so
- * an outlier gives 65504, not inf (and inf * 0 = NaN in the sums). */
-__global__ void fm_cvt_kernel(const float *x, uint64_t x_stride, uint64_t in, uint64_t total, __half *x16) {
+ * an outlier gives 65504, not inf (and inf * 0 = NaN in the sums); lo (two terms) the rows of
+ * f16(v - hi) (v - hi is exact in f32). */
+__global__ void fm_cvt_kernel(const float *x, uint64_t x_stride, uint64_t in, uint64_t total, __half *x16,
+                              __half *lo) {
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t t = i / in, k = i - t * in;
         float v = x[t * x_stride + k];
         v = fminf(fmaxf(v, -FM_F16_MAX), FM_F16_MAX); /* NaN stays NaN */
-        x16[i] = __float2half_rn(v);
+        const __half h = __float2half_rn(v);
+        x16[i] = h;
+        if (lo) lo[i] = __float2half_rn(v - __half2float(h));
     }
 }
 
@@ -118,7 +123,9 @@ extern "C" uint32_t dsv4_cuda_f16_mma_splits(uint64_t in, uint64_t n_out, uint32
     return (uint32_t)fm_pick_splits((long long)in, (long long)n_out, (long long)n, sm_count);
 }
 
-extern "C" size_t dsv4_cuda_f16_mma_x16_bytes(uint64_t in, uint32_t n) { return (size_t)in * n * 2; }
+extern "C" size_t dsv4_cuda_f16_mma_x16_bytes(uint64_t in, uint32_t n) {
+    return (size_t)in * n * 2 * (dsv4_cuda_f16_two_term() ? 2 : 1);
+}
 
 extern "C" size_t dsv4_cuda_f16_mma_part_bytes(uint64_t in, uint64_t n_out, uint32_t n, int sm_count) {
     const uint32_t s = dsv4_cuda_f16_mma_splits(in, n_out, n, sm_count);
@@ -134,13 +141,14 @@ extern "C" dsv4_status dsv4_cuda_gemm_f16_mma(const void *w, uint64_t row_bytes,
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
                          "f16 mma: %llu inputs, %llu-byte rows, %llu outputs, n=%u", (unsigned long long)in,
                          (unsigned long long)row_bytes, (unsigned long long)n_out, n);
+    const int terms = dsv4_cuda_f16_two_term() ? 2 : 1;
     const int splits = fm_pick_splits((long long)in, (long long)n_out, (long long)n, sm_count);
     if (splits > 1 && !part)
         return dsv4_fail(err, DSV4_ERR_INVALID, "f16 mma: split-K needs a partial-sum buffer");
     const uint64_t total = in * n;
     const uint64_t cb = (total + 255) / 256;
-    fm_cvt_kernel<<<(unsigned)(cb < 65536 ? cb : 65536), 256, 0, stream>>>(x, x_stride, in, total,
-                                                                           (__half *)x16);
+    fm_cvt_kernel<<<(unsigned)(cb < 65536 ? cb : 65536), 256, 0, stream>>>(
+        x, x_stride, in, total, (__half *)x16, terms > 1 ? (__half *)x16 + total : NULL);
     fm_args p;
     memset(&p, 0, sizeof p);
     p.w = (const uint8_t *)w;
@@ -149,6 +157,7 @@ extern "C" dsv4_status dsv4_cuda_gemm_f16_mma(const void *w, uint64_t row_bytes,
     p.in = (long long)in;
     p.n = n;
     p.x16 = (const uint16_t *)x16;
+    p.terms = terms;
     p.y = y;
     p.y_stride = y_stride;
     p.part = part;

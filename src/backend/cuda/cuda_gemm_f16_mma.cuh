@@ -41,14 +41,17 @@ typedef struct fm_args {
     const uint8_t *w;   /* weight row 0 */
     uint64_t row_bytes; /* bytes between weight rows */
     long long n_out, in, n;
-    const uint16_t *x16; /* f16 activations, n rows of `in` halves (dense) */
+    const uint16_t *x16; /* f16 activations, n rows of `in` halves (dense); terms 2: then the lo term's */
+    int terms;           /* 1: W f16(x); 2: W hi + W lo, hi = f16(x), lo = f16(x - hi), over 2 KT k tiles */
     float *y;
     uint64_t y_stride; /* floats between output rows (tokens) */
     float *part;       /* splits > 1: [split][token][n_out] partial sums */
     int splits;
 } fm_args;
 
-FM_HD long long fm_ktiles(const fm_args &p) { return (p.in + FM_BK - 1) / FM_BK; }
+/* k tiles of one term, and of the product (terms x that: term j's tiles are j KT .. j KT + KT - 1) */
+FM_HD long long fm_term_ktiles(const fm_args &p) { return (p.in + FM_BK - 1) / FM_BK; }
+FM_HD long long fm_ktiles(const fm_args &p) { return (p.terms > 1 ? 2 : 1) * fm_term_ktiles(p); }
 /* k tiles [*t0, *t1) of split z: an even share, fixed by the shape (deterministic results) */
 FM_HD void fm_split_range(const fm_args &p, int z, long long *t0, long long *t1) {
     const long long kt = fm_ktiles(p);
@@ -73,7 +76,8 @@ FM_HD void fm_copy16(uint16_t *dst, const void *src, bool valid) {
  * are 8 halves; in % 8 == 0, so a chunk is wholly inside or past the row. */
 FM_HD void fm_load_stage(const fm_args &p, long long m0, long long c0, long long kt, uint16_t *as,
                          uint16_t *bs, int tid, int nthr) {
-    const long long k0 = kt * FM_BK;
+    const long long KT = fm_term_ktiles(p), term = kt / KT, k0 = (kt - term * KT) * FM_BK;
+    const uint16_t *xt = p.x16 + (uint64_t)term * (uint64_t)p.n * (uint64_t)p.in; /* the term's rows */
     for (int c = tid; c < FM_BM * (FM_BK / 8); c += nthr) {
         const int r = c / (FM_BK / 8), ch = c % (FM_BK / 8);
         const long long row = m0 + r, k = k0 + ch * 8;
@@ -85,7 +89,7 @@ FM_HD void fm_load_stage(const fm_args &p, long long m0, long long c0, long long
         const int r = c / (FM_BK / 8), ch = c % (FM_BK / 8);
         const long long tok = c0 + r, k = k0 + ch * 8;
         const bool ok = tok < p.n && k < p.in;
-        fm_copy16(bs + r * FM_LD + ch * 8, ok ? p.x16 + (uint64_t)tok * p.in + k : p.x16, ok);
+        fm_copy16(bs + r * FM_LD + ch * 8, ok ? xt + (uint64_t)tok * p.in + k : p.x16, ok);
     }
 }
 

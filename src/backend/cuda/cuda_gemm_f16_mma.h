@@ -1,17 +1,19 @@
 /* Tensor-core prefill GEMM for F16 weights (sm_80+: mma.sync f16 m16n8k16, f32 accumulate).
  *
- *   y[t*y_stride + o] = sum_i W[o][i] * f16(x_t[i])   for o < n_out, t < n
+ *   y[t*y_stride + o] = sum_i W[o][i] * hi_t[i] + sum_i W[o][i] * lo_t[i]   for o < n_out, t < n
  *
- * ds4's own CUDA prefill (cuBLAS GemmEx, F16 in / F32 out) computes the same product. NOT bitwise
- * the CPU: the activations are rounded to f16 (|x| clamped to 65504) and the tensor cores sum in
- * their own order. Error against the CPU's f32-activation result: the f16 rounding dominates,
- * |x_i - f16(x_i)| <= 2^-11 |x_i|, so |d| <= 2^-11 sum_i |w_i x_i| (random signs: ~2^-11 / sqrt(3)
- * * ||w.x||_2), about 3e-4 of max|ref| on random data; the ops check bounds it at 2e-3. Against a
- * float64 sum of the same f16 operands (products are exact in f32) only the f32 accumulation
- * remains: ~sqrt(in) 2^-24 ||w.x||_2, checked at 1e-4 of max|ref|.
+ * with hi = f16(x) (|x| clamped to 65504) and lo = f16(x - hi) (session 18; DSV4_CUDA_F16_TWO_TERM=0:
+ * hi only, the product ds4's own CUDA prefill computes with cuBLAS GemmEx, F16 in / F32 out). NOT
+ * bitwise the CPU: the tensor cores sum in their own order. With both terms x = hi + lo to ~2^-22
+ * relative, so against the CPU's f32-activation result the difference is about f32 rounding; with hi
+ * alone the f16 rounding dominates, |d| <= 2^-11 sum_i |w_i x_i| (~3e-4 of max|ref| on random data),
+ * which DS4's roundings then amplify: the DS4 oracle fixture tiny_f16_A failed on CUDA with hi alone
+ * (median max|d| 0.143 against a bound of 0.0133) and passes with both. Against a float64 sum of the
+ * same f16 operands (products are exact in f32) only the f32 accumulation remains: ~sqrt(in) 2^-24
+ * ||w.x||_2, checked at 1e-5 of max|ref| (tests/cuda/f16_mma_emu_check.cu).
  *
  * W: n_out rows of `in` halves, `row_bytes` apart (the caller applies row0). x: f32 rows of `in`
- * values, `x_stride` floats apart. x16: a device buffer of at least dsv4_cuda_f16_mma_x16_bytes
+ * values, `x_stride` floats apart. x16: a device buffer of at least dsv4_cuda_f16_mma_x16_bytes (both terms)
  * bytes; part: one of dsv4_cuda_f16_mma_part_bytes (the split-K partial sums; may be NULL when
  * that is 0). Both launched on `stream`, nothing synchronized. */
 #ifndef DSV4_CUDA_GEMM_F16_MMA_H

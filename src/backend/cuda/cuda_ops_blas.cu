@@ -210,7 +210,7 @@ void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     if (!buf || cudaMemsetAsync(buf, 0, 3 * 256 * 256 * 2, c->stream) != cudaSuccess ||
         dsv4_cuda_blas_gemm_f16(c->blas, c->stream, 256, 256, 256, buf, 256, 0,
                                 (uint8_t *)buf + 256 * 256 * 2, 256, 0,
-                                (float *)((uint8_t *)buf + 2 * 256 * 256 * 2), 256, 0, 1, &e) != DSV4_OK) {
+                                (float *)((uint8_t *)buf + 2 * 256 * 256 * 2), 256, 0, 1, 0, &e) != DSV4_OK) {
         cudaGetLastError();
         return;
     }
