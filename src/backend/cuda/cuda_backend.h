@@ -62,7 +62,10 @@ typedef struct cu_weight {
     int8_t
         half_state; /* IQ2_XXS: may the f16 MoE gate/up take it (cuda_moe_half.h)? 0 not known yet, 1, -1 */
     int8_t half_shift; /* its power-of-two shift p (cuda_moe_half.cuh) */
-    void *dev16; /* Q8_0 layer matrix: its f16 rows for the prefill products (cu_blas_prepare), or NULL */
+    int8_t w16_exp;    /* Q8_0 with f16_ok 1: its Sw (cuda_gemm_blas.h dsv4_cuda_gemm_blas_w_exp) */
+    /* Q8_0 layer matrix: its f16 rows for the prefill products (cu_blas_prepare), then (three terms)
+     * their lo terms, or NULL */
+    void *dev16;
     uint32_t *x16_w2; /* IQ2_XXS experts: each expert's largest Σ w'^2 (cuda_moe_x16.h), or NULL */
 } cu_weight;
 

@@ -85,8 +85,8 @@ extern "C" void dsv4_cuda_blas_destroy(void *handle) {
 extern "C" dsv4_status dsv4_cuda_blas_gemm_f16(void *handle, cudaStream_t stream, int m, int n, int K,
                                                const void *A, long long lda, long long stride_a,
                                                const void *Bm, long long ldb, long long stride_b, float *C,
-                                               long long ldc, long long stride_c, int batch, int accumulate,
-                                               dsv4_error *err) {
+                                               long long ldc, long long stride_c, int batch, float alpha,
+                                               int accumulate, dsv4_error *err) {
     if (!handle || !B.lib) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuBLAS is not loaded");
     if (lda > 0x7fffffff || ldb > 0x7fffffff || ldc > 0x7fffffff)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "cuBLAS gemm: leading dimension over 2^31");
@@ -94,7 +94,7 @@ extern "C" dsv4_status dsv4_cuda_blas_gemm_f16(void *handle, cudaStream_t stream
     cublasStatus_t s = B.set_stream((cublasHandle_t)handle, stream);
     /* column-major: C (m x n, ldc) = op(A)^T... A is stored as K x m (lda), so op = T; B as K x n */
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = B.gemm_sb((cublasHandle_t)handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, K, &one, A, CUDA_R_16F,
+        s = B.gemm_sb((cublasHandle_t)handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, K, &alpha, A, CUDA_R_16F,
                       (int)lda, stride_a, Bm, CUDA_R_16F, (int)ldb, stride_b, accumulate ? &one : &zero, C,
                       CUDA_R_32F, (int)ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)

@@ -28,12 +28,13 @@ void dsv4_cuda_blas_destroy(void *handle);
 /* Column-major cuBLAS terms, row-major data: for b < batch,
  *   C_b[t * ldc + o] = sum_k A_b[o * lda + k] * B_b[t * ldb + k]   (o < m, t < n, k < K)
  * with A_b = A + b * stride_a (halves), B_b = B + b * stride_b (halves), C_b = C + b * stride_c
- * (floats): f16 operands, f32 sums (CUBLAS_COMPUTE_32F), f32 output (accumulate: C_b += the sum, beta 1).
- * Enqueued on `stream`. */
+ * (floats): f16 operands, f32 sums (CUBLAS_COMPUTE_32F), f32 output, the sum times alpha (a power of two
+ * where the callers undo an operand scale: exact); accumulate: C_b += that (beta 1). Enqueued on `stream`. */
 dsv4_status dsv4_cuda_blas_gemm_f16(void *handle, struct CUstream_st *stream, int m, int n, int K,
                                     const void *A, long long lda, long long stride_a, const void *B,
                                     long long ldb, long long stride_b, float *C, long long ldc,
-                                    long long stride_c, int batch, int accumulate, dsv4_error *err);
+                                    long long stride_c, int batch, float alpha, int accumulate,
+                                    dsv4_error *err);
 
 #ifdef __cplusplus
 }
