@@ -16,21 +16,18 @@ extern "C" {
 /* f16 weights of one conversion at most (a Q8_0 tensor larger than this goes in row slices) */
 #define XB_W16_CAP ((uint64_t)128 << 20)
 
-/* Q8_0 rows -> f16 of a = v * 2^Sw (sw = 2^Sw): terms 1, row r at w16 + r * in: hi; terms 3, row r at
- * w16 + 3 r in: [hi | hi | lo] (the A row of the one-GEMM product, cuda_gemm_blas.cuh).
+/* Q8_0 rows -> f16 terms of v * 2^Sw (sw = 2^Sw): hi into w16 and, when lo is not NULL, lo there.
  * CTA (row, 1024-element segment), 4 elements per thread. */
-__device__ __forceinline__ void xb_wstore(__half *row, uint32_t k, uint32_t in, int terms, float sw, float v0,
-                                          float v1) {
+__device__ __forceinline__ void xb_wstore(__half2 *hi, __half2 *lo, float sw, float v0, float v1) {
     const float a0 = __fmul_rn(v0, sw), a1 = __fmul_rn(v1, sw);
     const __half2 h = __floats2half2_rn(a0, a1);
-    *(__half2 *)(row + k) = h;
-    if (terms == 3) {
+    *hi = h;
+    if (lo) {
         const float2 f = __half22float2(h);
-        *(__half2 *)(row + in + k) = h;
-        *(__half2 *)(row + 2 * in + k) = __floats2half2_rn(a0 - f.x, a1 - f.y);
+        *lo = __floats2half2_rn(xb_lo_operand(a0, f.x), xb_lo_operand(a1, f.y));
     }
 }
-__global__ void xb_wcvt_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t in, __half *w16, int terms,
+__global__ void xb_wcvt_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t in, __half *w16, __half *w16lo,
                                float sw) {
     const uint32_t k = (blockIdx.y * 256u + threadIdx.x) * 4u;
     if (k >= in) return;
@@ -39,9 +36,10 @@ __global__ void xb_wcvt_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t in
     const uint16_t lo = *(const uint16_t *)(blk + 2 + (k & 31)), hi = *(const uint16_t *)(blk + 4 + (k & 31));
     const float v0 = (float)(int8_t)(lo & 0xff) * d, v1 = (float)(int8_t)(lo >> 8) * d;
     const float v2 = (float)(int8_t)(hi & 0xff) * d, v3 = (float)(int8_t)(hi >> 8) * d;
-    __half *row = w16 + (uint64_t)blockIdx.x * in * (uint32_t)terms;
-    xb_wstore(row, k, in, terms, sw, v0, v1);
-    xb_wstore(row, k + 2, in, terms, sw, v2, v3);
+    const uint64_t at = (uint64_t)blockIdx.x * in + k;
+    __half2 *o = (__half2 *)(w16 + at), *ol = w16lo ? (__half2 *)(w16lo + at) : NULL;
+    xb_wstore(o, ol, sw, v0, v1);
+    xb_wstore(o + 1, ol ? ol + 1 : NULL, sw, v2, v3);
 }
 
 __device__ __forceinline__ float4 xb_load4(const float *p, bool vec) {
@@ -76,26 +74,10 @@ __device__ __forceinline__ void xb_store2(__half2 *out, __half2 *lo, uint32_t g,
     }
 }
 
-/* A Q8_0 product's B row (three terms): float4 group g of the row (element k = 4 g, group k / in)
- * as [hi | lo | hi] of its group's 3 in halves. */
-__device__ __forceinline__ void xb_store3(__half *row, uint32_t g, float4 r, uint32_t in) {
-    const uint32_t k = 4 * g, grp = k / in, at = grp * 3 * in + (k - grp * in);
-    const __half2 h0 = __floats2half2_rn(r.x, r.y), h1 = __floats2half2_rn(r.z, r.w);
-    const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-    const __half2 l0 = __floats2half2_rn(r.x - f0.x, r.y - f0.y),
-                  l1 = __floats2half2_rn(r.z - f1.x, r.w - f1.y);
-    __half2 *p = (__half2 *)(row + at);
-    p[0] = h0, p[1] = h1;
-    p = (__half2 *)(row + at + in);
-    p[0] = l0, p[1] = l1;
-    p = (__half2 *)(row + at + 2 * in);
-    p[0] = h0, p[1] = h1;
-}
-
 /* One token row of L floats -> f16 (Q8_0 values when q8), scaled by 2^-e; e_tok[t] = e.
  * CTA of 256 per row: the row's max |x| first, then the blocks (8 lanes per block of 32). */
 __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, int q8, __half *x16,
-                               int32_t *e_tok, __half *xlo, uint32_t in3) {
+                               int32_t *e_tok, __half *xlo) {
     __shared__ float red[8];
     const float *xr = x + (uint64_t)blockIdx.x * x_stride;
     const bool vec = ((uintptr_t)xr & 15) == 0;
@@ -110,18 +92,17 @@ __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, in
     __syncthreads();
     am = red[0];
     for (int i = 1; i < 8; i++) am = fmaxf(am, red[i]);
-    const int e = in3 ? xb_row_exp_norm(am) : xb_row_exp(am);
+    const int e = xb_row_exp(am);
     const float s = xb_pow2(-e);
     if (threadIdx.x == 0) e_tok[blockIdx.x] = e;
-    __half *row = x16 + (uint64_t)blockIdx.x * L * (in3 ? 3u : 1u);
+    __half2 *out = (__half2 *)(x16 + (uint64_t)blockIdx.x * L);
     __half2 *lo = xlo ? (__half2 *)(xlo + (uint64_t)blockIdx.x * L) : NULL;
     for (uint32_t base = 0; base < G; base += 256) { /* G % 8 == 0: whole blocks per 8 lanes */
         const uint32_t g = base + threadIdx.x;
         const bool live = g < G;
         const float4 v = live ? xb_load4(xr + 4 * g, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
         const float4 r = xb_group(v, s, q8);
-        if (live && in3) xb_store3(row, g, r, in3);
-        if (live && !in3) xb_store2((__half2 *)row, lo, g, r);
+        if (live) xb_store2(out, lo, g, r);
     }
 }
 
@@ -129,8 +110,7 @@ __global__ void xb_xcvt_kernel(const float *x, uint64_t x_stride, uint32_t L, in
  * registers (g = k * blockDim.x + tid, so a block's 8 groups are 8 consecutive lanes). */
 template <int V>
 __global__ void __launch_bounds__(1024)
-    xb_xcvt1_kernel(const float *x, uint64_t x_stride, int q8, __half *x16, int32_t *e_tok, __half *xlo,
-                    uint32_t in3) {
+    xb_xcvt1_kernel(const float *x, uint64_t x_stride, int q8, __half *x16, int32_t *e_tok, __half *xlo) {
     __shared__ float red[32];
     const uint32_t T = blockDim.x, L = 4 * V * T;
     const float *xr = x + (uint64_t)blockIdx.x * x_stride;
@@ -147,19 +127,15 @@ __global__ void __launch_bounds__(1024)
     __syncthreads();
     am = red[0];
     for (uint32_t i = 1; i < T / 32; i++) am = fmaxf(am, red[i]);
-    const int e = in3 ? xb_row_exp_norm(am) : xb_row_exp(am);
+    const int e = xb_row_exp(am);
     const float s = xb_pow2(-e);
     if (threadIdx.x == 0) e_tok[blockIdx.x] = e;
-    __half *row = x16 + (uint64_t)blockIdx.x * L * (in3 ? 3u : 1u);
+    __half2 *out = (__half2 *)(x16 + (uint64_t)blockIdx.x * L);
     __half2 *lo = xlo ? (__half2 *)(xlo + (uint64_t)blockIdx.x * L) : NULL;
 #pragma unroll
     for (int k = 0; k < V; k++) {
         const uint32_t g = k * T + threadIdx.x;
-        const float4 r = xb_group(v[k], s, q8);
-        if (in3)
-            xb_store3(row, g, r, in3);
-        else
-            xb_store2((__half2 *)row, lo, g, r);
+        xb_store2(out, lo, g, xb_group(v[k], s, q8));
     }
 }
 
@@ -226,21 +202,20 @@ static int xb_one_pass_v(uint32_t L) {
     return G % 8 == 0 && (G / 8) % 32 == 0 && G / 8 <= 1024 ? 8 : 0;
 }
 
-/* in3 > 0: the three-term B rows of groups of in3 values (xb_store3) instead of hi (and xlo) */
 static void xb_convert(const float *x, uint64_t x_stride, uint32_t L, int q8, uint32_t n, __half *xh,
-                       int32_t *e_tok, __half *xlo, uint32_t in3, cudaStream_t stream) {
+                       int32_t *e_tok, __half *xlo, cudaStream_t stream) {
     const int v = xb_one_pass_v(L);
     const unsigned T = v ? L / (4u * (unsigned)v) : 0;
     switch (v) {
-    case 1: xb_xcvt1_kernel<1><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo, in3); break;
-    case 2: xb_xcvt1_kernel<2><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo, in3); break;
-    case 4: xb_xcvt1_kernel<4><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo, in3); break;
-    case 8: xb_xcvt1_kernel<8><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo, in3); break;
-    default: xb_xcvt_kernel<<<n, 256, 0, stream>>>(x, x_stride, L, q8, xh, e_tok, xlo, in3);
+    case 1: xb_xcvt1_kernel<1><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo); break;
+    case 2: xb_xcvt1_kernel<2><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo); break;
+    case 4: xb_xcvt1_kernel<4><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo); break;
+    case 8: xb_xcvt1_kernel<8><<<n, T, 0, stream>>>(x, x_stride, q8, xh, e_tok, xlo); break;
+    default: xb_xcvt_kernel<<<n, 256, 0, stream>>>(x, x_stride, L, q8, xh, e_tok, xlo);
     }
 }
 
-/* y row t *= 2^e_tok[t] where e != 0 (exact) */
+/* y row t *= 2^e_tok[t] where e > 0 (exact) */
 __global__ void xb_rescale_kernel(float *y, uint64_t y_stride, uint64_t width, const int32_t *e_tok) {
     const int e = e_tok[blockIdx.x];
     if (e == 0) return;
@@ -263,14 +238,13 @@ __global__ void xb_max_d_kernel(const uint8_t *w, uint64_t blocks, uint32_t bloc
     if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
 }
 
-/* halves per weight / activation value: 3 for a three-term Q8_0 product, else 1 */
-static uint32_t xb_terms(const dsv4_cuda_blas_op *op) {
-    return op->type == DSV4_TYPE_Q8_0 && dsv4_cuda_q8_three_terms() ? 3u : 1u;
+static bool xb_w_lo(const dsv4_cuda_blas_op *op) {
+    return op->type == DSV4_TYPE_Q8_0 && dsv4_cuda_q8_three_terms();
 }
 
 static uint64_t xb_slice_rows(const dsv4_cuda_blas_op *op) {
     if (op->type != DSV4_TYPE_Q8_0 || op->groups > 1) return op->rows;
-    const uint64_t cap = XB_W16_CAP / (op->in * 2 * xb_terms(op));
+    const uint64_t cap = XB_W16_CAP / (op->in * 2);
     return op->rows < cap ? op->rows : (cap > 0 ? cap : 1);
 }
 
@@ -278,12 +252,10 @@ extern "C" bool dsv4_cuda_gemm_blas_d_safe(uint32_t max_abs_bits) { return xb_d_
 
 extern "C" int dsv4_cuda_gemm_blas_w_exp(uint32_t max_abs_bits) { return xb_w_exp(max_abs_bits); }
 
-extern "C" uint32_t dsv4_cuda_gemm_blas_w16_terms(void) { return dsv4_cuda_q8_three_terms() ? 3u : 1u; }
-
-/* the slice's rows of xb_terms halves per value */
+/* the slice's hi halves, then (three terms) its lo halves */
 extern "C" size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op) {
     if (op->type != DSV4_TYPE_Q8_0) return 0;
-    return (size_t)(xb_slice_rows(op) * op->groups * op->in * 2) * xb_terms(op);
+    return (size_t)(xb_slice_rows(op) * op->groups * op->in * 2) * (xb_w_lo(op) ? 2 : 1);
 }
 
 /* DSV4_CUDA_F16_TWO_TERM=0: an F16 weight's operand as f16(x) only (one product; before session 18) */
@@ -307,16 +279,16 @@ extern "C" bool dsv4_cuda_q8_three_terms(void) {
     return v == 1;
 }
 
-/* x16's layout: the f16 operand (n L halves; n 3 L for a three-term Q8_0 product), e_tok (n ints),
- * each 256-byte aligned; for an F16 weight's two terms the lo term (n L halves) after them. */
+/* x16's layout: the f16 operand (n L halves), e_tok (n ints), each 256-byte aligned; with two terms
+ * the lo term (n L halves) after them. */
 static size_t xb_hi_bytes(const dsv4_cuda_blas_op *op) {
-    return ((size_t)op->n * op->groups * op->in * 2 * xb_terms(op) + 255) & ~(size_t)255;
+    return ((size_t)op->n * op->groups * op->in * 2 + 255) & ~(size_t)255;
 }
 static size_t xb_lo_offset(const dsv4_cuda_blas_op *op) {
     return xb_hi_bytes(op) + (((size_t)op->n * 4 + 255) & ~(size_t)255);
 }
 static bool xb_two_term(const dsv4_cuda_blas_op *op) {
-    return op->type == DSV4_TYPE_F16 && dsv4_cuda_f16_two_term();
+    return op->type == DSV4_TYPE_F16 ? dsv4_cuda_f16_two_term() : xb_w_lo(op);
 }
 
 extern "C" size_t dsv4_cuda_gemm_blas_x16_bytes(const dsv4_cuda_blas_op *op) {
@@ -347,8 +319,7 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
     int32_t *e_tok = (int32_t *)((uint8_t *)x16 + xb_hi_bytes(op));
     __half *xlo = xb_two_term(op) ? (__half *)((uint8_t *)x16 + xb_lo_offset(op)) : NULL;
     if (convert)
-        xb_convert(op->x, op->x_stride, L, op->type == DSV4_TYPE_Q8_0, op->n, xh, e_tok, xlo,
-                   xb_terms(op) == 3 ? (uint32_t)op->in : 0u, stream);
+        xb_convert(op->x, op->x_stride, L, op->type == DSV4_TYPE_Q8_0, op->n, xh, e_tok, xlo, stream);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: activation conversion: %s",
@@ -367,28 +338,50 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
                                          (long long)op->y_stride, (long long)op->rows, (int)op->groups,
                                          lo_alpha, 1, err);
     } else {
-        const uint64_t S = xb_slice_rows(op), T = xb_terms(op),
-                       K = T * op->in; /* three terms: one GEMM over 3 in */
+        const uint64_t S = xb_slice_rows(op);
+        const bool terms3 = xlo != NULL;
         if (op->w_exp < -60 || op->w_exp > 60)
             return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas gemm: weight exponent %d", (int)op->w_exp);
+        const float alpha = xb_pow2(-op->w_exp), alpha_lo = xb_pow2(-op->w_exp - XB_LO_SHIFT);
         for (uint64_t r0 = 0; r0 < op->rows && st == DSV4_OK; r0 += S) {
             const uint64_t rs = op->rows - r0 < S ? op->rows - r0 : S;
             const uint64_t wrows = op->groups > 1 ? op->rows * op->groups : rs;
-            const void *wh = op->w16_cached ? (const void *)((const __half *)op->w16_cached + r0 * K) : w16;
+            const void *wh =
+                op->w16_cached ? (const void *)((const __half *)op->w16_cached + r0 * op->in) : w16;
+            const void *wl =
+                !terms3 ? NULL
+                : op->w16_cached
+                    ? (op->w16_lo_cached ? (const void *)((const __half *)op->w16_lo_cached + r0 * op->in)
+                                         : NULL)
+                    : (const void *)((const __half *)w16 + wrows * op->in);
+            if (terms3 && !wl)
+                return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: cached weights without their lo terms");
             if (!op->w16_cached) {
                 const dim3 grid((unsigned)wrows, (unsigned)((op->in + 1023) / 1024));
                 xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)op->w + r0 * op->row_bytes,
                                                          op->row_bytes, (uint32_t)op->in, (__half *)w16,
-                                                         (int)T, xb_pow2(op->w_exp));
+                                                         (__half *)wl, xb_pow2(op->w_exp));
                 e = cudaGetLastError();
                 if (e != cudaSuccess)
                     return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: weight conversion: %s",
                                      cudaGetErrorString(e));
             }
-            st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)K, wh, (long long)K,
-                                         (long long)(K * op->rows), xh, (long long)(T * L), (long long)K,
-                                         op->y + r0, (long long)op->y_stride, (long long)op->rows,
-                                         (int)op->groups, xb_pow2(-op->w_exp), 0, err);
+            /* hi x hi, then hi x lo and lo x hi at 2^-11 (the lo x lo left out: ~2^-22) */
+            const long long sa = (long long)(op->in * op->rows);
+            st =
+                dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, wh, (long long)op->in,
+                                        sa, xh, L, (long long)op->in, op->y + r0, (long long)op->y_stride,
+                                        (long long)op->rows, (int)op->groups, alpha, 0, err);
+            if (st == DSV4_OK && terms3)
+                st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, wh,
+                                             (long long)op->in, sa, xlo, L, (long long)op->in, op->y + r0,
+                                             (long long)op->y_stride, (long long)op->rows, (int)op->groups,
+                                             alpha_lo, 1, err);
+            if (st == DSV4_OK && terms3)
+                st = dsv4_cuda_blas_gemm_f16(blas, stream, (int)rs, (int)op->n, (int)op->in, wl,
+                                             (long long)op->in, sa, xh, L, (long long)op->in, op->y + r0,
+                                             (long long)op->y_stride, (long long)op->rows, (int)op->groups,
+                                             alpha_lo, 1, err);
         }
     }
     if (st != DSV4_OK) return st;
@@ -400,17 +393,17 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
 }
 
 extern "C" dsv4_status dsv4_cuda_gemm_blas_w16_convert(const void *w, uint64_t row_bytes, uint64_t in,
-                                                       uint64_t rows, int w_exp, uint32_t terms, void *w16,
+                                                       uint64_t rows, int w_exp, void *w16, void *w16_lo,
                                                        cudaStream_t stream, dsv4_error *err) {
-    if (in == 0 || in % 32 || in / 1024 >= 65535 || row_bytes != in / 32 * 34 || w_exp < -60 || w_exp > 60 ||
-        (terms != 1 && terms != 3))
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas f16 weights: in = %llu, Sw = %d, %u terms",
-                         (unsigned long long)in, w_exp, terms);
+    if (in == 0 || in % 32 || in / 1024 >= 65535 || row_bytes != in / 32 * 34 || w_exp < -60 || w_exp > 60)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas f16 weights: in = %llu, Sw = %d",
+                         (unsigned long long)in, w_exp);
     for (uint64_t r0 = 0; r0 < rows; r0 += 0x7fffffffull) { /* the grid's x limit */
         const uint64_t rs = rows - r0 < 0x7fffffffull ? rows - r0 : 0x7fffffffull;
         const dim3 grid((unsigned)rs, (unsigned)((in + 1023) / 1024));
         xb_wcvt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)w + r0 * row_bytes, row_bytes, (uint32_t)in,
-                                                 (__half *)w16 + r0 * in * terms, (int)terms, xb_pow2(w_exp));
+                                                 (__half *)w16 + r0 * in,
+                                                 w16_lo ? (__half *)w16_lo + r0 * in : NULL, xb_pow2(w_exp));
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess

@@ -4,20 +4,18 @@
  * Operands of the f16 GEMM:
  *   - a Q8_0 weight element v = q * f16->f32(d) is exact in f32 (8 x 11 bits); times the tensor's
  *     power of two 2^Sw (xb_w_exp: its largest |v| near 2^15, so small block scales stay in the f16
- *     normal range) it becomes two f16 terms, hi = f16(a) and lo = f16(a - hi), whose sum is a
- *     exactly (a - hi has at most 7 significant bits, a multiple of the block's ulp). A tensor whose
- *     largest |d| is over 511.75 (half bits 0x5FFF) is not taken (xb_d_bits_safe; kept from the
- *     one-term form, where q * d itself had to be a finite f16);
+ *     normal range) it becomes two f16 terms, hi = f16(a) and lo = f16((a - hi) * 2^11), whose sum
+ *     hi + lo * 2^-11 is a exactly (a - hi has at most 7 significant bits). A tensor whose largest
+ *     |d| is over 511.75 (half bits 0x5FFF) is not taken (xb_d_bits_safe; kept from the one-term
+ *     form, where q * d itself had to be a finite f16);
  *   - a Q8_0-weight product's activation is the CPU's Q8_0 activation value q * d (quant_act_q8_0's
- *     block scale and rounding; the product q * d rounded once in f32), a row whose largest |r| is
- *     outside [2^-4, 2^15] scaled by 2^-e into (2^14, 2^15] (xb_row_exp_norm), as two f16 terms
- *     hi = f16(r), lo = f16(r - hi): r to ~2^-24 relative;
- *   - the Q8_0 product (session 19, after the HF-oracle fixture tiny_q2_A failed on CUDA with f16(v)
- *     and f16(r) alone: top-1 0.778 against 0.783): one GEMM over 3 in, A row = [W hi | W hi | W lo],
- *     B row = [x hi | x lo | x hi] (per group), times 2^(e - Sw); the dropped lo x lo is ~2^-23
- *     relative. DSV4_CUDA_Q8_TERMS=1: hi x hi only (one term per side, over in);
- *   - an F16 weight's activation x as two f16 terms, hi = f16(x) and lo = f16((x - hi) * 2^11), and two
- *     products W hi + W lo * 2^-11 (session 18; DSV4_CUDA_F16_TWO_TERM=0: W hi only);
+ *     block scale and rounding; the product q * d rounded once in f32), and an F16 weight's is x;
+ *     either as two f16 terms, hi = f16(r) and lo = f16((r - hi) * 2^11) (r - hi exact in f32), so
+ *     hi + lo * 2^-11 is r to ~2^-22 relative;
+ *   - the products (session 19, after the HF-oracle fixture tiny_q2_A failed on CUDA with f16(v) and
+ *     f16(r) alone): Q8_0, W hi x hi + (W hi x lo + W lo x hi) * 2^-11, all times 2^-Sw (three GEMMs;
+ *     DSV4_CUDA_Q8_TERMS=1: W hi x hi only); F16, W x hi + W x lo * 2^-11 (two GEMMs;
+ *     DSV4_CUDA_F16_TWO_TERM=0: W x hi only). The dropped lo x lo is ~2^-22 relative;
  *   - a token row whose largest |x| is over XB_XMAX is scaled by 2^-e (exact: a power of two) so
  *     that no operand overflows f16, and its outputs are multiplied by 2^e after the GEMM (exact).
  *     Values that scaling pushes below the f16 normal range lose bits, only in such rows, which
@@ -69,23 +67,11 @@ XB_HD float xb_mul(float a, float b) {
     return a * b;
 #endif
 }
-/* the F16 products' lo term scale 2^XB_LO_SHIFT (undone by the second GEMM's alpha) */
+/* the lo terms' scale 2^XB_LO_SHIFT (undone by the GEMM's alpha) */
 #define XB_LO_SHIFT 11
 
-/* An F16 product's lo term before its f16 rounding: (a - hi) * 2^11 (a - hi exact in f32). */
+/* A lo term before its f16 rounding: (a - hi) * 2^11, exact for the a, hi above. */
 XB_HD float xb_lo_operand(float a, float hi) { return xb_mul(a - hi, 2048.0f); }
-
-/* A Q8_0 product's row exponent: 0 for a row whose largest |r| is in [2^-4, 2^15] (then a lo term
- * leaves the f16 normal range only below |r| ~ 2^-2, where its absolute error 2^-25 is <= 2^-21 of the
- * row's largest value; 0 also keeps the output's rescale pass idle for such rows), else the e with
- * amax * 2^-e in (2^14, 2^15] (0 for a zero or non-finite row). */
-XB_HD int xb_row_exp_norm(float amax) {
-    if (!(amax > 0.0f && amax <= 3.0e38f) || (amax >= 0.0625f && amax <= 32768.0f)) return 0;
-    int e = 0;
-    while (amax > 32768.0f && e < 126) amax *= 0.5f, e++;
-    while (amax <= 16384.0f && e > -126) amax *= 2.0f, e--;
-    return e;
-}
 
 /* Sw of a Q8_0 tensor whose largest |d| has these half bits (sign dropped): the largest Sw with
  * 128 * dmax * 2^Sw <= 2^15 (0 for zero or non-finite scales). */

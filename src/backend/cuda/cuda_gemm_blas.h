@@ -34,10 +34,11 @@ typedef struct dsv4_cuda_blas_op {
     uint32_t n;
     float *y;
     uint64_t y_stride;
-    /* Q8_0: the f16 rows this op reads (dsv4_cuda_gemm_blas_w16_terms halves per value), converted once
-     * (dsv4_cuda_gemm_blas_w16_convert), or NULL: each call converts them into w16 (the same halves
-     * either way) */
+    /* Q8_0: the f16 rows this op reads, converted once (dsv4_cuda_gemm_blas_w16_convert), or NULL: each
+     * call converts them into w16 (the same halves either way); w16_lo_cached: their lo terms (three
+     * terms) */
     const void *w16_cached;
+    const void *w16_lo_cached;
     int32_t w_exp; /* Q8_0: the tensor's Sw (dsv4_cuda_gemm_blas_w_exp) */
 } dsv4_cuda_blas_op;
 
@@ -46,11 +47,9 @@ typedef struct dsv4_cuda_blas_op {
  * DSV4_CUDA_F16_TWO_TERM=0 (f16(x) only; read once). The tensor-core F16 kernel
  * (cuda_gemm_f16_mma.h) follows the same switch. */
 bool dsv4_cuda_f16_two_term(void);
-/* Q8_0 weights: both operands as two f16 terms, the three products in one GEMM (cuda_gemm_blas.cuh),
- * unless DSV4_CUDA_Q8_TERMS=1 (hi x hi only; read once). */
+/* Q8_0 weights: both operands as two f16 terms and three products (cuda_gemm_blas.cuh), unless
+ * DSV4_CUDA_Q8_TERMS=1 (hi x hi only; read once). */
 bool dsv4_cuda_q8_three_terms(void);
-/* Halves per Q8_0 weight value in the f16 rows: 3 ([hi | hi | lo] rows) with three terms, else 1. */
-uint32_t dsv4_cuda_gemm_blas_w16_terms(void);
 /* Sw of a Q8_0 tensor whose largest |d| has these half bits (cuda_gemm_blas.cuh xb_w_exp). */
 int dsv4_cuda_gemm_blas_w_exp(uint32_t max_abs_bits);
 
@@ -72,10 +71,11 @@ bool dsv4_cuda_gemm_blas_rms_ok(const dsv4_cuda_blas_op *op);
 dsv4_status dsv4_cuda_gemm_blas_rms(void *blas, const dsv4_cuda_blas_op *op, float eps, void *x16,
                                     struct CUstream_st *stream, dsv4_error *err);
 
-/* rows Q8_0 rows of `in` values (row_bytes apart) into f16 rows at w16 (rows x terms in halves, terms 1
- * or 3): the halves dsv4_cuda_gemm_blas converts a Q8_0 weight of Sw = w_exp into. */
+/* rows Q8_0 rows of `in` values (row_bytes apart) into f16 rows at w16 (rows x in halves) and, when
+ * w16_lo is not NULL, their lo terms there: the halves dsv4_cuda_gemm_blas converts a Q8_0 weight of
+ * Sw = w_exp into. */
 dsv4_status dsv4_cuda_gemm_blas_w16_convert(const void *w, uint64_t row_bytes, uint64_t in, uint64_t rows,
-                                            int w_exp, uint32_t terms, void *w16, struct CUstream_st *stream,
+                                            int w_exp, void *w16, void *w16_lo, struct CUstream_st *stream,
                                             dsv4_error *err);
 
 /* Largest |d| (half bits, sign dropped) over `blocks` Q8_0 blocks at w, into *out_bits (device),

@@ -88,7 +88,10 @@ static void blas_op_weights(dsv4_cuda_blas_op *op, const dsv4_tensor *t, const c
                             uint64_t row0) {
     op->w_exp = rec->w16_exp;
     if (t->type != DSV4_TYPE_Q8_0 || !rec->dev16) return;
-    op->w16_cached = (const uint16_t *)rec->dev16 + row0 * t->ne[0] * dsv4_cuda_gemm_blas_w16_terms();
+    const uint64_t rows = rec->bytes / t->row_bytes;
+    op->w16_cached = (const uint16_t *)rec->dev16 + row0 * t->ne[0];
+    if (dsv4_cuda_q8_three_terms())
+        op->w16_lo_cached = (const uint16_t *)rec->dev16 + (rows + row0) * t->ne[0];
 }
 
 /* One zero-input GEMM of n tokens per distinct (type, in, rows, groups) of the uploaded layers'
@@ -111,8 +114,8 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
             if (t->ne[1] % g) continue;
             const cu_weight *rec = cu_weight_rec(c, t);
             if (!rec || (t->type == DSV4_TYPE_Q8_0 && rec->f16_ok <= 0)) continue;
-            dsv4_cuda_blas_op op = {t->type, rec->dev, t->row_bytes, t->ne[0], t->ne[1] / g, g, NULL,
-                                    0,       n,        NULL,         0,        NULL,         0};
+            dsv4_cuda_blas_op op = {t->type, rec->dev, t->row_bytes, t->ne[0], t->ne[1] / g, g,    NULL,
+                                    0,       n,        NULL,         0,        NULL,         NULL, 0};
             blas_op_weights(&op, t, rec, 0);
             bool dup = false;
             for (int k = 0; k < ns && !dup; k++)
@@ -153,9 +156,9 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
 }
 
 /* The f16 rows of every Q8_0 layer matrix the prefill products take (the same halves each chunk
- * would convert again; 1.88 bytes per Q8_0 byte, three times that with three terms), in one allocation made
- * only when at least W16_RESERVE bytes of device memory stay free after it; DSV4_CUDA_W16_CACHE=0 turns it
- * off. The output head (one token at a time in prefill) is left out. */
+ * would convert again; 1.88 bytes per Q8_0 byte, twice that with the lo terms), in one allocation made only
+ * when at least W16_RESERVE bytes of device memory stay free after it; DSV4_CUDA_W16_CACHE=0 turns it off.
+ * The output head (one token at a time in prefill) is left out. */
 #define W16_RESERVE ((size_t)16 << 30)
 static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
     const char *v = getenv("DSV4_CUDA_W16_CACHE");
@@ -175,16 +178,17 @@ static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
                 cu_weight *rec = cu_weight_rec(c, t);
                 if (!rec || rec->f16_ok <= 0 || rec->dev16) continue;
                 const uint64_t rows = rec->bytes / t->row_bytes;
-                const uint32_t terms = dsv4_cuda_gemm_blas_w16_terms();
-                const size_t bytes = ((size_t)(rows * t->ne[0] * 2) * terms + 255) & ~(size_t)255;
+                const bool lo = dsv4_cuda_q8_three_terms();
+                const size_t half_bytes = (size_t)(rows * t->ne[0] * 2),
+                             bytes = (half_bytes * (lo ? 2 : 1) + 255) & ~(size_t)255;
                 if (pass == 0) {
                     need += bytes;
                     continue;
                 }
                 dsv4_error e;
                 memset(&e, 0, sizeof e);
-                if (dsv4_cuda_gemm_blas_w16_convert(rec->dev, t->row_bytes, t->ne[0], rows, rec->w16_exp,
-                                                    terms, at, c->stream, &e) != DSV4_OK)
+                if (dsv4_cuda_gemm_blas_w16_convert(rec->dev, t->row_bytes, t->ne[0], rows, rec->w16_exp, at,
+                                                    lo ? at + half_bytes : NULL, c->stream, &e) != DSV4_OK)
                     continue; /* this one converts per product */
                 rec->dev16 = at;
                 at += bytes;
@@ -267,7 +271,7 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err) {
     dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
-                            n,       y,      y_stride,     NULL,     0};
+                            n,       y,      y_stride,     NULL,     NULL, 0};
     c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
     if (!blas_takes(c, w, n, dsv4_cuda_gemm_blas_ok(&op))) {
         c->bx_valid = false; /* the caller's kernels may write the slot */
@@ -315,7 +319,7 @@ dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows,
     const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, w, err);
     if (!wd) return DSV4_ERR_INVALID;
     const dsv4_cuda_blas_op op = {w->type, wd, w->row_bytes, width, rows, 1, x, width,
-                                  n,       y,  y_stride,     NULL,  0};
+                                  n,       y,  y_stride,     NULL,  NULL, 0};
     if (!blas_takes(c, w, n, dsv4_cuda_gemm_blas_rms_ok(&op))) return DSV4_ERR_UNSUPPORTED;
     dsv4_error e;
     memset(&e, 0, sizeof e);
