@@ -36,3 +36,26 @@ run() { OUT="$OUT" "$FB" "$@" 2>&1 | grep -v ^ctx_tokens | tee -a "$S"; }
 vs_old() { dump "new-$1" "$C/dsv4" "$2" "$3" X=1; dump "old-$1" "$OLD_CLI" "$2" "$3" X=1; same "new-$1" "old-$1"; }
 # vs_env TAG CHUNK TOKS ENV=VAL: this build with the switch against new-TAG (dumped before)
 vs_env() { local tag=$1 chunk=$2 toks=$3; shift 3; dump "$tag" "$C/dsv4" "$chunk" "$toks" "$@"; same "new-${tag#*-}" "$tag"; }
+# tiny_ops QUANT PATTERN: synthesize the tiny model of QUANT (f16, q2) into /dev/shm, cuda_ops_check on it (DS4),
+# its failures and up to 12 lines matching PATTERN
+tiny_ops() {
+  local q=$1 m=/dev/shm/tiny-$1.gguf
+  "$ROOT/.carry/bin/dsv4-gguf" synth --preset tiny --quant "$q" "$m" >/dev/null 2>&1 || say "FAIL synth $q"
+  timeout 100 "$C/cuda_ops_check" "$m" --numerics ds4 >"$OUT/ops-$q.txt" 2>&1
+  say "ops $q rc $?: $(tail -1 "$OUT/ops-$q.txt")"
+  grep -E "^FAIL|$2" "$OUT/ops-$q.txt" | head -12 | cut -c1-220 | tee -a "$S"
+}
+# oracle TAG [ENV=VAL ...]: the HF-oracle fixtures on the CUDA backend (test_oracle), its per-fixture DS4 lines
+oracle() {
+  local tag=$1; shift
+  (cd "$ROOT" && env DSV4_TEST_BACKEND=cuda "$@" timeout 120 .carry/bin/cuda/test_oracle) >"$OUT/oracle-$tag.txt" 2>&1
+  say "== oracle $tag ($*): rc $?"
+  grep -E "^ds4 .*median|OK \]|FAILED \]" "$OUT/oracle-$tag.txt" | grep -v "listed below" | tee -a "$S"
+}
+# parity_run: cuda_parity.sh into $OUT/parity, its PASS / FAIL lines
+parity_run() {
+  mkdir -p "$OUT/parity"
+  OUT="$OUT/parity" PARITY_TIMEOUT=150 timeout "${1:-300}" bash "$ROOT/scripts/device/cuda_parity.sh" >"$OUT/parity.log" 2>&1
+  say "parity rc $?"
+  grep -E "PASS|FAIL" "$OUT/parity.log" | head -40 | tee -a "$S"
+}

@@ -258,25 +258,26 @@ extern "C" size_t dsv4_cuda_gemm_blas_w16_bytes(const dsv4_cuda_blas_op *op) {
     return (size_t)(xb_slice_rows(op) * op->groups * op->in * 2) * (xb_w_lo(op) ? 2 : 1);
 }
 
+/* A default-on switch read once: off when the variable `name` equals `off`. */
+static bool xb_switch_on(int *cached, const char *name, const char *off) {
+    if (*cached < 0) {
+        const char *e = getenv(name);
+        *cached = !(e && strcmp(e, off) == 0);
+    }
+    return *cached == 1;
+}
+
 /* DSV4_CUDA_F16_TWO_TERM=0: an F16 weight's operand as f16(x) only (one product; before session 18) */
 extern "C" bool dsv4_cuda_f16_two_term(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("DSV4_CUDA_F16_TWO_TERM");
-        v = !(e && strcmp(e, "0") == 0);
-    }
-    return v == 1;
+    return xb_switch_on(&v, "DSV4_CUDA_F16_TWO_TERM", "0");
 }
 
 /* DSV4_CUDA_Q8_TERMS=1: a Q8_0 weight's product as f16(v) x f16(r) only (one product; before
  * session 19) */
 extern "C" bool dsv4_cuda_q8_three_terms(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("DSV4_CUDA_Q8_TERMS");
-        v = !(e && strcmp(e, "1") == 0);
-    }
-    return v == 1;
+    return xb_switch_on(&v, "DSV4_CUDA_Q8_TERMS", "1");
 }
 
 /* x16's layout: the f16 operand (n L halves), e_tok (n ints), each 256-byte aligned; with two terms
