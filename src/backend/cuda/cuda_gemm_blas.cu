@@ -16,16 +16,21 @@ extern "C" {
 /* f16 weights of one conversion at most (a Q8_0 tensor larger than this goes in row slices) */
 #define XB_W16_CAP ((uint64_t)128 << 20)
 
-/* Q8_0 rows -> f16 terms of v * 2^Sw (sw = 2^Sw): hi into w16 and, when lo is not NULL, lo there.
- * CTA (row, 1024-element segment), 4 elements per thread. */
-__device__ __forceinline__ void xb_wstore(__half2 *hi, __half2 *lo, float sw, float v0, float v1) {
-    const float a0 = __fmul_rn(v0, sw), a1 = __fmul_rn(v1, sw);
+/* Two values as f16: hi = f16(a) into *hi and, when lo is not NULL, lo = f16((a - hi) * 2^11) into *lo
+ * (the two-term operands of cuda_gemm_blas.cuh, weights and activations alike). */
+__device__ __forceinline__ void xb_terms2(__half2 *hi, __half2 *lo, float a0, float a1) {
     const __half2 h = __floats2half2_rn(a0, a1);
     *hi = h;
     if (lo) {
         const float2 f = __half22float2(h);
         *lo = __floats2half2_rn(xb_lo_operand(a0, f.x), xb_lo_operand(a1, f.y));
     }
+}
+
+/* Q8_0 rows -> f16 terms of v * 2^Sw (sw = 2^Sw): hi into w16 and, when lo is not NULL, lo there.
+ * CTA (row, 1024-element segment), 4 elements per thread. */
+__device__ __forceinline__ void xb_wstore(__half2 *hi, __half2 *lo, float sw, float v0, float v1) {
+    xb_terms2(hi, lo, __fmul_rn(v0, sw), __fmul_rn(v1, sw));
 }
 __global__ void xb_wcvt_kernel(const uint8_t *w, uint64_t row_bytes, uint32_t in, __half *w16, __half *w16lo,
                                float sw) {
@@ -64,14 +69,8 @@ __device__ __forceinline__ float4 xb_group(float4 v, float s, int q8) {
  * alone the DS4 oracle fixture tiny_f16_A failed on CUDA, median max|d| 0.143 against a bound of
  * 0.0133; session 19: tiny_q2_A, top-1 0.778 against 0.783). */
 __device__ __forceinline__ void xb_store2(__half2 *out, __half2 *lo, uint32_t g, float4 r) {
-    const __half2 h0 = __floats2half2_rn(r.x, r.y), h1 = __floats2half2_rn(r.z, r.w);
-    out[2 * g] = h0;
-    out[2 * g + 1] = h1;
-    if (lo) {
-        const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-        lo[2 * g] = __floats2half2_rn(xb_lo_operand(r.x, f0.x), xb_lo_operand(r.y, f0.y));
-        lo[2 * g + 1] = __floats2half2_rn(xb_lo_operand(r.z, f1.x), xb_lo_operand(r.w, f1.y));
-    }
+    xb_terms2(out + 2 * g, lo ? lo + 2 * g : NULL, r.x, r.y);
+    xb_terms2(out + 2 * g + 1, lo ? lo + 2 * g + 1 : NULL, r.z, r.w);
 }
 
 /* One token row of L floats -> f16 (Q8_0 values when q8), scaled by 2^-e; e_tok[t] = e.
@@ -340,7 +339,7 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
                                          lo_alpha, 1, err);
     } else {
         const uint64_t S = xb_slice_rows(op);
-        const bool terms3 = xlo != NULL;
+        const bool terms3 = xb_w_lo(op); /* xlo is then set too (xb_two_term) */
         if (op->w_exp < -60 || op->w_exp > 60)
             return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "blas gemm: weight exponent %d", (int)op->w_exp);
         const float alpha = xb_pow2(-op->w_exp), alpha_lo = xb_pow2(-op->w_exp - XB_LO_SHIFT);
@@ -349,12 +348,11 @@ extern "C" dsv4_status dsv4_cuda_gemm_blas(void *blas, const dsv4_cuda_blas_op *
             const uint64_t wrows = op->groups > 1 ? op->rows * op->groups : rs;
             const void *wh =
                 op->w16_cached ? (const void *)((const __half *)op->w16_cached + r0 * op->in) : w16;
-            const void *wl =
-                !terms3 ? NULL
-                : op->w16_cached
-                    ? (op->w16_lo_cached ? (const void *)((const __half *)op->w16_lo_cached + r0 * op->in)
-                                         : NULL)
-                    : (const void *)((const __half *)w16 + wrows * op->in);
+            const void *wl = NULL; /* the lo terms: cached beside the hi rows, or after them in w16 */
+            if (terms3)
+                wl = op->w16_cached
+                         ? (op->w16_lo_cached ? (const __half *)op->w16_lo_cached + r0 * op->in : NULL)
+                         : (const void *)((const __half *)w16 + wrows * op->in);
             if (terms3 && !wl)
                 return dsv4_fail(err, DSV4_ERR_INVALID, "blas gemm: cached weights without their lo terms");
             if (!op->w16_cached) {
