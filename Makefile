@@ -117,6 +117,9 @@ $(BUILD)/obj/src/backend/cuda/cuda_ops_%.o: NVFLAGS += --fmad=false
 # and the backend takes them only on a compute capability 9.0 device that reports the kernels.
 $(BUILD)/obj/src/backend/cuda/cuda_ops_moe_x16.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
 	-gencode arch=compute_90a,code=sm_90a
+# So is the exact Q8_0 warpgroup GEMM (cuda_gemm_q8_wg.h: dsv4_cuda_q8_wg_device_ok asks the runtime).
+$(BUILD)/obj/src/backend/cuda/cuda_gemm_q8_wg.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
+	-gencode arch=compute_90a,code=sm_90a
 $(BUILD)/libcuda_backend.a: $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -148,6 +151,12 @@ $(BUILD)/cuda/wgmma_x16_check: tests/cuda/wgmma_x16_check.cu src/backend/cuda/cu
 		src/backend/cuda/cuda_moe_x16.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS_BASE) -gencode arch=compute_90a,code=sm_90a -o $@ $< $(call libs_for,engine) -cudart static -lm -lpthread
+# GPU check (H100 / H200, run on the device): the exact Q8_0 warpgroup GEMM against quant_dot_q8_0, bit for bit.
+$(BUILD)/cuda/q8_wg_check: tests/cuda/q8_wg_check.cu src/backend/cuda/cuda_gemm_q8_wg.cu \
+		src/backend/cuda/cuda_gemm_q8_wg.cuh src/backend/cuda/cuda_gemm_q8_wg.h $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS_BASE) --fmad=false -gencode arch=compute_90a,code=sm_90a -Itests/cuda -o $@ $< \
+		src/backend/cuda/cuda_gemm_q8_wg.cu $(call libs_for,engine) -cudart static -lm -lpthread
 # GPU check (run on the device): the HC Sinkhorn reciprocal against __frcp_rn for all 2^32 floats.
 $(BUILD)/cuda/recip_gpu_check: tests/cuda/recip_gpu_check.cu src/backend/cuda/cuda_smallops_units.cuh
 	@mkdir -p $(dir $@)
@@ -179,7 +188,8 @@ cuda-tests: $(BUILD)/cuda/test_cuda_attn $(BUILD)/cuda/q8_0_mma_emu_check $(BUIL
 	$(BUILD)/cuda/f16_mma_emu_check $(BUILD)/cuda/moe_mma_emu_check $(BUILD)/cuda/attn_fast_emu_check \
 	$(BUILD)/cuda/moe_wide_emu_check $(BUILD)/cuda/moe_decode_emu_check \
 	$(BUILD)/cuda/mvw_emu_check $(BUILD)/cuda/hc_tail_emu_check \
-	$(BUILD)/cuda/attn_tc_emu_check $(BUILD)/cuda/wgmma_x16_check $(BUILD)/cuda/test_oracle
+	$(BUILD)/cuda/attn_tc_emu_check $(BUILD)/cuda/wgmma_x16_check $(BUILD)/cuda/q8_wg_check \
+	$(BUILD)/cuda/test_oracle
 # The HF-oracle fixture test linked with the CUDA backend (run on the GPU machine from the repo root with
 # DSV4_TEST_BACKEND=cuda; on the CPU it is the same test as `make test` runs).
 $(BUILD)/cuda/test_oracle: tests/engine/test_oracle.c tests/common/testutil.h $(BUILD)/libcuda_backend.a \

@@ -10,7 +10,8 @@
 #include <time.h>
 
 #include "backend/backend_registry.h"
-#include "backend/cuda/cuda_gemm_blas.h" /* dsv4_cuda_f16_two_term */
+#include "backend/cuda/cuda_gemm_blas.h"  /* dsv4_cuda_f16_two_term */
+#include "backend/cuda/cuda_gemm_q8_wg.h" /* dsv4_cuda_q8_wg_exact */
 #include "graph/rope.h"
 #include "model/model.h"
 #include "quant/quant.h"
@@ -361,6 +362,11 @@ static uint64_t blas_calls(chk *c) {
     dsv4_backend_cuda_blas_calls(&c->gpu, &n, NULL, NULL, &c->err);
     return n;
 }
+/* Q8_0 prefill products run on the exact warpgroup path (cuda_gemm_q8_wg.h) so far */
+static uint64_t q8wg_calls(chk *c) {
+    dsv4_device_info di;
+    return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.q8_wg_products : 0;
+}
 
 /* The HC pre step of a prefill chunk (n >= 256, the cuBLAS mix): its rmsnorm folded into the f16
  * conversion of the mix operand (default) must give the bytes of the rmsnorm-then-product pair
@@ -455,7 +461,9 @@ static double exact_dot(const dsv4_tensor *w, uint64_t row, const float *x, uint
  * 3e6: the power-of-two row scaling); with the two-term operands (the defaults) also <= 1e-5
  * against float64 of the exact operands (exact_dot; one term per side gives ~2e-4 on random data);
  * the product must have run on cuBLAS (its counter grew) and the 3 floats after each output row
- * stay untouched. groups > 1: the grouped op (one batched GEMM). */
+ * stay untouched. groups > 1: the grouped op (one batched GEMM). A Q8_0 product the exact warpgroup
+ * path took instead (its counter grew; sm_90) must equal the CPU's bit for bit (with its default,
+ * exact update). */
 static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, uint64_t row0, uint64_t n_out,
                               uint32_t groups, uint32_t n, bool big) {
     if (!dsv4_tensor_present(w) || (w->type != DSV4_TYPE_Q8_0 && w->type != DSV4_TYPE_F16)) return;
@@ -471,7 +479,7 @@ static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, ui
     char label[96];
     snprintf(label, sizeof label, "matmul blas %s %s n=%u%s", dsv4_type_name(w->type), name, n,
              big ? " big" : "");
-    const uint64_t calls0 = blas_calls(c);
+    const uint64_t calls0 = blas_calls(c), wg0 = q8wg_calls(c);
     dsv4_status sc = DSV4_OK; /* the CPU reference: one matmul per group */
     for (uint32_t g = 0; g < groups && sc == DSV4_OK; g++)
         sc = CPU->matmul(CC, w, row0 + (uint64_t)g * n_out, n_out, x + (uint64_t)g * in, xs, n,
@@ -480,15 +488,18 @@ static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, ui
                                       : GPU->matmul(GC, w, row0, n_out, dx, xs, n, dy, ys, &c->err);
     if (ran(c, label, sc, sg, &ec)) {
         bool ok = GPU->read(GC, got, dy, (size_t)ys * n * 4, &c->err) == DSV4_OK;
-        const uint64_t calls = blas_calls(c) - calls0;
-        const bool terms = w->type == DSV4_TYPE_F16 ? dsv4_cuda_f16_two_term() : dsv4_cuda_q8_three_terms();
+        const uint64_t calls = blas_calls(c) - calls0, wg = q8wg_calls(c) - wg0;
+        const bool wg_exact = wg > 0 && dsv4_cuda_q8_wg_exact();
+        const bool terms =
+            !wg && (w->type == DSV4_TYPE_F16 ? dsv4_cuda_f16_two_term() : dsv4_cuda_q8_three_terms());
         double worst = 0, worst_x = 0;
-        size_t pad = 0;
+        size_t pad = 0, differ = 0;
         for (uint32_t t = 0; ok && t < n; t++) {
             double d = 0, r = 0, dx = 0, rx = 0;
             const bool exact_tok = terms && (t < 8 || t % 37 == 0 || t == 1 || t == 3); /* a sample */
             for (uint64_t o = 0; o < width; o++) {
                 const double g = got[(size_t)t * ys + o], ref = y[(size_t)t * ys + o];
+                differ += memcmp(&got[(size_t)t * ys + o], &y[(size_t)t * ys + o], 4) != 0;
                 if (!(fabs(g - ref) <= d)) d = fabs(g - ref);
                 if (fabs(ref) > r) r = fabs(ref);
                 if (exact_tok) {
@@ -503,12 +514,18 @@ static void check_matmul_blas(chk *c, const char *name, const dsv4_tensor *w, ui
             if (!(rel <= worst)) worst = rel;
             if (!(relx <= worst_x)) worst_x = relx;
         }
-        ok = ok && worst <= 2e-3 && (!terms || worst_x <= 1e-5) && pad == 0 && calls >= 1;
-        char exact[64] = "";
+        ok = ok && worst <= 2e-3 && (!terms || worst_x <= 1e-5) && pad == 0 && calls + wg >= 1 &&
+             (!wg_exact || differ == 0);
+        char exact[80] = "";
         if (terms) snprintf(exact, sizeof exact, ", to the exact operands %.3e (<= 1e-5)", worst_x);
+        if (wg)
+            snprintf(exact, sizeof exact, ", %zu outputs not bitwise the CPU%s", differ,
+                     wg_exact ? " (must be 0)" : "");
         printf(
-            "%s %-44s rel to cpu %.3e (<= 2e-3, worst token)%s, %llu cuBLAS products, %zu padding writes\n",
-            ok ? "ok  " : "FAIL", label, worst, exact, (unsigned long long)calls, pad);
+            "%s %-44s rel to cpu %.3e (<= 2e-3, worst token)%s, %llu cuBLAS + %llu warpgroup products, %zu "
+            "padding writes\n",
+            ok ? "ok  " : "FAIL", label, worst, exact, (unsigned long long)calls, (unsigned long long)wg,
+            pad);
         c->fails += !ok;
         c->checks++;
     }
@@ -538,8 +555,10 @@ static void check_multi_blas(chk *c, const char *name, const dsv4_tensor *const 
     }
     uint64_t sh0 = 0, sh1 = 0, ca0 = 0, ca1 = 0;
     dsv4_backend_cuda_blas_calls(&c->gpu, &ca0, &sh0, NULL, &c->err);
+    ca0 += q8wg_calls(c); /* a Q8_0 item may take the warpgroup path instead */
     ok = ok && GPU->matmul_multi(GC, it, (uint32_t)n_items, n, &c->err) == DSV4_OK;
     dsv4_backend_cuda_blas_calls(&c->gpu, &ca1, &sh1, NULL, &c->err);
+    ca1 += q8wg_calls(c);
     double worst = 0;
     for (int i = 0; ok && i < n_items; i++) {
         const uint64_t no = ws[i]->ne[1];
@@ -556,7 +575,8 @@ static void check_multi_blas(chk *c, const char *name, const dsv4_tensor *const 
     }
     const uint64_t shared = sh1 - sh0, calls = ca1 - ca0;
     ok = ok && worst <= 2e-3 && calls == (uint64_t)n_items && shared + 2 >= (uint64_t)n_items;
-    printf("%s matmul_multi blas %-26s n=%u: %d items, worst rel to cpu %.3e, %llu cuBLAS products, %llu "
+    printf("%s matmul_multi blas %-26s n=%u: %d items, worst rel to cpu %.3e, %llu cuBLAS / warpgroup "
+           "products, %llu "
            "conversions shared\n",
            ok ? "ok  " : "FAIL", name, n, n_items, worst, (unsigned long long)calls,
            (unsigned long long)shared);

@@ -527,7 +527,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     }
     out->weight_bytes = c->weight_bytes;
     out->n_weights = c->map_n;
-    out->buffer_bytes = c->buffer_bytes + c->w16_cache_bytes; /* the prefill f16 weight copies too */
+    out->buffer_bytes = c->buffer_bytes + c->w16_cache_bytes; /* the prefill weights' prepared copies too */
     for (int i = 0; i < 2 * CU_SLOTS; i++) out->scratch_bytes += c->scratch_bytes[i];
     out->steps_launched = c->step_stats.launched;
     out->steps_updated = c->step_stats.updated;
@@ -544,6 +544,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_products = c->blas_calls;
     out->blas_shared = c->blas_shared;
     out->blas_hc_mix_folded = c->hc_mix_folded;
+    out->q8_wg_products = c->q8wg_calls;
     out->moe_f16_products = c->moe_half_calls;
     out->moe_x16_products = c->moe_x16_calls;
     unsigned long long xs[2] = {0, 0};

@@ -66,6 +66,9 @@ typedef struct cu_weight {
     /* Q8_0 layer matrix: its f16 rows for the prefill products (cu_blas_prepare), then (three terms)
      * their lo terms, or NULL */
     void *dev16;
+    /* Q8_0 layer matrix with in % 64 == 0 while the warpgroup Q8_0 path is on (cuda_gemm_q8_wg.h): its
+     * prepared copy (f16 codes, then block scales), in place of dev16, or NULL */
+    void *devq;
     uint32_t *x16_w2; /* IQ2_XXS experts: each expert's largest Σ w'^2 (cuda_moe_x16.h), or NULL */
 } cu_weight;
 
@@ -137,12 +140,14 @@ typedef struct cuda_ctx {
      * 0 not tried / 1 ready / -1 unavailable, one device word for the weight scan, products run */
     void *blas;
     int8_t blas_state;
+    int8_t q8wg_state; /* the exact warpgroup Q8_0 products (cuda_gemm_q8_wg.h): 0 not asked, 1 on, -1 off */
+    uint64_t q8wg_calls;
     uint32_t *d_blas_scan;
     uint64_t blas_calls;
     /* inside one matmul_multi (blas_share): the f16 activations in CU_SLOT_ACT are those of
-     * (bx_x, bx_stride, bx_n, bx_width, bx_q8) while bx_valid; the next product of the same input
-     * and weight kind reuses them. Any product that does not take the cuBLAS path drops it (its
-     * kernels may write that slot). */
+     * (bx_x, bx_stride, bx_n, bx_width, bx_q8: 0 F16, 1 Q8_0 terms, 2 the warpgroup path's codes) while
+     * bx_valid; the next product of the same input and weight kind reuses them. Any product that does not
+     * take the cuBLAS path drops it (its kernels may write that slot). */
     bool blas_share, bx_valid;
     const float *bx_x;
     uint64_t bx_stride, bx_width;

@@ -21,6 +21,7 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_blas.h"
 #include "backend/cuda/cuda_gemm_blas.h"
+#include "backend/cuda/cuda_gemm_q8_wg.h"
 
 static uint32_t blas_min_n(void) {
     const char *v = getenv("DSV4_CUDA_BLAS_MIN_N");
@@ -54,6 +55,21 @@ static bool blas_ready(cuda_ctx *c) {
         }
     }
     return c->blas_state > 0;
+}
+
+/* Is the exact warpgroup Q8_0 path on here (DS4 numerics, not generic, sm_90a image, not
+ * DSV4_CUDA_Q8_WG=0)? Asked once per context. */
+static bool q8wg_on(cuda_ctx *c) {
+    if (c->q8wg_state == 0)
+        c->q8wg_state = c->numerics == DSV4_NUMERICS_DS4 && !c->generic_only && dsv4_cuda_q8_wg_enabled() &&
+                                dsv4_cuda_q8_wg_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)
+                            ? 1
+                            : -1;
+    return c->q8wg_state > 0;
+}
+/* Does this Q8_0 layer matrix take the warpgroup path's prepared copy? */
+static bool q8wg_tensor(const dsv4_tensor *t) {
+    return t->type == DSV4_TYPE_Q8_0 && t->ne[0] % 64 == 0 && t->row_bytes == t->ne[0] / 32 * 34;
 }
 
 /* May this Q8_0 tensor's elements all become f16? One scan of its block scales (and one wait for
@@ -155,16 +171,19 @@ static void blas_warm(cuda_ctx *c, const dsv4_model *m, uint32_t n) {
     cudaGetLastError();
 }
 
-/* The f16 rows of every Q8_0 layer matrix the prefill products take (the same halves each chunk
- * would convert again; 1.88 bytes per Q8_0 byte, twice that with the lo terms), in one allocation made only
- * when at least W16_RESERVE bytes of device memory stay free after it; DSV4_CUDA_W16_CACHE=0 turns it off.
- * The output head (one token at a time in prefill) is left out. */
+/* The prepared rows of every Q8_0 layer matrix the prefill products take, in one allocation made only
+ * when at least W16_RESERVE bytes of device memory stay free after it; DSV4_CUDA_W16_CACHE=0 turns it
+ * off. With the warpgroup path on (q8wg_on) a matrix with in % 64 == 0 gets its prepared copy (devq:
+ * f16 codes and float scales, 2.125 bytes per value), any other one its f16 rows (dev16: 1.88 bytes per
+ * Q8_0 byte, twice that with the lo terms), the same halves each chunk would convert again. The
+ * output head (one token at a time in prefill) is left out. */
 #define W16_RESERVE ((size_t)16 << 30)
 static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
     const char *v = getenv("DSV4_CUDA_W16_CACHE");
     if ((v && !strcmp(v, "0")) || !m || c->w16_cache) return;
     const size_t per_layer = sizeof(dsv4_layer_weights) / sizeof(dsv4_tensor);
-    size_t need = 0;
+    const bool wg = q8wg_on(c);
+    size_t need = 0, nq = 0;
     for (int pass = 0; pass < 2; pass++) {
         uint8_t *at = (uint8_t *)c->w16_cache;
         for (uint32_t il = 0; il < m->cfg.n_layer; il++) {
@@ -176,21 +195,33 @@ static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
                     t->row_bytes != t->ne[0] / 32 * 34)
                     continue;
                 cu_weight *rec = cu_weight_rec(c, t);
-                if (!rec || rec->f16_ok <= 0 || rec->dev16) continue;
+                if (!rec || rec->dev16 || rec->devq) continue;
                 const uint64_t rows = rec->bytes / t->row_bytes;
+                const bool q = wg && q8wg_tensor(t);
+                if (!q && rec->f16_ok <= 0) continue;
                 const bool lo = dsv4_cuda_q8_three_terms();
                 const size_t half_bytes = (size_t)(rows * t->ne[0] * 2),
-                             bytes = (half_bytes * (lo ? 2 : 1) + 255) & ~(size_t)255;
+                             bytes = q ? dsv4_cuda_q8_wg_copy_bytes(rows, t->ne[0])
+                                       : (half_bytes * (lo ? 2 : 1) + 255) & ~(size_t)255;
                 if (pass == 0) {
                     need += bytes;
                     continue;
                 }
                 dsv4_error e;
                 memset(&e, 0, sizeof e);
-                if (dsv4_cuda_gemm_blas_w16_convert(rec->dev, t->row_bytes, t->ne[0], rows, rec->w16_exp, at,
-                                                    lo ? at + half_bytes : NULL, c->stream, &e) != DSV4_OK)
-                    continue; /* this one converts per product */
-                rec->dev16 = at;
+                if (q) {
+                    if (dsv4_cuda_q8_wg_wconvert(rec->dev, t->row_bytes, t->ne[0], rows, at, c->stream, &e) !=
+                        DSV4_OK)
+                        continue; /* this one takes the cuBLAS path, converting per product */
+                    rec->devq = at;
+                    nq++;
+                } else {
+                    if (dsv4_cuda_gemm_blas_w16_convert(rec->dev, t->row_bytes, t->ne[0], rows, rec->w16_exp,
+                                                        at, lo ? at + half_bytes : NULL, c->stream,
+                                                        &e) != DSV4_OK)
+                        continue; /* this one converts per product */
+                    rec->dev16 = at;
+                }
                 at += bytes;
             }
         }
@@ -201,8 +232,9 @@ static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
                 cudaGetLastError();
                 c->w16_cache = NULL;
                 if (need)
-                    DSV4_LOGI("cuda%d: prefill weights convert per chunk (f16 copies: %zu MiB, free %zu MiB)",
-                              c->device, need >> 20, free_b >> 20);
+                    DSV4_LOGI(
+                        "cuda%d: prefill weights convert per chunk (prepared copies: %zu MiB, free %zu MiB)",
+                        c->device, need >> 20, free_b >> 20);
                 return;
             }
             c->w16_cache_bytes = need;
@@ -210,8 +242,9 @@ static void blas_cache_f16(cuda_ctx *c, const dsv4_model *m) {
     }
     cudaStreamSynchronize(c->stream);
     cudaGetLastError();
-    DSV4_LOGI("cuda%d: f16 copies of the Q8_0 layer matrices for prefill: %zu MiB", c->device,
-              (size_t)(c->w16_cache_bytes >> 20));
+    DSV4_LOGI("cuda%d: prepared copies of the Q8_0 layer matrices for prefill: %zu MiB (%zu for the exact "
+              "warpgroup products)",
+              c->device, (size_t)(c->w16_cache_bytes >> 20), nq);
 }
 
 void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
@@ -267,9 +300,54 @@ static dsv4_status blas_done(cuda_ctx *c, dsv4_status st, const dsv4_error *err)
     return st;
 }
 
+/* A Q8_0 product on the exact warpgroup path (cuda_gemm_q8_wg.h) from the weight's prepared copy;
+ * DSV4_ERR_UNSUPPORTED with nothing launched where it does not take it. */
+static dsv4_status q8wg_matmul(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
+                               uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
+                               uint64_t y_stride, dsv4_error *err) {
+    const cu_weight *rec = cu_weight_rec(c, w);
+    if (!rec || !rec->devq || wslice < (const uint8_t *)rec->dev || n < blas_min_n() || c->step_capturing ||
+        !blas_type_on(DSV4_TYPE_Q8_0) || !q8wg_on(c))
+        return DSV4_ERR_UNSUPPORTED;
+    const uint64_t in = w->ne[0], all = rec->bytes / w->row_bytes, L = in * groups;
+    const uint64_t row0 = (uint64_t)(wslice - (const uint8_t *)rec->dev) / w->row_bytes;
+    const size_t xb = dsv4_cuda_q8_wg_copy_bytes(n, L);
+    dsv4_cuda_q8_wg_op op;
+    memset(&op, 0, sizeof op);
+    op.wq = (const uint16_t *)rec->devq + row0 * in;
+    op.wd = (const float *)((const uint8_t *)rec->devq + dsv4_cuda_q8_wg_scales_offset(all, in)) +
+            row0 * (in / 32);
+    op.in = in, op.rows = rows, op.groups = groups, op.n = n, op.y = y, op.y_stride = y_stride;
+    op.xq = (const uint16_t *)(uintptr_t)256, op.xd = (const float *)(uintptr_t)256; /* scratch is aligned */
+    if (!dsv4_cuda_q8_wg_ok(&op)) return DSV4_ERR_UNSUPPORTED;
+    dsv4_error e;
+    memset(&e, 0, sizeof e);
+    c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
+    uint8_t *xq = (uint8_t *)cu_scratch(c, CU_SLOT_ACT, xb, &e);
+    if (!xq) {
+        c->bx_valid = false;
+        return DSV4_ERR_UNSUPPORTED;
+    }
+    op.xq = (const uint16_t *)xq, op.xd = (const float *)(xq + dsv4_cuda_q8_wg_scales_offset(n, L));
+    const bool reuse = c->blas_share && c->bx_valid && c->bx_x == x && c->bx_stride == x_stride &&
+                       c->bx_n == n && c->bx_width == L && c->bx_q8 == 2;
+    c->bx_valid = false;
+    dsv4_status st = reuse ? DSV4_OK : dsv4_cuda_q8_wg_xconvert(x, x_stride, L, n, xq, c->stream, err);
+    if (st == DSV4_OK) st = dsv4_cuda_q8_wg_gemm(&op, c->stream, err);
+    if (st != DSV4_OK) return st == DSV4_ERR_UNSUPPORTED ? DSV4_ERR_INVALID : st; /* launched: no retry */
+    if (c->blas_share)
+        c->bx_valid = true, c->bx_x = x, c->bx_stride = x_stride, c->bx_n = n, c->bx_width = L, c->bx_q8 = 2;
+    c->q8wg_calls++, c->blas_shared += reuse;
+    return DSV4_OK;
+}
+
 dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wslice, uint64_t rows,
                            uint32_t groups, const float *x, uint64_t x_stride, uint32_t n, float *y,
                            uint64_t y_stride, dsv4_error *err) {
+    if (w->type == DSV4_TYPE_Q8_0 && c->numerics == DSV4_NUMERICS_DS4 && !c->generic_only) {
+        const dsv4_status sq = q8wg_matmul(c, w, wslice, rows, groups, x, x_stride, n, y, y_stride, err);
+        if (sq != DSV4_ERR_UNSUPPORTED) return sq;
+    }
     dsv4_cuda_blas_op op = {w->type, wslice, w->row_bytes, w->ne[0], rows, groups, x, x_stride,
                             n,       y,      y_stride,     NULL,     NULL, 0};
     c->bx_valid = c->bx_valid && c->blas_share; /* outside a matmul_multi nothing is kept */
