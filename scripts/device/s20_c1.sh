@@ -21,3 +21,4 @@ grep -ho '"q8_wg_products": [0-9]*' "$OUT"/*s20c1-wg-1*.json "$OUT"/*s20c1-3t-1*
 rm -f /dev/shm/flash-q2.gguf
 parity_run 240
 say "s20_c1 done"
+cd "$OUT" && tar czf s20c1.tgz --exclude=s20c1.tgz * && find . -type f ! -name s20c1.tgz ! -name s20_c1.txt -delete
