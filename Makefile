@@ -179,7 +179,7 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
-	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check
+	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check q8_wg_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -254,6 +254,12 @@ $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/c
 		src/backend/cuda/cuda_gemm_q8_0_mma2.cuh src/backend/cuda/cuda_gemm_units.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
+# Host-only emulation of the exact Q8_0 warpgroup GEMM's loads, swizzle, descriptors and accumulator map
+# against quant_dot_q8_0 (runs anywhere; the kernels themselves: q8_wg_check on the GPU).
+$(BUILD)/cuda/q8_wg_emu_check: tests/cuda/q8_wg_emu_check.cu src/backend/cuda/cuda_gemm_q8_wg.cuh \
+		src/backend/cuda/cuda_wgmma_x16.cuh $(call libs_for,quant)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -Itests/cuda -o $@ $< $(call libs_for,quant) -lm
 # Host-only check of the cuBLAS loader (dlopen / dlsym only; runs anywhere).
 $(BUILD)/cuda/blas_loader_check: tests/cuda/blas_loader_check.cu src/backend/cuda/cuda_blas.cu src/backend/cuda/cuda_blas.h \
 		$(call libs_for,common)
