@@ -152,7 +152,7 @@ $(BUILD)/cuda/wgmma_x16_check: tests/cuda/wgmma_x16_check.cu src/backend/cuda/cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS_BASE) -gencode arch=compute_90a,code=sm_90a -o $@ $< $(call libs_for,engine) -cudart static -lm -lpthread
 # GPU check (H100 / H200, run on the device): the exact Q8_0 warpgroup GEMM against quant_dot_q8_0, bit for bit.
-$(BUILD)/cuda/q8_wg_check: tests/cuda/q8_wg_check.cu src/backend/cuda/cuda_gemm_q8_wg.cu \
+$(BUILD)/cuda/q8_wg_check: tests/cuda/q8_wg_check.cu tests/cuda/q8_wg_data.h src/backend/cuda/cuda_gemm_q8_wg.cu \
 		src/backend/cuda/cuda_gemm_q8_wg.cuh src/backend/cuda/cuda_gemm_q8_wg.h $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS_BASE) --fmad=false -gencode arch=compute_90a,code=sm_90a -Itests/cuda -o $@ $< \
@@ -256,7 +256,7 @@ $(BUILD)/cuda/q8_0_mma_emu_check: tests/cuda/q8_0_mma_emu_check.cu src/backend/c
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,quant) -lm
 # Host-only emulation of the exact Q8_0 warpgroup GEMM's loads, swizzle, descriptors and accumulator map
 # against quant_dot_q8_0 (runs anywhere; the kernels themselves: q8_wg_check on the GPU).
-$(BUILD)/cuda/q8_wg_emu_check: tests/cuda/q8_wg_emu_check.cu src/backend/cuda/cuda_gemm_q8_wg.cuh \
+$(BUILD)/cuda/q8_wg_emu_check: tests/cuda/q8_wg_emu_check.cu tests/cuda/q8_wg_data.h src/backend/cuda/cuda_gemm_q8_wg.cuh \
 		src/backend/cuda/cuda_wgmma_x16.cuh $(call libs_for,quant)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -Itests/cuda -o $@ $< $(call libs_for,quant) -lm

@@ -20,6 +20,7 @@ extern "C" {
 
 #define CHECK_RNG_SEED 4242
 #include "check_rng.h"
+#include "q8_wg_data.h"
 
 typedef struct shape {
     uint32_t n;
@@ -27,11 +28,6 @@ typedef struct shape {
     uint32_t groups;
     int sampled; /* compare 4096 random outputs and time it */
 } shape;
-
-static float rnd_act(void) {
-    const float v = uni();
-    return nxt() % 97 == 0 ? v * 300.0f : v; /* a few outliers per block */
-}
 
 static int cmp_float(const void *a, const void *b) {
     const float x = *(const float *)a, y = *(const float *)b;
@@ -41,15 +37,8 @@ static int cmp_float(const void *a, const void *b) {
 static int run(const shape *s, cudaStream_t st) {
     const uint64_t R = s->rows * s->groups, L = s->in * s->groups, nbw = s->in / 32;
     const uint64_t wbytes = R * nbw * 34;
-    uint8_t *w = (uint8_t *)malloc(wbytes);
-    float *row = (float *)malloc(s->in * sizeof(float));
-    for (uint64_t r = 0; r < R; r++) {
-        const float scale = ldexpf(1.0f, (int)(nxt() % 17) - 12);
-        for (uint64_t k = 0; k < s->in; k++) row[k] = uni() * scale;
-        quant_quantize_q8_0(row, w + r * nbw * 34, (int64_t)s->in);
-    }
-    float *x = (float *)malloc((size_t)s->n * L * sizeof(float));
-    for (uint64_t i = 0; i < (uint64_t)s->n * L; i++) x[i] = rnd_act();
+    uint8_t *w = q8wg_weights(R, s->in);
+    float *x = q8wg_acts((uint64_t)s->n * L);
 
     void *dw, *dwc, *dxc;
     float *dxf, *dy;
@@ -144,7 +133,7 @@ static int run(const shape *s, cudaStream_t st) {
     if (s->sampled) printf("; %.3f ms, %.1f TOPS", med_ms, ops / (med_ms * 1e-3) / 1e12);
     printf("\n");
     cudaFree(dw), cudaFree(dwc), cudaFree(dxc), cudaFree(dxf), cudaFree(dy);
-    free(w), free(row), free(x), free(y), free(act);
+    free(w), free(x), free(y), free(act);
     return bad != 0;
 }
 

@@ -27,6 +27,7 @@ extern "C" {
 
 #define CHECK_RNG_SEED 777
 #include "check_rng.h"
+#include "q8_wg_data.h"
 
 typedef struct shape {
     uint32_t n;
@@ -72,7 +73,8 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
                 const uint8_t *src = (const uint8_t *)wd + q.sc + 8u * s;
                 uint8_t *d = st + 2 * QW_TILE + QW_SCALES + 4 * (tid - 128);
                 memcpy(d, src, 4), memcpy(d + 512, src + 4, 4);
-                cover[2 * QW_TILE + QW_SCALES + 4 * (tid - 128)]++, cover[2 * QW_TILE + QW_SCALES + 512 + 4 * (tid - 128)]++;
+                cover[2 * QW_TILE + QW_SCALES + 4 * (tid - 128)]++,
+                    cover[2 * QW_TILE + QW_SCALES + 512 + 4 * (tid - 128)]++;
             }
         }
         for (int c = 0; c < 2 * QW_TILE; c += 16) errors += cover[c] != 1;
@@ -112,7 +114,8 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
         const int ta = WGS == 2 ? v : v % 2, rb = WGS == 2 ? 0 : v / 2;
         for (int e = 0; e < E; e++) {
             const uint32_t tok = t0 + 64 * ta + isa_row(w, lane, e), o = o0 + 64 * rb + isa_col(lane, e);
-            if (tok < p.n && o < p.rows) y[(uint64_t)tok * p.y_stride + (uint64_t)g * p.rows + o] = acc[(size_t)tid * E + e];
+            if (tok < p.n && o < p.rows)
+                y[(uint64_t)tok * p.y_stride + (uint64_t)g * p.rows + o] = acc[(size_t)tid * E + e];
         }
     }
     free(acc);
@@ -121,15 +124,8 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
 
 template <int T> static int run(const shape *s) {
     const uint64_t R = s->rows * s->groups, L = s->in * s->groups, nbw = s->in / 32, nbx = L / 32;
-    uint8_t *w = (uint8_t *)malloc(R * nbw * 34);
-    float *row = (float *)malloc(s->in * sizeof(float));
-    for (uint64_t r = 0; r < R; r++) {
-        const float scale = ldexpf(1.0f, (int)(nxt() % 17) - 12);
-        for (uint64_t k = 0; k < s->in; k++) row[k] = uni() * scale;
-        quant_quantize_q8_0(row, w + r * nbw * 34, (int64_t)s->in);
-    }
-    float *x = (float *)malloc((size_t)s->n * L * sizeof(float));
-    for (uint64_t i = 0; i < (uint64_t)s->n * L; i++) x[i] = uni() * (nxt() % 97 == 0 ? 300.0f : 1.0f);
+    uint8_t *w = q8wg_weights(R, s->in);
+    float *x = q8wg_acts((uint64_t)s->n * L);
     /* the prepared operands as the conversion kernels write them: f16 codes and float scales */
     uint16_t *wq = (uint16_t *)malloc(R * s->in * 2), *xq = (uint16_t *)malloc((size_t)s->n * L * 2);
     float *wdv = (float *)malloc(R * nbw * 4), *xdv = (float *)malloc((size_t)s->n * nbx * 4);
@@ -142,13 +138,15 @@ template <int T> static int run(const shape *s) {
     for (uint32_t t = 0; t < s->n; t++) {
         quant_act_q8_0(x + (uint64_t)t * L, act, (int64_t)L);
         for (uint64_t b = 0; b < nbx; b++) {
-            for (int k = 0; k < 32; k++) xq[((uint64_t)t * nbx + b) * 32 + k] = dsv4_f32_to_f16((float)act[b].qs[k]);
+            for (int k = 0; k < 32; k++)
+                xq[((uint64_t)t * nbx + b) * 32 + k] = dsv4_f32_to_f16((float)act[b].qs[k]);
             xdv[(uint64_t)t * nbx + b] = act[b].d;
         }
     }
     qw_args p;
     memset(&p, 0, sizeof p);
-    p.xq = xq, p.xd = xdv, p.wq = wq, p.wd = wdv, p.L = L, p.in = s->in, p.rows = (uint32_t)s->rows, p.n = s->n;
+    p.xq = xq, p.xd = xdv, p.wq = wq, p.wd = wdv, p.L = L, p.in = s->in, p.rows = (uint32_t)s->rows,
+    p.n = s->n;
     const size_t ybytes = (size_t)s->n * R * sizeof(float);
     float *y = (float *)malloc(ybytes);
     memset(y, 0xff, ybytes);
@@ -170,14 +168,15 @@ template <int T> static int run(const shape *s) {
            "quant_dot_q8_0\n",
            layout || bad ? "FAIL" : "ok  ", T, s->n, (unsigned long long)s->rows, (unsigned long long)s->in,
            s->groups, layout, (unsigned long long)bad, (unsigned long long)((uint64_t)s->n * R));
-    free(w), free(row), free(x), free(wq), free(xq), free(wdv), free(xdv), free(act), free(y);
+    free(w), free(x), free(wq), free(xq), free(wdv), free(xdv), free(act), free(y);
     return layout || bad;
 }
 
 int main(void) {
     const shape shapes[] = {{5, 3, 64, 1}, {130, 140, 128, 2}, {128, 128, 192, 1}, {257, 64, 64, 3}};
     int fails = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) fails += run<256>(&shapes[i]) + run<512>(&shapes[i]);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        fails += run<256>(&shapes[i]) + run<512>(&shapes[i]);
     printf(fails ? "Q8 WG EMULATION FAILED: %d\n" : "Q8 WG EMULATION PASSED\n", fails);
     return fails ? 1 : 0;
 }
