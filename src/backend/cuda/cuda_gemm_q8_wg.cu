@@ -186,7 +186,9 @@ template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel
  * two 32-float block sums (<= 128 registers), so an SM has 4 warps per scheduler instead of 2 to hide
  * the scale loads, the stage waits and the products' latency (the shipped kernel's stalls, bench/NOTES.md
  * session 20). Per stage a warpgroup issues both blocks' products (m64n64k16, A and B from shared
- * memory), loads the weight scales before each wait, and updates block 0 while block 1's run. */
+ * memory), loads the weight scales before each wait, and updates block 0 while block 1's run. Its
+ * prologue and stores repeat qw_kernel's on purpose: folding both into shared helpers changed the
+ * measured kernel's machine code, which this variant must leave as it was measured. */
 #define QW4_THREADS 512
 
 template <bool EXACT>
