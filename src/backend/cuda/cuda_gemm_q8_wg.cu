@@ -330,18 +330,17 @@ static bool qw_wg4(void) {
     return v == 1;
 }
 
+/* On the current device (the shared-memory limit is a per-device attribute of each kernel: the backend
+ * asks once per context, on its device) */
 extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_optin) {
-    static int ok = -1; /* one device kind per process in practice; a failure is not retried */
     if (cc_major != 9 || smem_per_block_optin < (size_t)QW_SMEM) return false;
-    if (ok < 0) {
-        cudaFuncAttributes fa;
-        ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-        for (int k = 0; ok && k < 4; k++)
-            ok = cudaFuncSetAttribute((const void *)qw_kernel_of(k & 1, k >= 2),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, QW_SMEM) == cudaSuccess;
-        cudaGetLastError();
-    }
-    return ok == 1;
+    cudaFuncAttributes fa;
+    bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
+    for (int k = 0; ok && k < 4; k++)
+        ok = cudaFuncSetAttribute((const void *)qw_kernel_of(k & 1, k >= 2),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, QW_SMEM) == cudaSuccess;
+    cudaGetLastError();
+    return ok;
 }
 
 extern "C" bool dsv4_cuda_q8_wg_ok(const dsv4_cuda_q8_wg_op *op) {

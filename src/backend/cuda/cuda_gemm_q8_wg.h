@@ -36,7 +36,8 @@ typedef struct dsv4_cuda_q8_wg_op {
     uint64_t y_stride;
 } dsv4_cuda_q8_wg_op;
 
-/* Compute capability 9.0, the kernel's image present and its shared memory granted (cached). */
+/* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
+ * device (ask once per device: cuda_ops_blas.cu keeps the answer per context). */
 bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_optin);
 /* DSV4_CUDA_Q8_WG=0 turns the path off; =fma keeps it with (d_w * d_x) * isum + acc fused (f32-accurate,
  * not bitwise); read once. */
