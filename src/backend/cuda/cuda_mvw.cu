@@ -330,16 +330,20 @@ static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const d
                        : ki == 1 ? (const void *)mvw_kernel<true, false>
                        : ki == 2 ? (const void *)mvw_kernel<false, true>
                                  : (const void *)mvw_kernel<true, true>;
-    if (smem > 48 * 1024) { /* in > 9728 (the ring plus a long activation); once per process */
-        static int raised[4] = {0, 0, 0, 0};
-        if (!raised[ki]) {
+    if (smem > 48 * 1024) { /* in > 9728 (the ring plus a long activation); once per device (the limit is
+                             * a per-device attribute of the kernel) */
+        enum { MVW_DEVS = 64 };
+        static int raised[MVW_DEVS][4];
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MVW_DEVS) dev = -1, cudaGetLastError();
+        if (dev < 0 || !raised[dev][ki]) {
             e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      MVW_WARPS * MVW_Q8_RING_BYTES +
                                          DSV4_CUDA_MVW_Q8_0_MAX_IN / 32 * MVW_ACT_SLOT);
             if (e != cudaSuccess)
                 return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: shared memory limit: %s",
                                  cudaGetErrorString(e));
-            raised[ki] = 1;
+            if (dev >= 0) raised[dev][ki] = 1;
         }
     }
     if (ki == 0)
