@@ -102,15 +102,16 @@ __device__ __forceinline__ void qw_update(float (&acc)[64], const float (&d)[64]
     }
 }
 
-/* SPI stages (2 SPI product groups, one per block) from stage q: a warpgroup keeps one group in
- * flight while it updates the one before. Nothing is in flight across the caller's loop: with
- * products outstanding at a back edge, ptxas cannot tell which group a wait retires and serializes
- * them all (C7514). */
-template <bool EXACT, int SPI>
-__device__ __forceinline__ void qw_stages(const qw_args &p, const qw_src<QW_THREADS> &src, uint8_t *smem,
-                                          int q, int ns, int tid, int wg, int t, int r0, float (&acc)[64],
-                                          float (&d0)[64], float (&d1)[64]) {
-    constexpr int G = 2 * SPI;
+/* Stage q: both blocks' product groups issued, then each block updated once its group is done, so
+ * block 1's products run while block 0 is updated. Nothing is in flight across the caller's loop:
+ * with products outstanding at a back edge, ptxas cannot tell which group a wait retires and
+ * serializes them all (C7514; issuing the next stage's groups early measured no faster, bench/NOTES.md
+ * session 20). */
+template <bool EXACT>
+__device__ __forceinline__ void qw_stage(const qw_args &p, const qw_src<QW_THREADS> &src, uint8_t *smem,
+                                         int q, int ns, int tid, int wg, int t, int r0, float (&acc)[64],
+                                         float (&d0)[64], float (&d1)[64]) {
+    constexpr int G = 2; /* the stage's blocks */
     qw_barrier<QW_THREADS>(p, src, smem, q, ns, tid);
     const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
     qw_issue(d0, s0 + (q % QW_STAGES) * QW_STAGE, wg, 0);
@@ -128,12 +129,6 @@ __device__ __forceinline__ void qw_stages(const qw_args &p, const qw_src<QW_THRE
         float(&d)[64] = j ? d1 : d0;
         qw_fence_acc(d);
         qw_update<EXACT>(acc, d, WD, t, j, dx0, dx1);
-        if (k + 2 < G) {
-            const int sq2 = q + (k + 2) / 2;
-            if (j == 0) qw_barrier<QW_THREADS>(p, src, smem, sq2, ns, tid);
-            qw_fence_acc(d);
-            qw_issue(d, s0 + (sq2 % QW_STAGES) * QW_STAGE, wg, j);
-        }
     }
 }
 
@@ -158,7 +153,7 @@ template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel
     }
     const int r0 = 64 * wg + qw_acc_row(w, lane, 0); /* the thread's two token rows: r0, r0 + 8 */
 #pragma unroll 1
-    for (int q = 0; q < ns; q++) qw_stages<EXACT, 1>(p, src, smem, q, ns, tid, wg, t, r0, acc, d0, d1);
+    for (int q = 0; q < ns; q++) qw_stage<EXACT>(p, src, smem, q, ns, tid, wg, t, r0, acc, d0, d1);
     qw_cp_wait<0>();
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
