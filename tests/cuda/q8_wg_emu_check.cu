@@ -1,10 +1,11 @@
 /* Host emulation of the exact Q8_0 warpgroup GEMM's data movement (cuda_gemm_q8_wg.cuh; the kernels
- * are cuda_gemm_q8_wg.cu), runs anywhere. For both CTA shapes the backend has (256 threads: two
- * warpgroups of 64 tokens x 128 weight rows; 512 threads, "wg4": four of 64 x 64) and shapes with
- * tokens and rows off the 128 x 128 tile and groups, it
- *   1. plays every thread's stage loads from the kernels' own offsets (qw_src_of) and destinations
- *      (qw_chunk_off + 16 T i; the scales at 8 tid and, for the weights, [block][row]) into a stage
- *      image, and checks that every 16-byte chunk of both tiles and every scale is written exactly once;
+ * are cuda_gemm_q8_wg.cu), runs anywhere. For both ways the kernels load a stage (T = 256: qw_kernel,
+ * every thread; T = 128: qws_kernel's producer warpgroup), with the products of two warpgroups of 64
+ * tokens x 128 weight rows, and shapes with tokens and rows off the 128 x 128 tile and groups, it
+ *   1. plays every loading thread's stage copies from the kernels' own offsets (qw_src_of) and
+ *      destinations (qw_chunk_off + 16 T i; the scales at 8 tid and, for the weights, [block][row]) into a
+ *      stage image, and checks that every 16-byte chunk of both tiles and every scale is written exactly
+ * once;
  *   2. reads the image the way the tensor cores read it (the PTX ISA's K-major 128-byte-swizzle
  *      address of element (m, k): start + (m / 8) * 1024 + (m % 8) * 128 + 2 k, with address bits 4..6
  *      XOR-ed with bits 7..9), from the start addresses the kernels give each warpgroup, block and k16
@@ -43,7 +44,7 @@ static uint32_t isa_sw128(uint32_t start, int m, int k) {
 static int isa_row(int w, int lane, int e) { return 16 * w + lane / 4 + 8 * ((e % 4) / 2); }
 static int isa_col(int lane, int e) { return 8 * (e / 4) + 2 * (lane % 4) + e % 2; }
 
-/* One CTA (bx, by, bz) of a CTA shape with T threads: fills y for its tile. Returns the number of
+/* One CTA tile (bx, by, bz) loaded by T threads: fills y for it. Returns the number of
  * layout errors (chunks written twice or never, accumulator maps that disagree). */
 template <int T>
 static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, const uint16_t *wq,
@@ -51,10 +52,10 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
     static uint8_t st[QW_STAGE];
     static int cover[QW_STAGE];
     const uint32_t t0 = bx * QW_BM, o0 = by * QW_BN, g = bz;
-    const int ns = (int)(p.in / QW_BK), WGS = T / 128, BN = WGS == 2 ? 128 : 64, E = BN / 2;
+    const int ns = (int)(p.in / QW_BK), E = 64, C = 256; /* the product threads (two warpgroups) */
     int errors = 0;
-    /* the threads' accumulators: [thread][E] */
-    float *acc = (float *)calloc((size_t)T * E, sizeof(float));
+    /* the product threads' accumulators: [thread][E] */
+    float *acc = (float *)calloc((size_t)C * E, sizeof(float));
     for (int s = 0; s < ns; s++) {
         memset(st, 0xee, sizeof st);
         memset(cover, 0, sizeof cover);
@@ -66,26 +67,27 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
                 memcpy(st + QW_TILE + dst, (const uint8_t *)wq + q.b[i] + 128u * s, 16);
                 cover[dst]++, cover[QW_TILE + dst]++;
             }
+            /* T = 256: token tid's scales (tid < 128) or row tid - 128's, from sc; T = 128: both, from sc and
+             * sw */
             if (tid < 128) {
                 memcpy(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)xd + q.sc + 8u * s, 8);
                 cover[2 * QW_TILE + 8 * tid]++;
-            } else if (tid < 256) {
-                const uint8_t *src = (const uint8_t *)wd + q.sc + 8u * s;
-                uint8_t *d = st + 2 * QW_TILE + QW_SCALES + 4 * (tid - 128);
+            }
+            if (tid >= 128 || T == 128) {
+                const int r = tid & 127;
+                const uint8_t *src = (const uint8_t *)wd + (T == 128 ? q.sw : q.sc) + 8u * s;
+                uint8_t *d = st + 2 * QW_TILE + QW_SCALES + 4 * r;
                 memcpy(d, src, 4), memcpy(d + 512, src + 4, 4);
-                cover[2 * QW_TILE + QW_SCALES + 4 * (tid - 128)]++,
-                    cover[2 * QW_TILE + QW_SCALES + 512 + 4 * (tid - 128)]++;
+                cover[2 * QW_TILE + QW_SCALES + 4 * r]++, cover[2 * QW_TILE + QW_SCALES + 512 + 4 * r]++;
             }
         }
         for (int c = 0; c < 2 * QW_TILE; c += 16) errors += cover[c] != 1;
         for (int c = 0; c < 128; c++) errors += cover[2 * QW_TILE + 8 * c] != 1;
         for (int c = 0; c < 256; c++) errors += cover[2 * QW_TILE + QW_SCALES + 4 * c] != 1;
         const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
-        for (int tid = 0; tid < T; tid++) { /* 2 + 3: the products and the update of each block */
-            const int v = tid / 128, w = (tid / 32) % 4, lane = tid % 32;
-            /* the kernels' warpgroup tiles: 256 threads, warpgroup v = tokens 64 v, all 128 rows; 512:
-             * tokens 64 (v % 2), rows 64 (v / 2) */
-            const int ta = WGS == 2 ? v : v % 2, rb = WGS == 2 ? 0 : v / 2;
+        for (int tid = 0; tid < C; tid++) { /* 2 + 3: the products and the update of each block */
+            /* product warpgroup v (qw_kernel's warpgroup v, qws_kernel's v + 1): tokens 64 v, all 128 rows */
+            const int v = tid / 128, w = (tid / 32) % 4, lane = tid % 32, ta = v, rb = 0;
             for (int j = 0; j < 2; j++)
                 for (int e = 0; e < E; e++) {
                     const int m = isa_row(w, lane, e), nn = isa_col(lane, e);
@@ -109,9 +111,8 @@ static int emulate_cta(const qw_args &p, const uint16_t *xq, const float *xd, co
                 }
         }
     }
-    for (int tid = 0; tid < T; tid++) { /* the stores */
-        const int v = tid / 128, w = (tid / 32) % 4, lane = tid % 32;
-        const int ta = WGS == 2 ? v : v % 2, rb = WGS == 2 ? 0 : v / 2;
+    for (int tid = 0; tid < C; tid++) { /* the stores */
+        const int v = tid / 128, w = (tid / 32) % 4, lane = tid % 32, ta = v, rb = 0;
         for (int e = 0; e < E; e++) {
             const uint32_t tok = t0 + 64 * ta + isa_row(w, lane, e), o = o0 + 64 * rb + isa_col(lane, e);
             if (tok < p.n && o < p.rows)
@@ -152,10 +153,17 @@ template <int T> static int run(const shape *s) {
     memset(y, 0xff, ybytes);
     p.y = y, p.y_stride = R;
     int layout = 0;
-    for (uint32_t bz = 0; bz < s->groups; bz++)
-        for (uint32_t by = 0; by < (s->rows + QW_BN - 1) / QW_BN; by++)
-            for (uint32_t bx = 0; bx < (s->n + QW_BM - 1) / QW_BM; bx++)
-                layout += emulate_cta<T>(p, xq, xdv, wq, wdv, bx, by, bz, y);
+    const uint32_t nx = (s->n + QW_BM - 1) / QW_BM, ny = (uint32_t)((s->rows + QW_BN - 1) / QW_BN);
+    if (T == 256) /* qw_kernel: a CTA per tile */
+        for (uint32_t bz = 0; bz < s->groups; bz++)
+            for (uint32_t by = 0; by < ny; by++)
+                for (uint32_t bx = 0; bx < nx; bx++)
+                    layout += emulate_cta<T>(p, xq, xdv, wq, wdv, bx, by, bz, y);
+    else /* qws_kernel: the tiles of its walk, each once */
+        for (uint32_t i = 0; i < nx * ny * s->groups; i++) {
+            const qws_tile tl = qws_tile_of(i, nx, ny);
+            layout += emulate_cta<T>(p, xq, xdv, wq, wdv, tl.t0 / QW_BM, tl.o0 / QW_BN, tl.g, y);
+        }
     uint64_t bad = 0;
     for (uint32_t t = 0; t < s->n; t++)
         for (uint64_t o = 0; o < R; o++) {
@@ -176,7 +184,7 @@ int main(void) {
     const shape shapes[] = {{5, 3, 64, 1}, {130, 140, 128, 2}, {128, 128, 192, 1}, {257, 64, 64, 3}};
     int fails = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        fails += run<256>(&shapes[i]) + run<512>(&shapes[i]);
+        fails += run<256>(&shapes[i]) + run<128>(&shapes[i]);
     printf(fails ? "Q8 WG EMULATION FAILED: %d\n" : "Q8 WG EMULATION PASSED\n", fails);
     return fails ? 1 : 0;
 }

@@ -132,6 +132,28 @@ __device__ __forceinline__ void qw_stage(const qw_args &p, const qw_src<QW_THREA
     }
 }
 
+/* The thread's 64 outputs of its token rows r0, r0 + 8 (of the tile at t0, o0, group g) */
+__device__ __forceinline__ void qw_store(const qw_args &p, const float (&acc)[64], uint32_t t0, uint32_t o0,
+                                         uint32_t g, int r0, int t) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const uint32_t tok = t0 + r0 + 8 * hh;
+        if (tok >= p.n) continue;
+        float *yr = p.y + (uint64_t)tok * p.y_stride + (uint64_t)g * p.rows;
+#pragma unroll
+        for (int e = 0; e < 16; e++) { /* half e / 8, n8 chunk e % 8 */
+            const uint32_t o = o0 + 64 * (e >> 3) + 8 * (e & 7) + 2 * t;
+            const float v0 = acc[4 * e + 2 * hh], v1 = acc[4 * e + 2 * hh + 1];
+            if (p.vec2 && o + 1 < p.rows) {
+                *(float2 *)(yr + o) = make_float2(v0, v1);
+            } else {
+                if (o < p.rows) yr[o] = v0;
+                if (o + 1 < p.rows) yr[o + 1] = v1;
+            }
+        }
+    }
+}
+
 template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel(const qw_args p) {
     extern __shared__ __align__(16) uint8_t qw_smem_raw[];
     uint8_t *smem =
@@ -155,116 +177,136 @@ template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel
 #pragma unroll 1
     for (int q = 0; q < ns; q++) qw_stage<EXACT>(p, src, smem, q, ns, tid, wg, t, r0, acc, d0, d1);
     qw_cp_wait<0>();
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const uint32_t tok = t0 + r0 + 8 * hh;
-        if (tok >= p.n) continue;
-        float *yr = p.y + (uint64_t)tok * p.y_stride + (uint64_t)g * p.rows;
-#pragma unroll
-        for (int e = 0; e < 16; e++) { /* half e / 8, n8 chunk e % 8 */
-            const uint32_t o = o0 + 64 * (e >> 3) + 8 * (e & 7) + 2 * t;
-            const float v0 = acc[4 * e + 2 * hh], v1 = acc[4 * e + 2 * hh + 1];
-            if (p.vec2 && o + 1 < p.rows) {
-                *(float2 *)(yr + o) = make_float2(v0, v1);
-            } else {
-                if (o < p.rows) yr[o] = v0;
-                if (o + 1 < p.rows) yr[o + 1] = v1;
-            }
-        }
-    }
+    qw_store(p, acc, t0, o0, g, r0, t);
 }
 
-/* ---- wg4 (DSV4_CUDA_Q8_WG_KERNEL=wg4; session 20, written after the device budget was spent: not yet
- * run on a GPU) ----
- * The same CTA tile, stage layout and arithmetic with 4 warpgroups of 64 tokens x 64 weight rows
- * (warpgroup v: tokens 64 (v % 2).., rows 64 (v / 2)..) and 512 threads: a thread holds 32 outputs and
- * two 32-float block sums (<= 128 registers), so an SM has 4 warps per scheduler instead of 2 to hide
- * the scale loads, the stage waits and the products' latency (the shipped kernel's stalls, bench/NOTES.md
- * session 20). Per stage a warpgroup issues both blocks' products (m64n64k16, A and B from shared
- * memory), loads the weight scales before each wait, and updates block 0 while block 1's run. Its
- * prologue and stores repeat qw_kernel's on purpose: folding both into shared helpers changed the
- * measured kernel's machine code, which this variant must leave as it was measured. */
-#define QW4_THREADS 512
+/* ---- qws_kernel: a producer warpgroup, two consumer warpgroups, a persistent grid ----
+ * Why: qw_kernel's stalls (bench/NOTES.md session 20: two warps per scheduler, each stage's loads, copy
+ * waits, proxy fence and CTA barrier in every warp's path, the warpgroups in lockstep) held it at ~200
+ * TOPS against the FP32 update's ~630. Here warpgroup 0 only loads: thread tid copies its 8 + 8 code
+ * chunks of a stage and token tid's and row tid's scales (cp.async, the same stage image as qw_kernel),
+ * waits for its own copies of the stage QWS_LAG behind, fences them for the tensor cores and arrives on
+ * that stage's `full` barrier (128 arrivals). Warpgroups 1 and 2 (tokens 0..63, 64..127 of the tile, all
+ * 128 rows) wait on `full`, run both blocks' products and updates as qw_kernel does, and arrive on
+ * `empty` (256 arrivals), which the producer waits for before it refills the buffer. The CTA walks tiles
+ * blockIdx.x, + gridDim.x, ... (token tiles fastest, so the CTAs at work share weight rows in L2); the
+ * stage counter runs on across tiles, so the producer loads the next tile while the consumers store. */
+#define QWS_THREADS 384
+enum {
+    QWS_LAG = 3, /* stages a producer thread keeps in flight behind the one it issues */
+    QWS_SMEM = QW_SMEM + 16 * QW_STAGES /* + the full and empty barriers */
+};
 
-template <bool EXACT>
-__device__ __forceinline__ void qw4_update(float (&acc)[32], const float (&d)[32], const float2 (&dw)[8],
-                                           float dx0, float dx1) {
+__device__ __forceinline__ uint32_t qw_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void qw_bar_init(uint64_t *b, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qw_saddr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void qw_bar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(qw_saddr(b)) : "memory");
+}
+/* until the phase of parity `parity` of barrier b has completed */
+__device__ __forceinline__ void qw_bar_wait(uint64_t *b, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nQW_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra QW_WAIT;\n}\n" ::"r"(qw_saddr(b)),
+                 "r"(parity)
+                 : "memory");
+}
+template <int N> __device__ __forceinline__ void qw_setmaxnreg_dec(void) {
+#if QW_WGMMA
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void qw_setmaxnreg_inc(void) {
+#if QW_WGMMA
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+/* The producer thread tid's copies of stage s into st (the stage image of qw_load) */
+__device__ __forceinline__ void qws_load(const qw_args &p, const qw_src<128> &q, uint8_t *st, int s,
+                                         int tid) {
+    const uint8_t *xq = (const uint8_t *)p.xq + 128u * s, *wq = (const uint8_t *)p.wq + 128u * s;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        acc[4 * i + 0] = qw_update1<EXACT>(acc[4 * i + 0], dw[i].x, dx0, d[4 * i + 0]);
-        acc[4 * i + 1] = qw_update1<EXACT>(acc[4 * i + 1], dw[i].y, dx0, d[4 * i + 1]);
-        acc[4 * i + 2] = qw_update1<EXACT>(acc[4 * i + 2], dw[i].x, dx1, d[4 * i + 2]);
-        acc[4 * i + 3] = qw_update1<EXACT>(acc[4 * i + 3], dw[i].y, dx1, d[4 * i + 3]);
+        qw_cp16(st + q.dst + 2048 * i, xq + q.a[i]);
+        qw_cp16(st + QW_TILE + q.dst + 2048 * i, wq + q.b[i]);
     }
-}
-/* block j's products of the warpgroup's 64 tokens (ta) x 64 rows (rb) of the stage at `tile` */
-__device__ __forceinline__ void qw4_issue(float (&d)[32], uint32_t tile, int ta, int rb, int j) {
-    const uint32_t a = tile + 64 * 128 * ta + 64 * j, b = tile + QW_TILE + 64 * 128 * rb + 64 * j;
-    x16_fence();
-    qw_mma64(d, x16_desc_sw(a, 1024), x16_desc_sw(b, 1024), 0);
-    qw_mma64(d, x16_desc_sw(a + 32, 1024), x16_desc_sw(b + 32, 1024), 1);
-    x16_commit();
+    qw_cp8(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)p.xd + q.sc + 8u * s);
+    const uint8_t *src = (const uint8_t *)p.wd + q.sw + 8u * s;
+    uint8_t *wd = st + 2 * QW_TILE + QW_SCALES + 4 * tid;
+    qw_cp4(wd, src);
+    qw_cp4(wd + 512, src + 4);
 }
 
-template <bool EXACT> __global__ void __launch_bounds__(QW4_THREADS, 1) qw4_kernel(const qw_args p) {
+template <bool EXACT>
+__global__ void __launch_bounds__(QWS_THREADS, 1)
+    qws_kernel(const qw_args p, uint32_t nx, uint32_t ny, uint32_t tiles) {
     extern __shared__ __align__(16) uint8_t qw_smem_raw[];
     uint8_t *smem =
         qw_smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(qw_smem_raw) & 1023u)) & 1023u);
-    const int tid = threadIdx.x, v = tid >> 7, ta = v & 1, rb = v >> 1, w = (tid >> 5) & 3, lane = tid & 31,
-              t = lane & 3;
-    const uint32_t t0 = blockIdx.x * QW_BM, o0 = blockIdx.y * QW_BN, g = blockIdx.z;
+    uint64_t *full = (uint64_t *)(smem + QW_STAGES * QW_STAGE), *empty = full + QW_STAGES;
+    const int tid = threadIdx.x, wg = tid >> 7;
     const int ns = (int)(p.in / QW_BK);
-    const qw_src<QW4_THREADS> src = qw_src_of<QW4_THREADS>(p, t0, o0, g, tid);
-    float acc[32], d0[32], d1[32];
-#pragma unroll
-    for (int e = 0; e < 32; e++) acc[e] = 0.0f, d0[e] = 0.0f, d1[e] = 0.0f;
-    qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
-    qw_fence_acc(d1);
-#pragma unroll
-    for (int s = 0; s < QW_STAGES - 2; s++) {
-        if (s < ns) qw_load<QW4_THREADS>(p, src, smem + s * QW_STAGE, s, tid);
-        qw_commit();
-    }
-    const int r0 = 64 * ta + qw_acc_row(w, lane, 0),
-              c0 = 64 * rb + 2 * t; /* rows r0, r0 + 8; columns c0 + 8 i.. */
+    if (tid == 0)
+        for (int s = 0; s < QW_STAGES; s++) qw_bar_init(full + s, 128), qw_bar_init(empty + s, 256);
+    __syncthreads();
+    if (wg == 0) { /* the producer */
+        qw_setmaxnreg_dec<40>();
+        uint32_t it = 0; /* stages issued, over all of this CTA's tiles */
+        for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
+            const qws_tile tl = qws_tile_of(i, nx, ny);
+            const qw_src<128> src = qw_src_of<128>(p, tl.t0, tl.o0, tl.g, tid);
 #pragma unroll 1
-    for (int q = 0; q < ns; q++) {
-        qw_barrier<QW4_THREADS>(p, src, smem, q, ns, tid);
-        const uint8_t *st = smem + (q % QW_STAGES) * QW_STAGE;
-        const uint32_t ts = (uint32_t)__cvta_generic_to_shared(st);
-        qw4_issue(d0, ts, ta, rb, 0);
-        qw4_issue(d1, ts, ta, rb, 1);
-        const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
-        const float2 xa = *(const float2 *)(XD + 2 * r0), xb = *(const float2 *)(XD + 2 * (r0 + 8));
-        float2 dw[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) dw[i] = *(const float2 *)(WD + c0 + 8 * i);
-        x16_wait<1>();
-        qw_fence_acc(d0);
-        qw4_update<EXACT>(acc, d0, dw, xa.x, xb.x);
-#pragma unroll
-        for (int i = 0; i < 8; i++) dw[i] = *(const float2 *)(WD + 128 + c0 + 8 * i);
-        x16_wait<0>();
-        qw_fence_acc(d1);
-        qw4_update<EXACT>(acc, d1, dw, xa.y, xb.y);
-    }
-    qw_cp_wait<0>();
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const uint32_t tok = t0 + r0 + 8 * hh;
-        if (tok >= p.n) continue;
-        float *yr = p.y + (uint64_t)tok * p.y_stride + (uint64_t)g * p.rows;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const uint32_t o = o0 + c0 + 8 * i;
-            const float v0 = acc[4 * i + 2 * hh], v1 = acc[4 * i + 2 * hh + 1];
-            if (p.vec2 && o + 1 < p.rows) {
-                *(float2 *)(yr + o) = make_float2(v0, v1);
-            } else {
-                if (o < p.rows) yr[o] = v0;
-                if (o + 1 < p.rows) yr[o + 1] = v1;
+            for (int s = 0; s < ns; s++, it++) {
+                const uint32_t slot = it % QW_STAGES;
+                if (it >= QW_STAGES) qw_bar_wait(empty + slot, (it / QW_STAGES + 1) & 1);
+                qws_load(p, src, smem + slot * QW_STAGE, s, tid);
+                qw_commit();
+                if (it >= QWS_LAG) {
+                    qw_cp_wait<QWS_LAG>();
+                    x16_proxy_fence();
+                    qw_bar_arrive(full + (it - QWS_LAG) % QW_STAGES);
+                }
             }
         }
+        qw_cp_wait<0>();
+        x16_proxy_fence();
+        for (uint32_t k = it > QWS_LAG ? it - QWS_LAG : 0; k < it; k++) qw_bar_arrive(full + k % QW_STAGES);
+        return;
+    }
+    qw_setmaxnreg_inc<232>();
+    const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31, t = lane & 3;
+    const int r0 = 64 * cw + qw_acc_row(w, lane, 0); /* the thread's two token rows: r0, r0 + 8 */
+    float acc[64], d0[64], d1[64];
+#pragma unroll
+    for (int e = 0; e < 64; e++) d0[e] = 0.0f, d1[e] = 0.0f;
+    qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
+    qw_fence_acc(d1);
+    uint32_t slot = 0, phase = 0;
+    for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
+        const qws_tile tl = qws_tile_of(i, nx, ny);
+#pragma unroll
+        for (int e = 0; e < 64; e++) acc[e] = 0.0f;
+#pragma unroll 1
+        for (int s = 0; s < ns; s++) {
+            qw_bar_wait(full + slot, phase);
+            const uint8_t *st = smem + slot * QW_STAGE;
+            const uint32_t ts = qw_saddr(st);
+            qw_issue(d0, ts, cw, 0);
+            qw_issue(d1, ts, cw, 1);
+            const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
+            const float2 xa = *(const float2 *)(XD + 2 * r0), xb = *(const float2 *)(XD + 2 * (r0 + 8));
+            x16_wait<1>();
+            qw_fence_acc(d0);
+            qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
+            x16_wait<0>();
+            qw_fence_acc(d1);
+            qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
+            qw_bar_arrive(empty + slot);
+            if (++slot == QW_STAGES) slot = 0, phase ^= 1;
+        }
+        qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
     }
 }
 
@@ -310,17 +352,12 @@ static int qw_mode(void) {
 extern "C" bool dsv4_cuda_q8_wg_enabled(void) { return qw_mode() != 0; }
 extern "C" bool dsv4_cuda_q8_wg_exact(void) { return qw_mode() == 1; }
 
-typedef void (*qw_fn)(const qw_args);
-static qw_fn qw_kernel_of(int exact, bool wg4) {
-    if (wg4) return exact ? qw4_kernel<true> : qw4_kernel<false>;
-    return exact ? qw_kernel<true> : qw_kernel<false>;
-}
-/* DSV4_CUDA_Q8_WG_KERNEL=wg4: the 4-warpgroup kernel (not yet measured); read once */
-static bool qw_wg4(void) {
+/* DSV4_CUDA_Q8_WG_KERNEL=v1: qw_kernel (session 20) instead of qws_kernel; read once */
+static bool qw_v1(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_Q8_WG_KERNEL");
-        v = e && !strcmp(e, "wg4");
+        v = e && !strcmp(e, "v1");
     }
     return v == 1;
 }
@@ -328,14 +365,27 @@ static bool qw_wg4(void) {
 /* On the current device (the shared-memory limit is a per-device attribute of each kernel: the backend
  * asks once per context, on its device) */
 extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_optin) {
-    if (cc_major != 9 || smem_per_block_optin < (size_t)QW_SMEM) return false;
+    if (cc_major != 9 || smem_per_block_optin < (size_t)QWS_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-    for (int k = 0; ok && k < 4; k++)
-        ok = cudaFuncSetAttribute((const void *)qw_kernel_of(k & 1, k >= 2),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, QW_SMEM) == cudaSuccess;
+    const void *k[4] = {(const void *)qw_kernel<true>, (const void *)qw_kernel<false>,
+                        (const void *)qws_kernel<true>, (const void *)qws_kernel<false>};
+    for (int i = 0; ok && i < 4; i++)
+        ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  i < 2 ? (int)QW_SMEM : (int)QWS_SMEM) == cudaSuccess;
     cudaGetLastError();
     return ok;
+}
+
+/* The current device's SM count (the persistent grid), asked once per device */
+static int qw_sm_count(void) {
+    static int count[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (!count[dev] &&
+        cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        count[dev] = 0;
+    return count[dev] > 0 ? count[dev] : 132;
 }
 
 extern "C" bool dsv4_cuda_q8_wg_ok(const dsv4_cuda_q8_wg_op *op) {
@@ -349,7 +399,9 @@ extern "C" bool dsv4_cuda_q8_wg_ok(const dsv4_cuda_q8_wg_op *op) {
         return false;
     if (((uintptr_t)op->wq | (uintptr_t)op->xq) % 16 || ((uintptr_t)op->wd | (uintptr_t)op->xd) % 8)
         return false;
-    return ((uintptr_t)op->y & 3) == 0;
+    const uint64_t tiles =
+        (op->n + (uint64_t)QW_BM - 1) / QW_BM * ((op->rows + QW_BN - 1) / QW_BN) * op->groups;
+    return tiles <= 0xffffffffull && ((uintptr_t)op->y & 3) == 0;
 }
 
 extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaStream_t stream,
@@ -363,9 +415,17 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
     p.rows = (uint32_t)op->rows, p.n = op->n;
     p.y = op->y, p.y_stride = op->y_stride;
     p.vec2 = ((uintptr_t)op->y & 7) == 0 && op->y_stride % 2 == 0 && (op->groups == 1 || op->rows % 2 == 0);
-    const dim3 grid((op->n + QW_BM - 1) / QW_BM, (unsigned)((op->rows + QW_BN - 1) / QW_BN), op->groups);
-    const bool wg4 = qw_wg4();
-    qw_kernel_of(dsv4_cuda_q8_wg_exact(), wg4)<<<grid, wg4 ? QW4_THREADS : QW_THREADS, QW_SMEM, stream>>>(p);
+    const uint32_t nx = (op->n + QW_BM - 1) / QW_BM, ny = (uint32_t)((op->rows + QW_BN - 1) / QW_BN);
+    const bool exact = dsv4_cuda_q8_wg_exact();
+    if (qw_v1()) {
+        const dim3 grid(nx, ny, op->groups);
+        (exact ? qw_kernel<true> : qw_kernel<false>)<<<grid, QW_THREADS, QW_SMEM, stream>>>(p);
+    } else {
+        const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
+        (exact ? qws_kernel<true>
+               : qws_kernel<false>) < <<tiles<sms ? tiles : sms, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny,
+                                                                                                  tiles);
+    }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess
                ? DSV4_OK

@@ -9,8 +9,15 @@
  * block a warpgroup runs two wgmma.m64n128k16 f16 x f16 -> f32 (scale-d 0, then 1) into a block accumulator:
  * the integer isum of every (token, row), exact (each product |q_x q_w| <= 128 * 127 is an exact f32, their
  * sum stays below 2^24). Then the CPU's update acc = acc + (d_w * d_x) * isum for each of the thread's 64
- * outputs: three FP32 operations, no contraction. The two warpgroups share the tensor cores: one's products
- * run while the other updates. */
+ * outputs: three FP32 operations, no contraction.
+ *
+ * Two kernels share the tile, the stage image and the arithmetic. qw_kernel (session 20): every thread
+ * loads its part of each stage (cp.async) and a CTA barrier per stage hands it over; both warpgroups'
+ * products run while the other updates within a stage. qws_kernel (session 21, the default): a third,
+ * producer warpgroup does all the loads and hands each stage over through mbarriers (full / empty per
+ * stage), so the two consumer warpgroups never wait for each other or for a CTA barrier, and the grid is
+ * persistent (one CTA per SM walks the tiles; the producer runs into the next tile while the consumers
+ * store). */
 #ifndef DSV4_CUDA_GEMM_Q8_WG_CUH
 #define DSV4_CUDA_GEMM_Q8_WG_CUH
 
@@ -54,14 +61,15 @@ typedef struct qw_args {
     int vec2; /* float2 stores line up */
 } qw_args;
 
-/* A thread's part of every stage, for a CTA of T threads (256 or 512): 1024 / T token-tile and as many
- * weight-tile chunks (rows tid / 8 + T / 8 i, chunk tid % 8) and, for tid < 256, one row's two block
- * scales (tid < 128: token tid, else weight row tid - 128), as byte offsets of stage 0 from the
- * operand bases (dsv4_cuda_q8_wg_ok keeps them below 2^32); stage s adds 128 s (codes) and 8 s
- * (scales). Tokens past n and rows past `rows` re-read the last one (their outputs are dropped at
- * the store). */
+/* A thread's part of every stage, for T loading threads: 1024 / T token-tile and as many weight-tile
+ * chunks (rows tid / 8 + T / 8 i, chunk tid % 8) and the block scales, as byte offsets of stage 0 from
+ * the operand bases (dsv4_cuda_q8_wg_ok keeps them below 2^32); stage s adds 128 s (codes) and 8 s
+ * (scales). T = 256 (qw_kernel: every thread loads): thread tid < 128 copies token tid's two block
+ * scales (sc), tid >= 128 weight row tid - 128's (sc). T = 128 (qws_kernel's producer warpgroup):
+ * thread tid copies both, token tid's (sc) and row tid's (sw). Tokens past n and rows past `rows`
+ * re-read the last one (their outputs are dropped at the store). */
 template <int T> struct qw_src {
-    uint32_t a[1024 / T], b[1024 / T], sc;
+    uint32_t a[1024 / T], b[1024 / T], sc, sw;
     int dst; /* the chunks' offset in a tile (+ 16 T i) */
 };
 template <int T> QW_HD qw_src<T> qw_src_of(const qw_args &p, uint32_t t0, uint32_t o0, uint32_t g, int tid) {
@@ -75,17 +83,26 @@ template <int T> QW_HD qw_src<T> qw_src_of(const qw_args &p, uint32_t t0, uint32
         q.a[i] = (uint32_t)((tok * p.L + g * p.in) * 2 + 16 * ch);
         q.b[i] = (uint32_t)(row * p.in * 2 + 16 * ch);
     }
-    if (T > 256) q.sc = 0;
-    if (tid < 128) {
-        const uint32_t tok = t0 + tid < p.n ? t0 + tid : p.n - 1;
-        q.sc = (uint32_t)((tok * (p.L / 32) + g * (p.in / 32)) * 4);
-    } else if (T == 256 || tid < 256) {
-        const uint32_t r = (uint32_t)tid - 128, row = g * p.rows + (o0 + r < p.rows ? o0 + r : p.rows - 1);
-        q.sc = (uint32_t)(row * (p.in / 32) * 4);
-    }
+    const uint32_t r = (uint32_t)tid & 127;
+    const uint32_t tok = t0 + r < p.n ? t0 + r : p.n - 1,
+                   row = g * p.rows + (o0 + r < p.rows ? o0 + r : p.rows - 1);
+    const uint32_t tok_off = (uint32_t)((tok * (p.L / 32) + g * (p.in / 32)) * 4),
+                   row_off = (uint32_t)(row * (p.in / 32) * 4);
+    q.sc = T == 128 || tid < 128 ? tok_off : row_off;
+    q.sw = row_off;
     q.dst = qw_chunk_off(tid >> 3, ch);
     return q;
 }
+/* The tile of tile i of qws_kernel's walk: token tiles fastest, then row tiles, then groups */
+struct qws_tile {
+    uint32_t t0, o0, g;
+};
+QW_HD qws_tile qws_tile_of(uint32_t i, uint32_t nx, uint32_t ny) {
+    qws_tile t;
+    t.t0 = i % nx * QW_BM, t.o0 = i / nx % ny * QW_BN, t.g = i / (nx * ny);
+    return t;
+}
+
 /* The thread's accumulator element e (wgmma m64nN f32 layout) of warp w (of its warpgroup):
  * token row (of the warpgroup's 64) and weight column (of the 128). */
 QW_HD int qw_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 * ((e & 3) >> 1); }
@@ -95,26 +112,6 @@ QW_HD int qw_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (
 template <int R> __device__ __forceinline__ void qw_fence_acc(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* d (32 floats) = A B (+ d when acc != 0): m64n64k16, A (64 x 16) and B (64 x 16) K-major in
- * shared memory through their descriptors */
-__device__ __forceinline__ void qw_mma64(float (&d)[32], uint64_t da, uint64_t db, int acc) {
-#if QW_WGMMA
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-                 "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(da), "l"(db), "r"(acc));
-#else
-    (void)d, (void)da, (void)db, (void)acc;
-#endif
 }
 
 /* d (64 floats) = A B (+ d when acc != 0): m64n128k16, A (64 x 16) and B (128 x 16) K-major in
