@@ -422,9 +422,9 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
         (exact ? qw_kernel<true> : qw_kernel<false>)<<<grid, QW_THREADS, QW_SMEM, stream>>>(p);
     } else {
         const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
-        (exact ? qws_kernel<true>
-               : qws_kernel<false>) < <<tiles<sms ? tiles : sms, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny,
-                                                                                                  tiles);
+        const unsigned ctas = tiles < sms ? tiles : sms;
+        (exact ? qws_kernel<true> : qws_kernel<false>)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny,
+                                                                                                tiles);
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess
