@@ -239,7 +239,24 @@ __device__ __forceinline__ void qws_load(const qw_args &p, const qw_src<128> &q,
     qw_cp4(wd + 512, src + 4);
 }
 
+/* acc += block j's isums in d with the block's weight scales dw (qw_update with the scales loaded before) */
 template <bool EXACT>
+__device__ __forceinline__ void qw_update_dw(float (&acc)[64], const float (&d)[64], const float2 (&dw)[16],
+                                             float dx0, float dx1) {
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        acc[4 * i + 0] = qw_update1<EXACT>(acc[4 * i + 0], dw[i].x, dx0, d[4 * i + 0]);
+        acc[4 * i + 1] = qw_update1<EXACT>(acc[4 * i + 1], dw[i].y, dx0, d[4 * i + 1]);
+        acc[4 * i + 2] = qw_update1<EXACT>(acc[4 * i + 2], dw[i].x, dx1, d[4 * i + 2]);
+        acc[4 * i + 3] = qw_update1<EXACT>(acc[4 * i + 3], dw[i].y, dx1, d[4 * i + 3]);
+    }
+}
+
+/* SERIAL: a consumer's two blocks one after the other through one accumulator set (the block's scales
+ * loaded while its products run), so 64 registers fewer are live and the update has room to be
+ * scheduled; the other consumer warpgroup's products fill the tensor cores meanwhile. Else both
+ * blocks' products are issued at once into two sets and block 0 is updated while block 1's run. */
+template <bool EXACT, bool SERIAL>
 __global__ void __launch_bounds__(QWS_THREADS, 1)
     qws_kernel(const qw_args p, uint32_t nx, uint32_t ny, uint32_t tiles) {
     extern __shared__ __align__(16) uint8_t qw_smem_raw[];
@@ -282,7 +299,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
 #pragma unroll
     for (int e = 0; e < 64; e++) d0[e] = 0.0f, d1[e] = 0.0f;
     qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
-    qw_fence_acc(d1);
+    if (!SERIAL) qw_fence_acc(d1);
     uint32_t slot = 0, phase = 0;
     for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
         const qws_tile tl = qws_tile_of(i, nx, ny);
@@ -293,16 +310,30 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
             qw_bar_wait(full + slot, phase);
             const uint8_t *st = smem + slot * QW_STAGE;
             const uint32_t ts = qw_saddr(st);
-            qw_issue(d0, ts, cw, 0);
-            qw_issue(d1, ts, cw, 1);
             const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
-            const float2 xa = *(const float2 *)(XD + 2 * r0), xb = *(const float2 *)(XD + 2 * (r0 + 8));
-            x16_wait<1>();
-            qw_fence_acc(d0);
-            qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
-            x16_wait<0>();
-            qw_fence_acc(d1);
-            qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
+            if (SERIAL) {
+                float2 dw[16];
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    qw_issue(d0, ts, cw, j);
+                    const float dx0 = XD[2 * r0 + j], dx1 = XD[2 * (r0 + 8) + j];
+#pragma unroll
+                    for (int k = 0; k < 16; k++) dw[k] = *(const float2 *)(WD + 128 * j + 8 * k + 2 * t);
+                    x16_wait<0>();
+                    qw_fence_acc(d0);
+                    qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
+                }
+            } else {
+                qw_issue(d0, ts, cw, 0);
+                qw_issue(d1, ts, cw, 1);
+                const float2 xa = *(const float2 *)(XD + 2 * r0), xb = *(const float2 *)(XD + 2 * (r0 + 8));
+                x16_wait<1>();
+                qw_fence_acc(d0);
+                qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
+                x16_wait<0>();
+                qw_fence_acc(d1);
+                qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
+            }
             qw_bar_arrive(empty + slot);
             if (++slot == QW_STAGES) slot = 0, phase ^= 1;
         }
@@ -352,14 +383,21 @@ static int qw_mode(void) {
 extern "C" bool dsv4_cuda_q8_wg_enabled(void) { return qw_mode() != 0; }
 extern "C" bool dsv4_cuda_q8_wg_exact(void) { return qw_mode() == 1; }
 
-/* DSV4_CUDA_Q8_WG_KERNEL=v1: qw_kernel (session 20) instead of qws_kernel; read once */
-static bool qw_v1(void) {
+/* DSV4_CUDA_Q8_WG_KERNEL: unset / "ws1" qws_kernel with its blocks one after the other, "ws" with them
+ * overlapped, "v1" qw_kernel (session 20); read once */
+enum { QW_K_WS1, QW_K_WS, QW_K_V1 };
+static int qw_kernel_choice(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_Q8_WG_KERNEL");
-        v = e && !strcmp(e, "v1");
+        v = e && !strcmp(e, "v1") ? QW_K_V1 : e && !strcmp(e, "ws") ? QW_K_WS : QW_K_WS1;
     }
-    return v == 1;
+    return v;
+}
+typedef void (*qws_fn)(const qw_args, uint32_t, uint32_t, uint32_t);
+static qws_fn qws_kernel_of(bool exact, bool serial) {
+    if (serial) return exact ? qws_kernel<true, true> : qws_kernel<false, true>;
+    return exact ? qws_kernel<true, false> : qws_kernel<false, false>;
 }
 
 /* On the current device (the shared-memory limit is a per-device attribute of each kernel: the backend
@@ -368,9 +406,10 @@ extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_op
     if (cc_major != 9 || smem_per_block_optin < (size_t)QWS_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-    const void *k[4] = {(const void *)qw_kernel<true>, (const void *)qw_kernel<false>,
-                        (const void *)qws_kernel<true>, (const void *)qws_kernel<false>};
-    for (int i = 0; ok && i < 4; i++)
+    const void *k[6] = {(const void *)qw_kernel<true>,     (const void *)qw_kernel<false>,
+                        (const void *)qws_kernel_of(1, 0), (const void *)qws_kernel_of(0, 0),
+                        (const void *)qws_kernel_of(1, 1), (const void *)qws_kernel_of(0, 1)};
+    for (int i = 0; ok && i < 6; i++)
         ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   i < 2 ? (int)QW_SMEM : (int)QWS_SMEM) == cudaSuccess;
     cudaGetLastError();
@@ -417,14 +456,14 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
     p.vec2 = ((uintptr_t)op->y & 7) == 0 && op->y_stride % 2 == 0 && (op->groups == 1 || op->rows % 2 == 0);
     const uint32_t nx = (op->n + QW_BM - 1) / QW_BM, ny = (uint32_t)((op->rows + QW_BN - 1) / QW_BN);
     const bool exact = dsv4_cuda_q8_wg_exact();
-    if (qw_v1()) {
+    const int kc = qw_kernel_choice();
+    if (kc == QW_K_V1) {
         const dim3 grid(nx, ny, op->groups);
         (exact ? qw_kernel<true> : qw_kernel<false>)<<<grid, QW_THREADS, QW_SMEM, stream>>>(p);
     } else {
         const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
         const unsigned ctas = tiles < sms ? tiles : sms;
-        (exact ? qws_kernel<true> : qws_kernel<false>)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny,
-                                                                                                tiles);
+        qws_kernel_of(exact, kc == QW_K_WS1)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess
