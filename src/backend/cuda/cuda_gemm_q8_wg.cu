@@ -255,8 +255,10 @@ __device__ __forceinline__ void qw_update_dw(float (&acc)[64], const float (&d)[
 /* SERIAL: a consumer's two blocks one after the other through one accumulator set (the block's scales
  * loaded while its products run), so 64 registers fewer are live and the update has room to be
  * scheduled; the other consumer warpgroup's products fill the tensor cores meanwhile. Else both
- * blocks' products are issued at once into two sets and block 0 is updated while block 1's run. */
-template <bool EXACT, bool SERIAL>
+ * blocks' products are issued at once into two sets and block 0 is updated while block 1's run.
+ * DIAG (measurement only, wrong outputs; DSV4_CUDA_Q8_WG_DIAG): bit 0 leaves the float update out, bit 1
+ * the products (3: only the loads and the hand-over), so each part's cost shows on its own. */
+template <bool EXACT, bool SERIAL, int DIAG = 0>
 __global__ void __launch_bounds__(QWS_THREADS, 1)
     qws_kernel(const qw_args p, uint32_t nx, uint32_t ny, uint32_t tiles) {
     extern __shared__ __align__(16) uint8_t qw_smem_raw[];
@@ -315,13 +317,13 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                 float2 dw[16];
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
-                    qw_issue(d0, ts, cw, j);
+                    if (!(DIAG & 2)) qw_issue(d0, ts, cw, j);
                     const float dx0 = XD[2 * r0 + j], dx1 = XD[2 * (r0 + 8) + j];
 #pragma unroll
                     for (int k = 0; k < 16; k++) dw[k] = *(const float2 *)(WD + 128 * j + 8 * k + 2 * t);
-                    x16_wait<0>();
+                    if (!(DIAG & 2)) x16_wait<0>();
                     qw_fence_acc(d0);
-                    qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
+                    if (!(DIAG & 1)) qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
                 }
             } else {
                 qw_issue(d0, ts, cw, 0);
@@ -337,6 +339,9 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
             qw_bar_arrive(empty + slot);
             if (++slot == QW_STAGES) slot = 0, phase ^= 1;
         }
+        if (DIAG & 1)
+#pragma unroll
+            for (int e = 0; e < 64; e++) acc[e] = d0[e];
         qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
     }
 }
@@ -395,7 +400,23 @@ static int qw_kernel_choice(void) {
     return v;
 }
 typedef void (*qws_fn)(const qw_args, uint32_t, uint32_t, uint32_t);
+/* DSV4_CUDA_Q8_WG_DIAG=noupdate|noproducts|loadsonly: the serial kernel without its update, its products
+ * or both (wrong outputs: for measuring the parts only); read once */
+static int qw_diag(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_Q8_WG_DIAG");
+        v = e && !strcmp(e, "noupdate")     ? 1
+            : e && !strcmp(e, "noproducts") ? 2
+            : e && !strcmp(e, "loadsonly")  ? 3
+                                            : 0;
+    }
+    return v;
+}
 static qws_fn qws_kernel_of(bool exact, bool serial) {
+    if (qw_diag() == 1) return qws_kernel<true, true, 1>;
+    if (qw_diag() == 2) return qws_kernel<true, true, 2>;
+    if (qw_diag() == 3) return qws_kernel<true, true, 3>;
     if (serial) return exact ? qws_kernel<true, true> : qws_kernel<false, true>;
     return exact ? qws_kernel<true, false> : qws_kernel<false, false>;
 }
@@ -406,10 +427,12 @@ extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_op
     if (cc_major != 9 || smem_per_block_optin < (size_t)QWS_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-    const void *k[6] = {(const void *)qw_kernel<true>,     (const void *)qw_kernel<false>,
-                        (const void *)qws_kernel_of(1, 0), (const void *)qws_kernel_of(0, 0),
-                        (const void *)qws_kernel_of(1, 1), (const void *)qws_kernel_of(0, 1)};
-    for (int i = 0; ok && i < 6; i++)
+    const void *k[9] = {(const void *)qw_kernel<true>,           (const void *)qw_kernel<false>,
+                        (const void *)qws_kernel<true, false>,   (const void *)qws_kernel<false, false>,
+                        (const void *)qws_kernel<true, true>,    (const void *)qws_kernel<false, true>,
+                        (const void *)qws_kernel<true, true, 1>, (const void *)qws_kernel<true, true, 2>,
+                        (const void *)qws_kernel<true, true, 3>};
+    for (int i = 0; ok && i < 9; i++) /* qw_kernel's two, then the qws_kernel forms */
         ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   i < 2 ? (int)QW_SMEM : (int)QWS_SMEM) == cudaSuccess;
     cudaGetLastError();
