@@ -257,7 +257,8 @@ __device__ __forceinline__ void qw_update_dw(float (&acc)[64], const float (&d)[
  * scheduled; the other consumer warpgroup's products fill the tensor cores meanwhile. Else both
  * blocks' products are issued at once into two sets and block 0 is updated while block 1's run.
  * DIAG (measurement only, wrong outputs; DSV4_CUDA_Q8_WG_DIAG): bit 0 leaves the float update out, bit 1
- * the products (3: only the loads and the hand-over), so each part's cost shows on its own. */
+ * the products, bit 2 the loads and the hand-over (the consumers work on whatever shared memory holds), so
+ * each part's cost shows on its own. */
 template <bool EXACT, bool SERIAL, int DIAG = 0>
 __global__ void __launch_bounds__(QWS_THREADS, 1)
     qws_kernel(const qw_args p, uint32_t nx, uint32_t ny, uint32_t tiles) {
@@ -272,6 +273,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
     __syncthreads();
     if (wg == 0) { /* the producer */
         qw_setmaxnreg_dec<40>();
+        if (DIAG & 4) return;
         uint32_t it = 0; /* stages issued, over all of this CTA's tiles */
         for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
             const qws_tile tl = qws_tile_of(i, nx, ny);
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
         for (int e = 0; e < 64; e++) acc[e] = 0.0f;
 #pragma unroll 1
         for (int s = 0; s < ns; s++) {
-            qw_bar_wait(full + slot, phase);
+            if (!(DIAG & 4)) qw_bar_wait(full + slot, phase);
             const uint8_t *st = smem + slot * QW_STAGE;
             const uint32_t ts = qw_saddr(st);
             const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
@@ -336,7 +338,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                 qw_fence_acc(d1);
                 qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
             }
-            qw_bar_arrive(empty + slot);
+            if (!(DIAG & 4)) qw_bar_arrive(empty + slot);
             if (++slot == QW_STAGES) slot = 0, phase ^= 1;
         }
         if (DIAG & 1)
@@ -400,23 +402,26 @@ static int qw_kernel_choice(void) {
     return v;
 }
 typedef void (*qws_fn)(const qw_args, uint32_t, uint32_t, uint32_t);
-/* DSV4_CUDA_Q8_WG_DIAG=noupdate|noproducts|loadsonly: the serial kernel without its update, its products
- * or both (wrong outputs: for measuring the parts only); read once */
+/* DSV4_CUDA_Q8_WG_DIAG: the serial kernel with parts left out (wrong outputs: for measuring the parts
+ * only; DIAG bits of qws_kernel); read once */
+static const char *const qw_diag_names[8] = {"",        "noupdate",     "noproducts", "loadsonly",
+                                             "noloads", "productsonly", "updateonly", "nothing"};
+static const qws_fn qw_diag_kernels[8] = {qws_kernel<true, true, 0>, qws_kernel<true, true, 1>,
+                                          qws_kernel<true, true, 2>, qws_kernel<true, true, 3>,
+                                          qws_kernel<true, true, 4>, qws_kernel<true, true, 5>,
+                                          qws_kernel<true, true, 6>, qws_kernel<true, true, 7>};
 static int qw_diag(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_Q8_WG_DIAG");
-        v = e && !strcmp(e, "noupdate")     ? 1
-            : e && !strcmp(e, "noproducts") ? 2
-            : e && !strcmp(e, "loadsonly")  ? 3
-                                            : 0;
+        v = 0;
+        for (int i = 1; e && i < 8; i++)
+            if (!strcmp(e, qw_diag_names[i])) v = i;
     }
     return v;
 }
 static qws_fn qws_kernel_of(bool exact, bool serial) {
-    if (qw_diag() == 1) return qws_kernel<true, true, 1>;
-    if (qw_diag() == 2) return qws_kernel<true, true, 2>;
-    if (qw_diag() == 3) return qws_kernel<true, true, 3>;
+    if (qw_diag()) return qw_diag_kernels[qw_diag()];
     if (serial) return exact ? qws_kernel<true, true> : qws_kernel<false, true>;
     return exact ? qws_kernel<true, false> : qws_kernel<false, false>;
 }
@@ -427,13 +432,12 @@ extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_op
     if (cc_major != 9 || smem_per_block_optin < (size_t)QWS_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-    const void *k[9] = {(const void *)qw_kernel<true>,           (const void *)qw_kernel<false>,
-                        (const void *)qws_kernel<true, false>,   (const void *)qws_kernel<false, false>,
-                        (const void *)qws_kernel<true, true>,    (const void *)qws_kernel<false, true>,
-                        (const void *)qws_kernel<true, true, 1>, (const void *)qws_kernel<true, true, 2>,
-                        (const void *)qws_kernel<true, true, 3>};
-    for (int i = 0; ok && i < 9; i++) /* qw_kernel's two, then the qws_kernel forms */
-        ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const void *k[5] = {(const void *)qw_kernel<true>, (const void *)qw_kernel<false>,
+                        (const void *)qws_kernel<true, false>, (const void *)qws_kernel<false, false>,
+                        (const void *)qws_kernel<false, true>};
+    for (int i = 0; ok && i < 13; i++) /* qw_kernel's two, then the qws_kernel forms (serial exact: diag 0) */
+        ok = cudaFuncSetAttribute(i < 5 ? k[i] : (const void *)qw_diag_kernels[i - 5],
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   i < 2 ? (int)QW_SMEM : (int)QWS_SMEM) == cudaSuccess;
     cudaGetLastError();
     return ok;
