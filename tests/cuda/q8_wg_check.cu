@@ -6,9 +6,9 @@
  * checked whole; the flash-shaped ones on 4096 sampled outputs each, and timed (median of 5, events)
  * to give their rate. Exit 0 = every compared output identical. The backend's switches select the kernel:
  * DSV4_CUDA_Q8_WG=fma (the fused update: compared within 1e-6 of the sum of |terms| instead),
- * DSV4_CUDA_Q8_WG_KERNEL=v1 (session 20's kernel instead of the producer / consumer one). Every output of
- * every shape must have been written (the buffer starts as NaN; sampled shapes are scanned whole for it),
- * so a tile the persistent walk skips shows. */
+ * DSV4_CUDA_Q8_WG_KERNEL=ws|pipe|v1 (the producer / consumer kernel's other forms, session 20's kernel).
+ * Every output of every shape must have been written (the buffer starts as NaN; sampled shapes are scanned
+ * whole for it), so a tile the persistent walk skips shows. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>

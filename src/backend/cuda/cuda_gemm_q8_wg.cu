@@ -252,14 +252,20 @@ __device__ __forceinline__ void qw_update_dw(float (&acc)[64], const float (&d)[
     }
 }
 
-/* SERIAL: a consumer's two blocks one after the other through one accumulator set (the block's scales
- * loaded while its products run), so 64 registers fewer are live and the update has room to be
- * scheduled; the other consumer warpgroup's products fill the tensor cores meanwhile. Else both
- * blocks' products are issued at once into two sets and block 0 is updated while block 1's run.
+/* FORM: how a consumer orders its products and updates.
+ * QWS_SERIAL: a consumer's two blocks one after the other through one accumulator set (the block's scales
+ * loaded while its products run), so 64 registers fewer are live and the update has room to be scheduled.
+ * QWS_OVERLAP: both blocks' products issued at once into two sets, block 0 updated while block 1's run.
+ * QWS_PIPE: a block's products always run while the block before it is updated, across stages too: in stage
+ * s, (s, 1)'s products run during (s, 0)'s update and (s + 1, 0)'s during (s, 1)'s, each retired before
+ * the next issue and all of them before the loop's back edge (ptxas serializes the products when a group is
+ * in flight across it, C7514). Session 21's measurements (bench/NOTES.md) showed the products and the
+ * updates adding up in the other two forms: the two consumer warpgroups run in step.
  * DIAG (measurement only, wrong outputs; DSV4_CUDA_Q8_WG_DIAG): bit 0 leaves the float update out, bit 1
  * the products, bit 2 the loads and the hand-over (the consumers work on whatever shared memory holds), so
  * each part's cost shows on its own. */
-template <bool EXACT, bool SERIAL, int DIAG = 0>
+enum { QWS_OVERLAP, QWS_SERIAL, QWS_PIPE };
+template <bool EXACT, int FORM, int DIAG = 0>
 __global__ void __launch_bounds__(QWS_THREADS, 1)
     qws_kernel(const qw_args p, uint32_t nx, uint32_t ny, uint32_t tiles) {
     extern __shared__ __align__(16) uint8_t qw_smem_raw[];
@@ -303,48 +309,77 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
 #pragma unroll
     for (int e = 0; e < 64; e++) d0[e] = 0.0f, d1[e] = 0.0f;
     qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
-    if (!SERIAL) qw_fence_acc(d1);
+    if (FORM != QWS_SERIAL) qw_fence_acc(d1);
     uint32_t slot = 0, phase = 0;
     for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
         const qws_tile tl = qws_tile_of(i, nx, ny);
 #pragma unroll
         for (int e = 0; e < 64; e++) acc[e] = 0.0f;
+        if constexpr (FORM == QWS_PIPE) {
+            qw_bar_wait(full + slot, phase); /* (0, 0) of the tile */
+            qw_issue(d0, qw_saddr(smem + slot * QW_STAGE), cw, 0);
+            x16_wait<0>();
+            qw_fence_acc(d0);
 #pragma unroll 1
-        for (int s = 0; s < ns; s++) {
-            if (!(DIAG & 4)) qw_bar_wait(full + slot, phase);
-            const uint8_t *st = smem + slot * QW_STAGE;
-            const uint32_t ts = qw_saddr(st);
-            const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
-            if (SERIAL) {
-                float2 dw[16];
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    if (!(DIAG & 2)) qw_issue(d0, ts, cw, j);
-                    const float dx0 = XD[2 * r0 + j], dx1 = XD[2 * (r0 + 8) + j];
-#pragma unroll
-                    for (int k = 0; k < 16; k++) dw[k] = *(const float2 *)(WD + 128 * j + 8 * k + 2 * t);
-                    if (!(DIAG & 2)) x16_wait<0>();
-                    qw_fence_acc(d0);
-                    if (!(DIAG & 1)) qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
-                }
-            } else {
-                qw_issue(d0, ts, cw, 0);
-                qw_issue(d1, ts, cw, 1);
-                const float2 xa = *(const float2 *)(XD + 2 * r0), xb = *(const float2 *)(XD + 2 * (r0 + 8));
-                x16_wait<1>();
-                qw_fence_acc(d0);
-                qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
+            for (int s = 0; s < ns; s++) {
+                const uint8_t *st = smem + slot * QW_STAGE;
+                const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
+                qw_issue(d1, qw_saddr(st), cw, 1);                                 /* (s, 1) */
+                qw_update<EXACT>(acc, d0, WD, t, 0, XD[2 * r0], XD[2 * (r0 + 8)]); /* (s, 0) */
                 x16_wait<0>();
                 qw_fence_acc(d1);
-                qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
+                const uint32_t nslot = slot + 1 == QW_STAGES ? 0 : slot + 1,
+                               nphase = nslot ? phase : phase ^ 1;
+                if (s + 1 < ns) { /* (s + 1, 0) */
+                    qw_bar_wait(full + nslot, nphase);
+                    qw_issue(d0, qw_saddr(smem + nslot * QW_STAGE), cw, 0);
+                }
+                qw_update<EXACT>(acc, d1, WD, t, 1, XD[2 * r0 + 1], XD[2 * (r0 + 8) + 1]); /* (s, 1) */
+                x16_wait<0>();
+                qw_fence_acc(d0);
+                qw_bar_arrive(empty + slot);
+                slot = nslot, phase = nphase;
             }
-            if (!(DIAG & 4)) qw_bar_arrive(empty + slot);
-            if (++slot == QW_STAGES) slot = 0, phase ^= 1;
-        }
-        if (DIAG & 1)
+            qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
+        } else {
+#pragma unroll 1
+            for (int s = 0; s < ns; s++) {
+                if (!(DIAG & 4)) qw_bar_wait(full + slot, phase);
+                const uint8_t *st = smem + slot * QW_STAGE;
+                const uint32_t ts = qw_saddr(st);
+                const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
+                if (FORM == QWS_SERIAL) {
+                    float2 dw[16];
 #pragma unroll
-            for (int e = 0; e < 64; e++) acc[e] = d0[e];
-        qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
+                    for (int j = 0; j < 2; j++) {
+                        if (!(DIAG & 2)) qw_issue(d0, ts, cw, j);
+                        const float dx0 = XD[2 * r0 + j], dx1 = XD[2 * (r0 + 8) + j];
+#pragma unroll
+                        for (int k = 0; k < 16; k++) dw[k] = *(const float2 *)(WD + 128 * j + 8 * k + 2 * t);
+                        if (!(DIAG & 2)) x16_wait<0>();
+                        qw_fence_acc(d0);
+                        if (!(DIAG & 1)) qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
+                    }
+                } else {
+                    qw_issue(d0, ts, cw, 0);
+                    qw_issue(d1, ts, cw, 1);
+                    const float2 xa = *(const float2 *)(XD + 2 * r0),
+                                 xb = *(const float2 *)(XD + 2 * (r0 + 8));
+                    x16_wait<1>();
+                    qw_fence_acc(d0);
+                    qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
+                    x16_wait<0>();
+                    qw_fence_acc(d1);
+                    qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
+                }
+                if (!(DIAG & 4)) qw_bar_arrive(empty + slot);
+                if (++slot == QW_STAGES) slot = 0, phase ^= 1;
+            }
+            if (DIAG & 1)
+#pragma unroll
+                for (int e = 0; e < 64; e++) acc[e] = d0[e];
+            qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
+        }
     }
 }
 
@@ -390,14 +425,17 @@ static int qw_mode(void) {
 extern "C" bool dsv4_cuda_q8_wg_enabled(void) { return qw_mode() != 0; }
 extern "C" bool dsv4_cuda_q8_wg_exact(void) { return qw_mode() == 1; }
 
-/* DSV4_CUDA_Q8_WG_KERNEL: unset / "ws1" qws_kernel with its blocks one after the other, "ws" with them
- * overlapped, "v1" qw_kernel (session 20); read once */
-enum { QW_K_WS1, QW_K_WS, QW_K_V1 };
+/* DSV4_CUDA_Q8_WG_KERNEL: unset / "ws1" qws_kernel in its serial form, "ws" overlapped, "pipe" pipelined,
+ * "v1" qw_kernel (session 20); read once */
+enum { QW_K_WS1, QW_K_WS, QW_K_PIPE, QW_K_V1 };
 static int qw_kernel_choice(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_Q8_WG_KERNEL");
-        v = e && !strcmp(e, "v1") ? QW_K_V1 : e && !strcmp(e, "ws") ? QW_K_WS : QW_K_WS1;
+        v = e && !strcmp(e, "v1")     ? QW_K_V1
+            : e && !strcmp(e, "ws")   ? QW_K_WS
+            : e && !strcmp(e, "pipe") ? QW_K_PIPE
+                                      : QW_K_WS1;
     }
     return v;
 }
@@ -406,10 +444,10 @@ typedef void (*qws_fn)(const qw_args, uint32_t, uint32_t, uint32_t);
  * only; DIAG bits of qws_kernel); read once */
 static const char *const qw_diag_names[8] = {"",        "noupdate",     "noproducts", "loadsonly",
                                              "noloads", "productsonly", "updateonly", "nothing"};
-static const qws_fn qw_diag_kernels[8] = {qws_kernel<true, true, 0>, qws_kernel<true, true, 1>,
-                                          qws_kernel<true, true, 2>, qws_kernel<true, true, 3>,
-                                          qws_kernel<true, true, 4>, qws_kernel<true, true, 5>,
-                                          qws_kernel<true, true, 6>, qws_kernel<true, true, 7>};
+static const qws_fn qw_diag_kernels[8] = {qws_kernel<true, QWS_SERIAL, 0>, qws_kernel<true, QWS_SERIAL, 1>,
+                                          qws_kernel<true, QWS_SERIAL, 2>, qws_kernel<true, QWS_SERIAL, 3>,
+                                          qws_kernel<true, QWS_SERIAL, 4>, qws_kernel<true, QWS_SERIAL, 5>,
+                                          qws_kernel<true, QWS_SERIAL, 6>, qws_kernel<true, QWS_SERIAL, 7>};
 static int qw_diag(void) {
     static int v = -1;
     if (v < 0) {
@@ -420,10 +458,11 @@ static int qw_diag(void) {
     }
     return v;
 }
-static qws_fn qws_kernel_of(bool exact, bool serial) {
+static qws_fn qws_kernel_of(bool exact, int form) {
     if (qw_diag()) return qw_diag_kernels[qw_diag()];
-    if (serial) return exact ? qws_kernel<true, true> : qws_kernel<false, true>;
-    return exact ? qws_kernel<true, false> : qws_kernel<false, false>;
+    if (form == QWS_SERIAL) return exact ? qws_kernel<true, QWS_SERIAL> : qws_kernel<false, QWS_SERIAL>;
+    if (form == QWS_PIPE) return exact ? qws_kernel<true, QWS_PIPE> : qws_kernel<false, QWS_PIPE>;
+    return exact ? qws_kernel<true, QWS_OVERLAP> : qws_kernel<false, QWS_OVERLAP>;
 }
 
 /* On the current device (the shared-memory limit is a per-device attribute of each kernel: the backend
@@ -432,11 +471,15 @@ extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_op
     if (cc_major != 9 || smem_per_block_optin < (size_t)QWS_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)qw_kernel<true>) == cudaSuccess;
-    const void *k[5] = {(const void *)qw_kernel<true>, (const void *)qw_kernel<false>,
-                        (const void *)qws_kernel<true, false>, (const void *)qws_kernel<false, false>,
-                        (const void *)qws_kernel<false, true>};
-    for (int i = 0; ok && i < 13; i++) /* qw_kernel's two, then the qws_kernel forms (serial exact: diag 0) */
-        ok = cudaFuncSetAttribute(i < 5 ? k[i] : (const void *)qw_diag_kernels[i - 5],
+    const void *k[7] = {(const void *)qw_kernel<true>,
+                        (const void *)qw_kernel<false>,
+                        (const void *)qws_kernel<true, QWS_OVERLAP>,
+                        (const void *)qws_kernel<false, QWS_OVERLAP>,
+                        (const void *)qws_kernel<false, QWS_SERIAL>,
+                        (const void *)qws_kernel<true, QWS_PIPE>,
+                        (const void *)qws_kernel<false, QWS_PIPE>};
+    for (int i = 0; ok && i < 15; i++) /* qw_kernel's two, then the qws_kernel forms (serial exact: diag 0) */
+        ok = cudaFuncSetAttribute(i < 7 ? k[i] : (const void *)qw_diag_kernels[i - 7],
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   i < 2 ? (int)QW_SMEM : (int)QWS_SMEM) == cudaSuccess;
     cudaGetLastError();
@@ -490,7 +533,10 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
     } else {
         const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
         const unsigned ctas = tiles < sms ? tiles : sms;
-        qws_kernel_of(exact, kc == QW_K_WS1)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
+        qws_kernel_of(exact, kc == QW_K_WS1 ? QWS_SERIAL
+                             : kc == QW_K_PIPE
+                                 ? QWS_PIPE
+                                 : QWS_OVERLAP)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess
