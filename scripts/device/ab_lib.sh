@@ -59,3 +59,18 @@ parity_run() {
   say "parity rc $?"
   grep -E "PASS|FAIL" "$OUT/parity.log" | head -40 | tee -a "$S"
 }
+# q8wg_chk TAG [ENV=VAL ...]: q8_wg_check (the exact Q8_0 warpgroup GEMM, bitwise and TOPS) into
+# $OUT/q8wg-TAG.txt, its verdict and TOPS / failure lines; returns its status
+q8wg_chk() {
+  local tag=$1; shift
+  env "$@" timeout 150 "$C/q8_wg_check" >"$OUT/q8wg-$tag.txt" 2>&1; local rc=$?
+  say "== q8_wg_check $tag ($*): rc $rc, $(tail -1 "$OUT/q8wg-$tag.txt")"
+  grep -E "FAIL|TOPS|never" "$OUT/q8wg-$tag.txt" | sed 's/.*n=/n=/; s/outputs differ from quant_dot_q8_0/differ/' | cut -c1-160 | tee -a "$S"
+  return $rc
+}
+# ab_finish NAME: the closing line, then everything under $OUT but the summary in one archive NAME.tgz
+# (the device tool brings back few files)
+ab_finish() {
+  say "$1 done"
+  (cd "$OUT" && tar czf "$1.tgz" --exclude="$1.tgz" * && find . -type f ! -name "$1.tgz" ! -name "${SUMMARY:-summary}.txt" -delete)
+}

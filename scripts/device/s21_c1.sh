@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21 call 1: the warpgroup Q8_0 GEMM's two kernel forms (q8wg_ab.sh's checks and full flash 2K
+# Session 21 call 1: the warpgroup Q8_0 GEMM's two kernel forms (the steps of the removed q8wg_ab.sh: checks and full flash 2K
 # A/B), plus ncu (stalls, instruction counts) of both forms on q8_wg_check's first shape (flash q_b,
 # 2048 x 32768 x 1024) and their SASS (cuobjdump) for the instruction mix of the main loop.
 set -u
@@ -27,5 +27,4 @@ run q8wg-wg4-1 "$A2" DSV4_CUDA_Q8_WG_KERNEL=wg4
 run q8wg-default-2 "$A2" X=1
 run q8wg-wg4-2 "$A2" DSV4_CUDA_Q8_WG_KERNEL=wg4
 rm -f /dev/shm/flash-q2.gguf
-say "s21_c1 done"
-cd "$OUT" && tar czf s21_c1.tgz --exclude=s21_c1.tgz * && find . -type f ! -name s21_c1.tgz ! -name s21_c1.txt -delete
+ab_finish s21_c1

@@ -7,16 +7,9 @@ set -u
 SUMMARY=s21_c2
 . "$(dirname "$0")/ab_lib.sh"
 NCU=/usr/local/cuda/bin/ncu
-chk() { # tag env...
-  local tag=$1; shift
-  env "$@" timeout 150 "$C/q8_wg_check" >"$OUT/q8wg-$tag.txt" 2>&1; local rc=$?
-  say "== q8_wg_check $tag ($*): rc $rc, $(tail -1 "$OUT/q8wg-$tag.txt")"
-  grep -E "FAIL|TOPS|never" "$OUT/q8wg-$tag.txt" | sed 's/.*n=/n=/; s/outputs differ from quant_dot_q8_0/differ/' | cut -c1-160 | tee -a "$S"
-  return $rc
-}
-chk ws X=1; WS=$?
-chk ws-fma DSV4_CUDA_Q8_WG=fma
-chk v1 DSV4_CUDA_Q8_WG_KERNEL=v1
+q8wg_chk ws X=1; WS=$?
+q8wg_chk ws-fma DSV4_CUDA_Q8_WG=fma
+q8wg_chk v1 DSV4_CUDA_Q8_WG_KERNEL=v1
 for k in ws v1; do # the q_b shape's first launch: 6 whole-checked shapes come before it
   DSV4_CUDA_Q8_WG_KERNEL=$k timeout 150 "$NCU" --section SpeedOfLight --section Occupancy --section SchedulerStats \
     --section WarpStateStats --section InstructionStats --section LaunchStats --print-details all \
@@ -37,5 +30,4 @@ if [ $WS = 0 ]; then
 else
   say "SKIP: the new kernel failed its check"
 fi
-say "s21_c2 done"
-cd "$OUT" && tar czf s21_c2.tgz --exclude=s21_c2.tgz * && find . -type f ! -name s21_c2.tgz ! -name s21_c2.txt -delete
+ab_finish s21_c2

@@ -15,5 +15,4 @@ run s21c4-70k "--ctx-start 70000 --ctx-max 70000 --gen-tokens 128" X=1
 grep -ho '"nonfinite_logits": [0-9]*\|"q8_wg_products": [0-9]*\|"buffer_bytes": [0-9]*' "$OUT"/*s21c4-70k*.json | tee -a "$S"
 rm -f /dev/shm/flash-q2.gguf
 parity_run 300
-say "s21_c4 done"
-cd "$OUT" && tar czf s21_c4.tgz --exclude=s21_c4.tgz * && find . -type f ! -name s21_c4.tgz ! -name s21_c4.txt -delete
+ab_finish s21_c4

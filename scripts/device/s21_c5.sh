@@ -9,5 +9,4 @@ for d in noloads productsonly updateonly nothing; do
   say "== q8_wg_check DSV4_CUDA_Q8_WG_DIAG=$d (outputs wrong by design): rc $?"
   grep -E "TOPS" "$OUT/q8wg-diag-$d.txt" | sed 's/.*n=/n=/; s/ (.*);/;/' | cut -c1-120 | tee -a "$S"
 done
-say "s21_c5 done"
-cd "$OUT" && tar czf s21_c5.tgz --exclude=s21_c5.tgz * && find . -type f ! -name s21_c5.tgz ! -name s21_c5.txt -delete
+ab_finish s21_c5

@@ -6,16 +6,9 @@
 set -u
 SUMMARY=s22_c1
 . "$(dirname "$0")/ab_lib.sh"
-chk() { # tag env...
-  local tag=$1; shift
-  env "$@" timeout 150 "$C/q8_wg_check" >"$OUT/q8wg-$tag.txt" 2>&1; local rc=$?
-  say "== q8_wg_check $tag ($*): rc $rc, $(tail -1 "$OUT/q8wg-$tag.txt")"
-  grep -E "FAIL|TOPS|never" "$OUT/q8wg-$tag.txt" | sed 's/.*n=/n=/; s/outputs differ from quant_dot_q8_0/differ/' | cut -c1-160 | tee -a "$S"
-  return $rc
-}
-chk pipe DSV4_CUDA_Q8_WG_KERNEL=pipe; OKP=$?
-chk pipe-fma DSV4_CUDA_Q8_WG_KERNEL=pipe DSV4_CUDA_Q8_WG=fma
-chk ws1 X=1
+q8wg_chk pipe DSV4_CUDA_Q8_WG_KERNEL=pipe; OKP=$?
+q8wg_chk pipe-fma DSV4_CUDA_Q8_WG_KERNEL=pipe DSV4_CUDA_Q8_WG=fma
+q8wg_chk ws1 X=1
 if [ $OKP = 0 ]; then
   A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
   run pipe-1 "$A2" DSV4_CUDA_Q8_WG_KERNEL=pipe
@@ -30,5 +23,4 @@ if [ $OKP = 0 ]; then
 else
   say "SKIP: pipe failed its check"
 fi
-say "s22_c1 done"
-cd "$OUT" && tar czf s22_c1.tgz --exclude=s22_c1.tgz * && find . -type f ! -name s22_c1.tgz ! -name s22_c1.txt -delete
+ab_finish s22_c1
