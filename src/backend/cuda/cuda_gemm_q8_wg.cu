@@ -425,17 +425,17 @@ static int qw_mode(void) {
 extern "C" bool dsv4_cuda_q8_wg_enabled(void) { return qw_mode() != 0; }
 extern "C" bool dsv4_cuda_q8_wg_exact(void) { return qw_mode() == 1; }
 
-/* DSV4_CUDA_Q8_WG_KERNEL: unset / "ws1" qws_kernel in its serial form, "ws" overlapped, "pipe" pipelined,
- * "v1" qw_kernel (session 20); read once */
-enum { QW_K_WS1, QW_K_WS, QW_K_PIPE, QW_K_V1 };
+/* DSV4_CUDA_Q8_WG_KERNEL: unset / "ws1" qws_kernel in its serial form, "ws" overlapped, "pipe" pipelined
+ * (the FORM), "v1" qw_kernel (session 20: QW_V1); read once */
+static const int QW_V1 = -1;
 static int qw_kernel_choice(void) {
-    static int v = -1;
-    if (v < 0) {
+    static int v = -2;
+    if (v == -2) {
         const char *e = getenv("DSV4_CUDA_Q8_WG_KERNEL");
-        v = e && !strcmp(e, "v1")     ? QW_K_V1
-            : e && !strcmp(e, "ws")   ? QW_K_WS
-            : e && !strcmp(e, "pipe") ? QW_K_PIPE
-                                      : QW_K_WS1;
+        v = e && !strcmp(e, "v1")     ? QW_V1
+            : e && !strcmp(e, "ws")   ? QWS_OVERLAP
+            : e && !strcmp(e, "pipe") ? QWS_PIPE
+                                      : QWS_SERIAL;
     }
     return v;
 }
@@ -527,16 +527,13 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
     const uint32_t nx = (op->n + QW_BM - 1) / QW_BM, ny = (uint32_t)((op->rows + QW_BN - 1) / QW_BN);
     const bool exact = dsv4_cuda_q8_wg_exact();
     const int kc = qw_kernel_choice();
-    if (kc == QW_K_V1) {
+    if (kc == QW_V1) {
         const dim3 grid(nx, ny, op->groups);
         (exact ? qw_kernel<true> : qw_kernel<false>)<<<grid, QW_THREADS, QW_SMEM, stream>>>(p);
     } else {
         const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
         const unsigned ctas = tiles < sms ? tiles : sms;
-        qws_kernel_of(exact, kc == QW_K_WS1 ? QWS_SERIAL
-                             : kc == QW_K_PIPE
-                                 ? QWS_PIPE
-                                 : QWS_OVERLAP)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
+        qws_kernel_of(exact, kc)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
     }
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess

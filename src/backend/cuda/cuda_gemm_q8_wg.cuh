@@ -2,7 +2,7 @@
  * is cuda_gemm_q8_wg.h). Device code for sm_90a only: the wgmma bodies are empty elsewhere; the
  * layout units (QW_HD) also run on the host in tests/cuda/q8_wg_emu_check.cu.
  *
- * The CTA: 128 tokens (M: two warpgroups of 64) x 128 weight rows (N), 8 warps, one CTA per SM. A
+ * The CTA tile: 128 tokens (M: two product warpgroups of 64) x 128 weight rows (N), one CTA per SM. A
  * stage is 64 k (two Q8_0 blocks): the token tile and the weight tile as 128 rows of 128 bytes in
  * the 128-byte swizzle (chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16); 1024-byte aligned
  * tiles), then the token tile's block scales as [row][2] floats and the weight tile's as [block][row]. Per
@@ -17,7 +17,7 @@
  * producer warpgroup does all the loads and hands each stage over through mbarriers (full / empty per
  * stage), so the two consumer warpgroups never wait for each other or for a CTA barrier, and the grid is
  * persistent (one CTA per SM walks the tiles; the producer runs into the next tile while the consumers
- * store). */
+ * store). Its consumers order products and updates in one of three forms (cuda_gemm_q8_wg.cu, FORM). */
 #ifndef DSV4_CUDA_GEMM_Q8_WG_CUH
 #define DSV4_CUDA_GEMM_Q8_WG_CUH
 
