@@ -120,6 +120,9 @@ $(BUILD)/obj/src/backend/cuda/cuda_ops_moe_x16.o: NVFLAGS = $(NVFLAGS_BASE) --fm
 # So is the exact Q8_0 warpgroup GEMM (cuda_gemm_q8_wg.h: dsv4_cuda_q8_wg_device_ok asks the runtime).
 $(BUILD)/obj/src/backend/cuda/cuda_gemm_q8_wg.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
 	-gencode arch=compute_90a,code=sm_90a
+# And the producer / consumer routed gate/up product (cuda_moe_ws.h: dsv4_cuda_moe_ws_device_ok).
+$(BUILD)/obj/src/backend/cuda/cuda_moe_ws.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
+	-gencode arch=compute_90a,code=sm_90a
 $(BUILD)/libcuda_backend.a: $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -179,7 +182,8 @@ $(BUILD)/cuda/test_cuda_attn: tests/cuda/test_cuda_attn.cu $(CUDA_ATTN_OBJS) $(c
 CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check moe_mma_emu_check \
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
-	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check q8_wg_emu_check
+	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check q8_wg_emu_check \
+	moe_ws_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -217,6 +221,12 @@ $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend
 # Host-only emulation of the f16 tensor-core MoE gate/up against float64 and quant_dot_* (runs anywhere).
 $(BUILD)/cuda/moe_half_emu_check: tests/cuda/moe_half_emu_check.cu src/backend/cuda/cuda_moe_half.cuh \
 		src/backend/cuda/cuda_moe_wide.cuh src/backend/cuda/cuda_gemm_blas.cuh $(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
+# Host-only emulation of the producer / consumer MoE gate/up's decode, tiles and accumulator map against
+# float64 of the f16 operands (runs anywhere).
+$(BUILD)/cuda/moe_ws_emu_check: tests/cuda/moe_ws_emu_check.cu src/backend/cuda/cuda_moe_ws.cuh \
+		src/backend/cuda/cuda_moe_half.cuh src/backend/cuda/cuda_moe_wide.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the exact warpgroup MoE products' units against quant_dot_* (runs anywhere).

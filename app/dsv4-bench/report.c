@@ -158,7 +158,7 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
             "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
             "\"instantiate\": %.3f}}, \"blas\": {\"ready\": %s, \"products\": %llu, \"conversions_shared\": "
             "%llu, \"hc_mix_rms_folded\": %llu}, \"q8_wg_products\": %llu, \"moe_f16_products\": %llu, "
-            "\"moe_x16_products\": %llu, "
+            "\"moe_ws_products\": %llu, \"moe_x16_products\": %llu, "
             "\"moe_x16_steps\": %llu, \"moe_x16_heavy_steps\": %llu}",
             (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
             (unsigned long long)di.weight_bytes, (unsigned long long)di.buffer_bytes,
@@ -171,8 +171,9 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
             di.steps_instantiate_us * 1e-3, di.blas_loaded ? "true" : "false",
             (unsigned long long)di.blas_products, (unsigned long long)di.blas_shared,
             (unsigned long long)di.blas_hc_mix_folded, (unsigned long long)di.q8_wg_products,
-            (unsigned long long)di.moe_f16_products, (unsigned long long)di.moe_x16_products,
-            (unsigned long long)di.moe_x16_steps, (unsigned long long)di.moe_x16_heavy_steps);
+            (unsigned long long)di.moe_f16_products, (unsigned long long)di.moe_ws_products,
+            (unsigned long long)di.moe_x16_products, (unsigned long long)di.moe_x16_steps,
+            (unsigned long long)di.moe_x16_heavy_steps);
     }
     fprintf(f, "\n  ],\n");
 }

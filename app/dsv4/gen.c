@@ -101,8 +101,8 @@ void cli_print_stats(const cli_ctx *c, const gen_stats *st) {
         fprintf(stderr, "Q8_0 prefill products on the exact warpgroup path: %llu\n",
                 (unsigned long long)di.q8_wg_products);
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.moe_f16_products)
-        fprintf(stderr, "routed gate/up products on f16 tensor cores: %llu\n",
-                (unsigned long long)di.moe_f16_products);
+        fprintf(stderr, "routed gate/up products on f16 tensor cores: %llu (%llu on the warpgroup kernel)\n",
+                (unsigned long long)di.moe_f16_products, (unsigned long long)di.moe_ws_products);
     if (dsv4_engine_device_info(c->engine, &di, &err) == DSV4_OK && di.moe_x16_products)
         fprintf(
             stderr,

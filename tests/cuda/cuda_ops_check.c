@@ -832,6 +832,11 @@ static uint64_t moe_f16_calls(chk *c) {
     dsv4_device_info di;
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_f16_products : 0;
 }
+/* of them, on the producer / consumer warpgroup kernel (DSV4_CUDA_MOE_WS=1, cuda_moe_ws.h) */
+static uint64_t moe_ws_calls(chk *c) {
+    dsv4_device_info di;
+    return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_ws_products : 0;
+}
 
 /* Routed experts of a large chunk with the f16 products (cuda_ops_moe_half.cu, n >= 256): not
  * bitwise. Per token, max|d| / max|ref| against the CPU must stay <= 1e-2 (f16 operands in gate,
@@ -841,7 +846,8 @@ static uint64_t moe_f16_calls(chk *c) {
  * or near 0 decide the output, where an f16 operand's error moves them (a property of the
  * arithmetic, not of the scaling). `timing`: the time against the exact kernels
  * (DSV4_CUDA_MOE_F16=0), the 8-warp variant (DSV4_CUDA_MOE_F16_WARPS=8) and the f16 gate/up alone
- * (=gate_up) on the same selection. */
+ * (=gate_up) on the same selection. With DSV4_CUDA_MOE_WS=1 the gate/up products must have run on the
+ * producer / consumer warpgroup kernel (its counter grew with the f16 one). */
 static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool big,
                            bool timing) {
     const dsv4_config *cf = &c->m->cfg;
@@ -870,7 +876,9 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
     float *dx = dcopy(c, x, (size_t)n * E * 4), *dwt = dcopy(c, wt, (size_t)n * K * 4);
     int32_t *dsel = dcopy(c, sel, (size_t)n * K * 4);
     float *dout = dcopy(c, o, (size_t)n * E * 4);
-    const uint64_t calls0 = moe_f16_calls(c);
+    const uint64_t calls0 = moe_f16_calls(c), ws0 = moe_ws_calls(c);
+    const char *wse = getenv("DSV4_CUDA_MOE_WS");
+    const bool want_ws = wse && !strcmp(wse, "1");
     if (ran(c, lb,
             CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp, o,
                      &ec),
@@ -878,7 +886,7 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
                      dout, &c->err),
             &ec)) {
         const bool read_ok = GPU->read(GC, got, dout, (size_t)n * E * 4, &c->err) == DSV4_OK;
-        const uint64_t calls = moe_f16_calls(c) - calls0;
+        const uint64_t calls = moe_f16_calls(c) - calls0, ws = moe_ws_calls(c) - ws0;
         double worst = read_ok ? 0 : 1e30, med_sum = 0;
         uint32_t worst_t = 0;
         for (uint32_t t = 0; read_ok && t < n; t++) {
@@ -892,9 +900,14 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
             med_sum += rel;
             if (!(rel <= worst)) worst = rel, worst_t = t;
         }
-        const bool ok = read_ok && worst <= 1e-2 && (calls >= 1 || !c->flash); /* taken at the flash width */
-        printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 products\n",
-               ok ? "ok  " : "FAIL", lb, worst, worst_t, med_sum / n, (unsigned long long)calls);
+        const bool ok = read_ok && worst <= 1e-2 &&
+                        (calls >= 1 || !c->flash) && /* taken at the flash width */
+                        (!want_ws || calls == 0 || ws >= 1);
+        printf("%s %-34s rel to cpu: worst token %.3e (token %u, <= 1e-2), mean %.3e; %llu f16 products "
+               "(%llu on "
+               "the warpgroup kernel%s)\n",
+               ok ? "ok  " : "FAIL", lb, worst, worst_t, med_sum / n, (unsigned long long)calls,
+               (unsigned long long)ws, want_ws ? ", DSV4_CUDA_MOE_WS=1" : "");
         c->fails += !ok;
         c->checks++;
         if (timing) {

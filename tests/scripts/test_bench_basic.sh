@@ -52,6 +52,7 @@ for jr, cr in zip(j["rows"], rows):
 assert j["devices"] and j["devices"][0]["blas"] == {"ready": False, "products": 0, "conversions_shared": 0, "hc_mix_rms_folded": 0}, j["devices"]
 assert j["devices"][0]["q8_wg_products"] == 0, j["devices"]
 assert j["devices"][0]["moe_f16_products"] == 0, j["devices"]
+assert j["devices"][0]["moe_ws_products"] == 0, j["devices"]
 assert j["devices"][0]["moe_x16_products"] == 0, j["devices"]
 print("ok")
 PY

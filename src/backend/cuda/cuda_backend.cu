@@ -546,6 +546,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_hc_mix_folded = c->hc_mix_folded;
     out->q8_wg_products = c->q8wg_calls;
     out->moe_f16_products = c->moe_half_calls;
+    out->moe_ws_products = c->moe_ws_calls;
     out->moe_x16_products = c->moe_x16_calls;
     unsigned long long xs[2] = {0, 0};
     if (c->d_x16_stats && !c->step_capturing &&

@@ -160,6 +160,9 @@ typedef struct cuda_ctx {
     /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
     int moe_half_attr; /* limits raised: bits 0/1 gate/up 8/16 warps, bits 2/3 down 8/16 warps */
     uint64_t moe_half_calls;
+    int8_t
+        moe_ws_state; /* the producer / consumer gate/up kernel (cuda_moe_ws.h): 0 not asked, 1 on, -1 off */
+    uint64_t moe_ws_calls;
     /* the exact warpgroup MoE products (cuda_moe_x16.h): bits 0/1 IQ2_XXS / Q2_K kernel ready, bits
      * 4/5 refused; products run; the f16 decode tables (made on first use) */
     int moe_x16_attr;

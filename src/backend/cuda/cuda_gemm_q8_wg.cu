@@ -14,25 +14,9 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_act_quant.cuh" /* act_q8_0_d / _id / _q: quant_act_q8_0's arithmetic */
+#include "backend/cuda/cuda_async.cuh"     /* cp.async, mbarriers, setmaxnreg */
 #include "backend/cuda/cuda_gemm_q8_wg.cuh"
 #include "backend/cuda/cuda_gemm_q8_wg.h"
-
-__device__ __forceinline__ void qw_cp16(uint8_t *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void qw_cp8(void *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void qw_cp4(void *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void qw_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void qw_cp_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 /* Stage s into st (k 64 s .. 64 s + 63 of the CTA's group) */
 template <int T>
@@ -40,17 +24,17 @@ __device__ __forceinline__ void qw_load(const qw_args &p, const qw_src<T> &q, ui
     const uint8_t *xq = (const uint8_t *)p.xq + 128u * s, *wq = (const uint8_t *)p.wq + 128u * s;
 #pragma unroll
     for (int i = 0; i < 1024 / T; i++) {
-        qw_cp16(st + q.dst + 16 * T * i, xq + q.a[i]);
-        qw_cp16(st + QW_TILE + q.dst + 16 * T * i, wq + q.b[i]);
+        ca_cp16(st + q.dst + 16 * T * i, xq + q.a[i]);
+        ca_cp16(st + QW_TILE + q.dst + 16 * T * i, wq + q.b[i]);
     }
     if (tid < 128) { /* XD: [token][2] */
-        qw_cp8(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)p.xd + q.sc + 8u * s);
+        ca_cp8(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)p.xd + q.sc + 8u * s);
     } else if (T == 256 ||
                tid < 256) { /* WD: [block][row], so a thread's two rows of one block are one 8-byte read */
         const uint8_t *src = (const uint8_t *)p.wd + q.sc + 8u * s;
         uint8_t *wd = st + 2 * QW_TILE + QW_SCALES + 4 * (tid - 128);
-        qw_cp4(wd, src);
-        qw_cp4(wd + 512, src + 4);
+        ca_cp4(wd, src);
+        ca_cp4(wd + 512, src + 4);
     }
 }
 
@@ -60,12 +44,12 @@ __device__ __forceinline__ void qw_load(const qw_args &p, const qw_src<T> &q, ui
 template <int T>
 __device__ __forceinline__ void qw_barrier(const qw_args &p, const qw_src<T> &src, uint8_t *smem, int q,
                                            int ns, int tid) {
-    qw_cp_wait<QW_STAGES - 3>();
+    ca_cp_wait<QW_STAGES - 3>();
     x16_proxy_fence();
     __syncthreads();
     const int nx = q + QW_STAGES - 2;
     if (nx < ns) qw_load<T>(p, src, smem + (nx % QW_STAGES) * QW_STAGE, nx, tid);
-    qw_commit();
+    ca_commit();
 }
 
 /* acc + (dw * dx) * isum: EXACT as quant_dot_q8_0 rounds it (three operations), else with the last
@@ -171,12 +155,12 @@ template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel
 #pragma unroll
     for (int s = 0; s < QW_STAGES - 2; s++) {
         if (s < ns) qw_load<QW_THREADS>(p, src, smem + s * QW_STAGE, s, tid);
-        qw_commit();
+        ca_commit();
     }
     const int r0 = 64 * wg + qw_acc_row(w, lane, 0); /* the thread's two token rows: r0, r0 + 8 */
 #pragma unroll 1
     for (int q = 0; q < ns; q++) qw_stage<EXACT>(p, src, smem, q, ns, tid, wg, t, r0, acc, d0, d1);
-    qw_cp_wait<0>();
+    ca_cp_wait<0>();
     qw_store(p, acc, t0, o0, g, r0, t);
 }
 
@@ -197,46 +181,20 @@ enum {
     QWS_SMEM = QW_SMEM + 16 * QW_STAGES /* + the full and empty barriers */
 };
 
-__device__ __forceinline__ uint32_t qw_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void qw_bar_init(uint64_t *b, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(qw_saddr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void qw_bar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(qw_saddr(b)) : "memory");
-}
-/* until the phase of parity `parity` of barrier b has completed */
-__device__ __forceinline__ void qw_bar_wait(uint64_t *b, uint32_t parity) {
-    asm volatile("{\n.reg .pred p;\nQW_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra QW_WAIT;\n}\n" ::"r"(qw_saddr(b)),
-                 "r"(parity)
-                 : "memory");
-}
-template <int N> __device__ __forceinline__ void qw_setmaxnreg_dec(void) {
-#if QW_WGMMA
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-#endif
-}
-template <int N> __device__ __forceinline__ void qw_setmaxnreg_inc(void) {
-#if QW_WGMMA
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-#endif
-}
-
 /* The producer thread tid's copies of stage s into st (the stage image of qw_load) */
 __device__ __forceinline__ void qws_load(const qw_args &p, const qw_src<128> &q, uint8_t *st, int s,
                                          int tid) {
     const uint8_t *xq = (const uint8_t *)p.xq + 128u * s, *wq = (const uint8_t *)p.wq + 128u * s;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        qw_cp16(st + q.dst + 2048 * i, xq + q.a[i]);
-        qw_cp16(st + QW_TILE + q.dst + 2048 * i, wq + q.b[i]);
+        ca_cp16(st + q.dst + 2048 * i, xq + q.a[i]);
+        ca_cp16(st + QW_TILE + q.dst + 2048 * i, wq + q.b[i]);
     }
-    qw_cp8(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)p.xd + q.sc + 8u * s);
+    ca_cp8(st + 2 * QW_TILE + 8 * tid, (const uint8_t *)p.xd + q.sc + 8u * s);
     const uint8_t *src = (const uint8_t *)p.wd + q.sw + 8u * s;
     uint8_t *wd = st + 2 * QW_TILE + QW_SCALES + 4 * tid;
-    qw_cp4(wd, src);
-    qw_cp4(wd + 512, src + 4);
+    ca_cp4(wd, src);
+    ca_cp4(wd + 512, src + 4);
 }
 
 /* acc += block j's isums in d with the block's weight scales dw (qw_update with the scales loaded before) */
@@ -275,10 +233,10 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
     const int tid = threadIdx.x, wg = tid >> 7;
     const int ns = (int)(p.in / QW_BK);
     if (tid == 0)
-        for (int s = 0; s < QW_STAGES; s++) qw_bar_init(full + s, 128), qw_bar_init(empty + s, 256);
+        for (int s = 0; s < QW_STAGES; s++) ca_bar_init(full + s, 128), ca_bar_init(empty + s, 256);
     __syncthreads();
     if (wg == 0) { /* the producer */
-        qw_setmaxnreg_dec<40>();
+        ca_setmaxnreg_dec<40>();
         if (DIAG & 4) return;
         uint32_t it = 0; /* stages issued, over all of this CTA's tiles */
         for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
@@ -287,22 +245,22 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
 #pragma unroll 1
             for (int s = 0; s < ns; s++, it++) {
                 const uint32_t slot = it % QW_STAGES;
-                if (it >= QW_STAGES) qw_bar_wait(empty + slot, (it / QW_STAGES + 1) & 1);
+                if (it >= QW_STAGES) ca_bar_wait(empty + slot, (it / QW_STAGES + 1) & 1);
                 qws_load(p, src, smem + slot * QW_STAGE, s, tid);
-                qw_commit();
+                ca_commit();
                 if (it >= QWS_LAG) {
-                    qw_cp_wait<QWS_LAG>();
+                    ca_cp_wait<QWS_LAG>();
                     x16_proxy_fence();
-                    qw_bar_arrive(full + (it - QWS_LAG) % QW_STAGES);
+                    ca_bar_arrive(full + (it - QWS_LAG) % QW_STAGES);
                 }
             }
         }
-        qw_cp_wait<0>();
+        ca_cp_wait<0>();
         x16_proxy_fence();
-        for (uint32_t k = it > QWS_LAG ? it - QWS_LAG : 0; k < it; k++) qw_bar_arrive(full + k % QW_STAGES);
+        for (uint32_t k = it > QWS_LAG ? it - QWS_LAG : 0; k < it; k++) ca_bar_arrive(full + k % QW_STAGES);
         return;
     }
-    qw_setmaxnreg_inc<232>();
+    ca_setmaxnreg_inc<232>();
     const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31, t = lane & 3;
     const int r0 = 64 * cw + qw_acc_row(w, lane, 0); /* the thread's two token rows: r0, r0 + 8 */
     float acc[64], d0[64], d1[64];
@@ -316,37 +274,37 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
 #pragma unroll
         for (int e = 0; e < 64; e++) acc[e] = 0.0f;
         if constexpr (FORM == QWS_PIPE) {
-            qw_bar_wait(full + slot, phase); /* (0, 0) of the tile */
-            qw_issue(d0, qw_saddr(smem + slot * QW_STAGE), cw, 0);
+            ca_bar_wait(full + slot, phase); /* (0, 0) of the tile */
+            qw_issue(d0, ca_saddr(smem + slot * QW_STAGE), cw, 0);
             x16_wait<0>();
             qw_fence_acc(d0);
 #pragma unroll 1
             for (int s = 0; s < ns; s++) {
                 const uint8_t *st = smem + slot * QW_STAGE;
                 const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
-                qw_issue(d1, qw_saddr(st), cw, 1);                                 /* (s, 1) */
+                qw_issue(d1, ca_saddr(st), cw, 1);                                 /* (s, 1) */
                 qw_update<EXACT>(acc, d0, WD, t, 0, XD[2 * r0], XD[2 * (r0 + 8)]); /* (s, 0) */
                 x16_wait<0>();
                 qw_fence_acc(d1);
                 const uint32_t nslot = slot + 1 == QW_STAGES ? 0 : slot + 1,
                                nphase = nslot ? phase : phase ^ 1;
                 if (s + 1 < ns) { /* (s + 1, 0) */
-                    qw_bar_wait(full + nslot, nphase);
-                    qw_issue(d0, qw_saddr(smem + nslot * QW_STAGE), cw, 0);
+                    ca_bar_wait(full + nslot, nphase);
+                    qw_issue(d0, ca_saddr(smem + nslot * QW_STAGE), cw, 0);
                 }
                 qw_update<EXACT>(acc, d1, WD, t, 1, XD[2 * r0 + 1], XD[2 * (r0 + 8) + 1]); /* (s, 1) */
                 x16_wait<0>();
                 qw_fence_acc(d0);
-                qw_bar_arrive(empty + slot);
+                ca_bar_arrive(empty + slot);
                 slot = nslot, phase = nphase;
             }
             qw_store(p, acc, tl.t0, tl.o0, tl.g, r0, t);
         } else {
 #pragma unroll 1
             for (int s = 0; s < ns; s++) {
-                if (!(DIAG & 4)) qw_bar_wait(full + slot, phase);
+                if (!(DIAG & 4)) ca_bar_wait(full + slot, phase);
                 const uint8_t *st = smem + slot * QW_STAGE;
-                const uint32_t ts = qw_saddr(st);
+                const uint32_t ts = ca_saddr(st);
                 const float *XD = (const float *)(st + 2 * QW_TILE), *WD = XD + 2 * 128;
                 if (FORM == QWS_SERIAL) {
                     float2 dw[16];
@@ -372,7 +330,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                     qw_fence_acc(d1);
                     qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
                 }
-                if (!(DIAG & 4)) qw_bar_arrive(empty + slot);
+                if (!(DIAG & 4)) ca_bar_arrive(empty + slot);
                 if (++slot == QW_STAGES) slot = 0, phase ^= 1;
             }
             if (DIAG & 1)

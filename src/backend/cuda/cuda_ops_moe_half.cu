@@ -19,6 +19,8 @@
 #include "backend/cuda/cuda_gemm_blas.h"   /* dsv4_cuda_block_max_d */
 #include "backend/cuda/cuda_moe_half.cuh"
 #include "backend/cuda/cuda_moe_half.h"
+#include "backend/cuda/cuda_moe_ws.cuh" /* MP_RB_ROWS */
+#include "backend/cuda/cuda_moe_ws.h"
 
 /* d += a b, m16n8k16 f16 x f16 -> f32 */
 __device__ __forceinline__ void mh_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -394,6 +396,28 @@ static dsv4_status mh_launch(cuda_ctx *c, int kind, mh_params *p, const cu_moe_w
     return s;
 }
 
+/* DSV4_CUDA_MOE_WS=1 on a compute capability 9.0 device that runs the producer / consumer kernel
+ * (cuda_moe_ws.h; asked once per context, on its device) */
+static bool mh_ws_on(cuda_ctx *c) {
+    if (c->moe_ws_state == 0)
+        c->moe_ws_state = dsv4_cuda_moe_ws_enabled() &&
+                                  dsv4_cuda_moe_ws_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)
+                              ? 1
+                              : -1;
+    return c->moe_ws_state > 0;
+}
+/* The gate/up product on it: mh_kernel's tiles, its own row blocks (MP_RB_ROWS rows of gate and of up) */
+static dsv4_status mh_ws_launch(cuda_ctx *c, mh_params *p, const cu_moe_wide_args *a, dsv4_error *err) {
+    p->grid = c->d_iq2_grid, p->signs = c->d_iq2_signs;
+    p->tiles = a->tiles, p->n_tiles = a->n_tiles, p->list = a->list;
+    p->n_rb = (p->n_out + MP_RB_ROWS - 1) / MP_RB_ROWS;
+    p->rb_per_cta = cu_moe_wide_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
+    const dsv4_status s = dsv4_cuda_moe_ws_gate_up(
+        p, (unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)a->max_tiles, c->stream, err);
+    if (s == DSV4_OK) c->moe_half_calls++, c->moe_ws_calls++;
+    return s;
+}
+
 dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t n,
                                 const cu_moe_half_plan *plan, dsv4_error *err) {
     uint16_t *xh = (uint16_t *)a->scratch;
@@ -413,6 +437,7 @@ dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t
     p.wsc[0] = plan->wsc[0], p.wsc[1] = plan->wsc[1], p.winv[0] = plan->winv[0], p.winv[1] = plan->winv[1];
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
+    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p)) return mh_ws_launch(c, &p, a, err);
     return mh_launch(c, GM_IQ2_XXS, &p, a, err);
 }
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 22 call 2 (written in session 21): the producer / consumer routed gate/up kernel (DSV4_CUDA_MOE_WS=1,
+# cuda_moe_ws.cu, written after session 21's device budget was spent; host emulation only so far).
+# cuda_ops_check on flash4 with it (the moe f16 lines: within 1e-2 of the CPU and run on the new kernel; the
+# "moe f16 timing" line's "f16 gate/up only" time at n = 2048) and without it (the same line for mh_kernel),
+# then, only if it passed, the full flash q2 2K prefill of both interleaved (~6 min with the synths).
+set -u
+SUMMARY=s22_c2
+. "$(dirname "$0")/ab_lib.sh"
+ab_flash4
+ops() { # tag env...
+  local tag=$1 t0; shift; t0=$(date +%s)
+  env "$@" timeout 240 "$C/cuda_ops_check" "$M" --numerics ds4 >"$OUT/ops-$tag.txt" 2>&1; local rc=$?
+  say "== cuda_ops_check $tag ($*): rc $rc, $(tail -1 "$OUT/ops-$tag.txt") ($(( $(date +%s) - t0 )) s)"
+  grep -E "^FAIL|moe f16" "$OUT/ops-$tag.txt" | cut -c1-230 | head -24 | tee -a "$S"
+  return $rc
+}
+ops ws DSV4_CUDA_MOE_WS=1; OKW=$?
+ops mh X=1
+if [ $OKW = 0 ]; then
+  A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
+  run moews-1 "$A2" DSV4_CUDA_MOE_WS=1
+  run mh-1 "$A2" X=1
+  run moews-2 "$A2" DSV4_CUDA_MOE_WS=1
+  run mh-2 "$A2" X=1
+  grep -ho '"moe_f16_products": [0-9]*, "moe_ws_products": [0-9]*' "$OUT"/*moews-1*.json | tee -a "$S"
+  rm -f /dev/shm/flash-q2.gguf
+else
+  say "SKIP: the ws kernel failed its ops check"
+fi
+ab_finish s22_c2

@@ -1,0 +1,107 @@
+/* Units of the producer / consumer routed-expert gate/up product on warpgroup tensor cores
+ * (cuda_moe_ws.cu; session 21, written after the session's device time was spent: checked by
+ * tests/cuda/moe_ws_emu_check.cu on the host, not yet run on a GPU, off unless DSV4_CUDA_MOE_WS=1).
+ *
+ * The numerics are the f16 path's (cuda_moe_half.cuh): the same f16 weight elements (mh_decode8's
+ * values: f16(g * sign * ls * d * 2^(p - 3)), one rounding), the same f16 activation rows (mh_pack's),
+ * f32 sums over the whole row; only the order of the f32 additions differs (wgmma k16 steps). What
+ * changes is the work split. mh_kernel's warps each decode their own A fragments in registers and meet
+ * at a CTA barrier per superblock (2.95 ms a flash layer at n = 2048, bench/NOTES.md session 15); here
+ *   - two producer warpgroups decode the raw IQ2_XXS words (read from global memory) into f16 A tiles
+ *     in shared memory, 128-byte swizzled, and copy the tile's f16 activation rows (the B tile) by
+ *     cp.async; they hand each stage over through an mbarrier (`full`);
+ *   - two consumer warpgroups only run wgmma.m64n64k16: consumer c owns gate rows 64 c.. and up rows
+ *     64 c.. of the row block, against all 64 pairs of the tile, and release the stage (`empty`).
+ * A stage is 64 k (two 32-element sub-blocks of a superblock): the A tile is 256 staged rows (gate
+ * rows 0..127 of the row block, then up rows 0..127) of 64 f16 = 128 bytes, the B tile 64 pair rows of
+ * 128 bytes, chunk ch (8 k) of row r at r * 128 + ((ch ^ (r % 8)) * 16) in both (the layout the
+ * wgmma descriptors' 128-byte swizzle reads, as in cuda_gemm_q8_wg.cuh). */
+#ifndef DSV4_CUDA_MOE_WS_CUH
+#define DSV4_CUDA_MOE_WS_CUH
+
+#include "backend/cuda/cuda_moe_half.cuh" /* mh_* (tables, f16 helpers, mh_params), mw_*, MX_HD */
+
+enum {
+    MP_ROWS = 256,                   /* staged weight rows of a stage: 128 gate, then 128 up */
+    MP_RB_ROWS = 128,                /* output rows per row block */
+    MP_BN = 64,                      /* pairs per tile (MH_BN) */
+    MP_BK = 64,                      /* k per stage */
+    MP_ATILE = MP_ROWS * 128,        /* 32 KB */
+    MP_BTILE = MP_BN * 128,          /* 8 KB */
+    MP_STAGE = MP_ATILE + MP_BTILE,  /* 40 KB: tiles stay 1024-aligned */
+    MP_STAGES = 4,
+    MP_PRODUCERS = 256,              /* two warpgroups */
+    MP_THREADS = 512,                /* + two consumer warpgroups */
+    MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
+    /* stages (1024-aligned), the tables, pid, xsc, the full and empty barriers, + the alignment */
+    MP_SMEM = MP_STAGES * MP_STAGE + MP_TABLES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 1024
+};
+MX_HD int mp_off_tables(void) { return MP_STAGES * MP_STAGE; }
+MX_HD int mp_off_pid(void) { return mp_off_tables() + MP_TABLES; }
+MX_HD int mp_off_xsc(void) { return mp_off_pid() + 4 * MP_BN; }
+MX_HD int mp_off_bars(void) { return mp_off_xsc() + 4 * MP_BN; }
+
+/* Chunk ch (8 k) of row r of a swizzled tile */
+MX_HD int mp_chunk_off(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
+
+/* Staged row r of row block rb: which tensor (0 gate, 1 up) and its weight row (rows past n_out
+ * re-read the last one; their outputs are not stored) */
+MX_HD int mp_weight_row(int rb, int r, int n_out, int *which) {
+    *which = r >= MP_RB_ROWS;
+    const int row = rb * MP_RB_ROWS + (r & (MP_RB_ROWS - 1));
+    return row < n_out ? row : n_out - 1;
+}
+
+/* A 16-bit little-endian load (p 2-aligned) */
+MX_HD uint32_t mp_ld16(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    return *(const uint16_t *)p;
+#else
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+#endif
+}
+/* Superblock S of an IQ2_XXS row (66 bytes each: f16 d, then 8 sub-blocks of two words): the scale
+ * bits, and sub-block j's words a0 (4 grid indices) and a1 (4 x 7 sign bits, the 4-bit scale) */
+MX_HD uint32_t mp_iq2_d(const uint8_t *row, int S) { return mp_ld16(row + 66 * S); }
+MX_HD void mp_iq2_words(const uint8_t *row, int S, int j, uint32_t *a0, uint32_t *a1) {
+    const uint8_t *b = row + 66 * S + 2 + 8 * j;
+    *a0 = mp_ld16(b) | (mp_ld16(b + 2) << 16);
+    *a1 = mp_ld16(b + 4) | (mp_ld16(b + 6) << 16);
+}
+/* The superblock scale as mh_row_scales folds it: f16(d * wsc) in both halves (exact) */
+MX_HD uint32_t mp_dw2(uint32_t d_bits, float wsc) { return mh_dup(mh_f2h(gm_f16((uint16_t)d_bits) * wsc)); }
+
+/* Chunk c (elements 8 c .. 8 c + 7) of a sub-block with words a0, a1 as 4 half2 words: mh_decode8's
+ * expression (the tables' copy rep = lane % 8, so a quarter warp's 16-byte reads hit distinct banks) */
+MX_HD void mp_decode_chunk(uint32_t a0, uint32_t a1, int c, int rep, const uint32_t *grid_h, const uint32_t *sign_h,
+                           uint32_t dw2, uint32_t h[4]) {
+    const uint32_t *G = grid_h + ((((a0 >> (8 * c)) & 255) * MH_REP + rep) * 4);
+    const uint32_t *S = sign_h + ((((a1 >> (7 * c)) & 127) * MH_REP + rep) * 4);
+    const uint32_t ls2 = mh_small2(2 * (a1 >> 28) + 1);
+    uint32_t gw[4], sw[4];
+#ifdef __CUDA_ARCH__
+    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
+    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
+    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
+#else
+    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
+#endif
+    MG_UNROLL
+    for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
+}
+
+/* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */
+MX_HD int mp_stage_sb(int q) { return q >> 2; }
+MX_HD int mp_stage_sub(int q, int jj) { return 2 * (q & 3) + jj; }
+
+/* Producer thread u's B-tile copies of a stage: pair u / 4 (clamped to the tile's last), chunks
+ * 2 (u % 4) and 2 (u % 4) + 1 */
+MX_HD int mp_b_pair(int u) { return u >> 2; }
+MX_HD int mp_b_chunk(int u, int i) { return 2 * (u & 3) + i; }
+
+/* The consumer thread's accumulator element e (wgmma m64n64 f32 layout) of warp w: row (of the
+ * consumer's 64) and pair column */
+MX_HD int mp_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 * ((e & 3) >> 1); }
+MX_HD int mp_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
+
+#endif

@@ -1,0 +1,27 @@
+/* The producer / consumer routed-expert gate/up product (cuda_moe_ws.cu, units cuda_moe_ws.cuh):
+ * the f16 path's numerics (cuda_moe_half.cuh) on warpgroup tensor cores. Built for sm_90a only.
+ * Session 21: written after the session's device time was spent, checked on the host only; taken
+ * only with DSV4_CUDA_MOE_WS=1 (read once) until it is measured on a GPU. C++ callers only (the
+ * parameters are cuda_moe_half.cuh's mh_params). */
+#ifndef DSV4_CUDA_MOE_WS_H
+#define DSV4_CUDA_MOE_WS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/cuda/cuda_moe_half.cuh"
+#include "common/status.h"
+
+/* DSV4_CUDA_MOE_WS=1 */
+bool dsv4_cuda_moe_ws_enabled(void);
+/* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
+ * device (ask once per device). */
+bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin);
+/* Shapes it takes: in % 256 == 0 (whole superblocks), 2-aligned rows. */
+bool dsv4_cuda_moe_ws_ok(const mh_params *p);
+/* The gate/up product of p (mh_params as cu_moe_half_gate_up fills them, n_rb and rb_per_cta set):
+ * grid (row-block groups, tiles), as mh_kernel's. */
+dsv4_status dsv4_cuda_moe_ws_gate_up(const mh_params *p, unsigned groups, unsigned max_tiles, cudaStream_t stream,
+                                     dsv4_error *err);
+
+#endif

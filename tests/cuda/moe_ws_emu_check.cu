@@ -1,0 +1,245 @@
+/* Host emulation of the producer / consumer routed gate/up product (src/backend/cuda/cuda_moe_ws.cu)
+ * with the kernel's own units (cuda_moe_ws.cuh), runs anywhere:
+ *   1. decode: every element the producers decode from raw IQ2_XXS words (quantized rows and random
+ *      bytes, several tensor shifts p) has the bits of f16(dequantized element * 2^p), the f16 path's
+ *      one rounding (cuda_moe_half.cuh);
+ *   2. whole products: every CTA of a small case played on the CPU: the producers' stage images (the
+ *      A tile from mp_weight_row / mp_decode_chunk / mp_chunk_off, the B tile from mp_b_pair /
+ *      mp_b_chunk), each 16-byte chunk written exactly once per stage; the consumers' reads the way the
+ *      tensor cores read them (the PTX ISA's K-major 128-byte-swizzle address of element (m, k) from
+ *      the kernel's start addresses, written here independently) with the m64n64 accumulator map (the
+ *      ISA's D layout, checked against mp_acc_row / mp_acc_col); the gate and up sums of every (pair,
+ *      row) the kernel stores against a float64 dot of the f16 operands taken straight from the CPU's
+ *      dequantized rows. Ragged tiles, two tiles of one expert, a partial row block, 1-2 row blocks per
+ *      CTA, token rows shared by pairs (k = 2).
+ * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (not run yet: the
+ * kernel is off by default). Exit 0 = pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_moe_ws.cuh"
+
+#define CHECK_RNG_SEED 919
+#include "check_rng.h"
+
+static int fails;
+
+static uint8_t *make_rows(int in, int rows, int random_bytes, float dscale, uint64_t *rb) {
+    dsv4_type_row_bytes(DSV4_TYPE_IQ2_XXS, (uint64_t)in, rb);
+    uint8_t *d = (uint8_t *)malloc(*rb * rows);
+    float *wf = (float *)malloc(in * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = d + (size_t)r * *rb;
+        if (random_bytes) {
+            for (uint64_t i = 0; i < *rb; i++) row[i] = (uint8_t)nxt();
+            for (int b = 0; b < in / 256; b++) {
+                const uint16_t dv = dsv4_f32_to_f16(uni() * dscale);
+                memcpy(row + 66 * b, &dv, 2);
+            }
+        } else {
+            for (int i = 0; i < in; i++) wf[i] = uni() * 5.0f * dscale;
+            quant_quantize_row(DSV4_TYPE_IQ2_XXS, wf, row, in);
+        }
+    }
+    free(wf);
+    return d;
+}
+
+static uint32_t grid_h[256 * MH_REP * 4], sign_h[128 * MH_REP * 4];
+
+/* f16 bits of row r's element k as the f16 path rounds it: f16(element * 2^p) */
+static uint16_t want_elem(const float *deq, int k, int p) { return dsv4_f32_to_f16(deq[k] * xb_pow2(p)); }
+
+/* ---- 1. decode ---- */
+static void check_decode(int random_bytes, float dscale, int p) {
+    const int in = 1024, rows = 24;
+    uint64_t rb;
+    uint8_t *w = make_rows(in, rows, random_bytes, dscale, &rb);
+    float *deq = (float *)malloc(in * sizeof(float));
+    long long bad = 0, total = 0;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        quant_dequant_row(DSV4_TYPE_IQ2_XXS, row, deq, in);
+        for (int q = 0; q < in / MP_BK; q++) {
+            const int S = mp_stage_sb(q);
+            const uint32_t dw2 = mp_dw2(mp_iq2_d(row, S), xb_pow2(p - 3));
+            for (int jj = 0; jj < 2; jj++) {
+                const int j = mp_stage_sub(q, jj);
+                uint32_t a0, a1;
+                mp_iq2_words(row, S, j, &a0, &a1);
+                for (int c = 0; c < 4; c++) {
+                    uint32_t h[4];
+                    mp_decode_chunk(a0, a1, c, (r + c) & (MH_REP - 1), grid_h, sign_h, dw2, h);
+                    for (int e = 0; e < 8; e++) {
+                        const int k = 256 * S + 32 * j + 8 * c + e;
+                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))), want = want_elem(deq, k, p);
+                        total++;
+                        if (got != want && bad++ < 3)
+                            printf("  decode row %d k %d: %04x vs %04x\n", r, k, got, want);
+                    }
+                }
+            }
+        }
+    }
+    printf("%s decode %-12s d ~%-8g p=%-3d %lld of %lld elements differ from f16(element * 2^p)\n",
+           bad ? "FAIL" : "ok  ", random_bytes ? "random bytes" : "quantized", dscale, p, bad, total);
+    fails += bad != 0;
+    free(w), free(deq);
+}
+
+/* ---- 2. whole products ---- */
+/* the ISA's K-major 128-byte-swizzle address of element (m, k) (16-bit) of an operand at `start` */
+static uint32_t isa_sw128(uint32_t start, int m, int k) {
+    const uint32_t a = start + (uint32_t)(m / 8) * 1024 + (uint32_t)(m % 8) * 128 + 2u * (uint32_t)k;
+    return a ^ (((a >> 7) & 7u) << 4);
+}
+static int isa_row(int w, int lane, int e) { return 16 * w + lane / 4 + 8 * ((e % 4) / 2); }
+static int isa_col(int lane, int e) { return 8 * (e / 4) + 2 * (lane % 4) + e % 2; }
+
+typedef struct tile {
+    int e, start, mt;
+} tile;
+
+static void check_products(int in, int ff, int n_expert, int kdiv, int rb_per_cta, const int *tile_sizes,
+                           int n_tiles) {
+    uint64_t rbytes;
+    const int pg = 4, pu = 3; /* the tensors' shifts */
+    uint8_t *gate = make_rows(in, ff * n_expert, 0, 0.01f, &rbytes);
+    uint8_t *up = make_rows(in, ff * n_expert, 0, 0.01f, &rbytes);
+    /* pairs: tile t holds tile_sizes[t] pairs of expert t % n_expert; list positions in order */
+    int P = 0;
+    tile tl[16];
+    for (int t = 0; t < n_tiles; t++) tl[t].e = t % n_expert, tl[t].start = P, tl[t].mt = tile_sizes[t], P += tile_sizes[t];
+    int32_t *list = (int32_t *)malloc(P * sizeof(int32_t));
+    for (int i = 0; i < P; i++) list[i] = (int32_t)((i * 7 + 3) % P); /* a permutation (P prime to 7) */
+    const int tokens = (P + kdiv - 1) / kdiv;
+    uint16_t *xh = (uint16_t *)malloc((size_t)tokens * in * 2);
+    for (size_t i = 0; i < (size_t)tokens * in; i++) xh[i] = dsv4_f32_to_f16(uni() * 4.0f);
+    double *G = (double *)malloc((size_t)P * ff * sizeof(double)), *U = (double *)malloc((size_t)P * ff * sizeof(double));
+    for (size_t i = 0; i < (size_t)P * ff; i++) G[i] = U[i] = NAN;
+
+    mh_params p;
+    memset(&p, 0, sizeof p);
+    p.w0 = gate, p.w1 = up, p.row_bytes = rbytes, p.expert_bytes = rbytes * ff, p.n_out = ff, p.in = in, p.kdiv = kdiv;
+    p.xh = xh, p.wsc[0] = xb_pow2(pg - 3), p.wsc[1] = xb_pow2(pu - 3);
+    p.n_rb = (ff + MP_RB_ROWS - 1) / MP_RB_ROWS, p.rb_per_cta = rb_per_cta;
+    static uint8_t img[MP_STAGE];
+    static int cover[MP_STAGE / 16];
+    int layout = 0;
+    const int nq = in / MP_BK, groups = (p.n_rb + rb_per_cta - 1) / rb_per_cta;
+    for (int ty = 0; ty < n_tiles; ty++)
+        for (int gx = 0; gx < groups; gx++) {
+            const int e = tl[ty].e, start = tl[ty].start, mt = tl[ty].mt;
+            const int rb0 = gx * rb_per_cta, nrb = rb_per_cta < p.n_rb - rb0 ? rb_per_cta : p.n_rb - rb0;
+            int pid[MP_BN];
+            for (int i = 0; i < mt; i++) pid[i] = list[start + i];
+            for (int r = 0; r < nrb; r++) {
+                const int rb = rb0 + r;
+                static double ag[256][32], au[256][32];
+                memset(ag, 0, sizeof ag), memset(au, 0, sizeof au);
+                for (int qq = 0; qq < nq; qq++) {
+                    memset(img, 0xee, sizeof img), memset(cover, 0, sizeof cover);
+                    for (int u = 0; u < MP_PRODUCERS; u++) { /* the producers (cuda_moe_ws.cu, wg < 2) */
+                        const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
+                        const uint16_t *xrow = xh + (size_t)(pid[bp] / kdiv) * in;
+                        for (int i = 0; i < 2; i++) {
+                            const int ch = mp_b_chunk(u, i), off = MP_ATILE + mp_chunk_off(bpair, ch);
+                            memcpy(img + off, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
+                            cover[off / 16]++;
+                        }
+                        int which;
+                        const int wrow = mp_weight_row(rb, u, ff, &which);
+                        const uint8_t *row = (which ? up : gate) + (size_t)e * p.expert_bytes + (size_t)wrow * rbytes;
+                        const int S = mp_stage_sb(qq);
+                        const uint32_t dw2 = mp_dw2(mp_iq2_d(row, S), which ? p.wsc[1] : p.wsc[0]);
+                        for (int jj = 0; jj < 2; jj++) {
+                            uint32_t a0, a1;
+                            mp_iq2_words(row, S, mp_stage_sub(qq, jj), &a0, &a1);
+                            for (int c = 0; c < 4; c++) {
+                                uint32_t h[4];
+                                mp_decode_chunk(a0, a1, c, u & (MH_REP - 1), grid_h, sign_h, dw2, h);
+                                const int off = mp_chunk_off(u, 4 * jj + c);
+                                memcpy(img + off, h, 16);
+                                cover[off / 16]++;
+                            }
+                        }
+                    }
+                    for (int i = 0; i < MP_STAGE / 16; i++) layout += cover[i] != 1;
+                    for (int t = 0; t < 256; t++) { /* the consumers (wg 2, 3) */
+                        const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
+                        const uint32_t ga = 64 * 128 * c, ua = (MP_RB_ROWS + 64 * c) * 128, b = MP_ATILE;
+                        for (int i = 0; i < 32; i++) {
+                            const int m = isa_row(w, lane, i), n = isa_col(lane, i);
+                            layout += mp_acc_row(w, lane, i) != m || mp_acc_col(lane, i) != n;
+                            for (int kk = 0; kk < 4; kk++)
+                                for (int k = 0; k < 16; k++) {
+                                    uint16_t hg, hu, hb;
+                                    memcpy(&hg, img + isa_sw128(ga + 32 * kk, m, k), 2);
+                                    memcpy(&hu, img + isa_sw128(ua + 32 * kk, m, k), 2);
+                                    memcpy(&hb, img + isa_sw128(b + 32 * kk, n, k), 2);
+                                    ag[t][i] += (double)dsv4_f16_to_f32(hg) * dsv4_f16_to_f32(hb);
+                                    au[t][i] += (double)dsv4_f16_to_f32(hu) * dsv4_f16_to_f32(hb);
+                                }
+                        }
+                    }
+                }
+                for (int t = 0; t < 256; t++) { /* the kernel's stores */
+                    const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
+                    for (int i = 0; i < 32; i++) {
+                        const int pair = mp_acc_col(lane, i), row = rb * MP_RB_ROWS + 64 * c + mp_acc_row(w, lane, i);
+                        if (pair >= mt || row >= ff) continue;
+                        G[(size_t)pid[pair] * ff + row] = ag[t][i];
+                        U[(size_t)pid[pair] * ff + row] = au[t][i];
+                    }
+                }
+            }
+        }
+    /* the reference: float64 dots of f16(element * 2^p) and the f16 activations */
+    float *deq = (float *)malloc(in * sizeof(float));
+    long long bad = 0, total = 0;
+    double worst = 0.0;
+    for (int t = 0; t < n_tiles; t++)
+        for (int i = 0; i < tl[t].mt; i++) {
+            const int pr = list[tl[t].start + i];
+            const uint16_t *x = xh + (size_t)(pr / kdiv) * in;
+            for (int which = 0; which < 2; which++)
+                for (int row = 0; row < ff; row++) {
+                    quant_dequant_row(DSV4_TYPE_IQ2_XXS,
+                                      (which ? up : gate) + (size_t)tl[t].e * p.expert_bytes + (size_t)row * rbytes, deq, in);
+                    double ref = 0.0, mag = 0.0;
+                    for (int k = 0; k < in; k++) {
+                        const double term = (double)dsv4_f16_to_f32(want_elem(deq, k, which ? pu : pg)) * dsv4_f16_to_f32(x[k]);
+                        ref += term, mag += fabs(term);
+                    }
+                    const double got = (which ? U : G)[(size_t)pr * ff + row];
+                    const double rel = fabs(got - ref) / (mag > 0 ? mag : 1.0);
+                    total++;
+                    if (!(rel <= 1e-12)) {
+                        if (bad++ < 3) printf("  pair %d row %d %s: %.17g vs %.17g\n", pr, row, which ? "up" : "gate", got, ref);
+                    } else if (rel > worst) {
+                        worst = rel;
+                    }
+                }
+        }
+    printf("%s products in=%d ff=%d experts=%d k=%d rb/cta=%d tiles=%d (P=%d): %d layout errors, %lld of %lld sums "
+           "differ from float64 of the f16 operands (worst %.1e)\n",
+           layout || bad ? "FAIL" : "ok  ", in, ff, n_expert, kdiv, rb_per_cta, n_tiles, P, layout, bad, total, worst);
+    fails += layout != 0 || bad != 0;
+    free(gate), free(up), free(list), free(xh), free(G), free(U), free(deq);
+}
+
+int main(void) {
+    mh_fill_tables(grid_h, sign_h, dsv4_iq2xxs_grid, dsv4_ksigns_iq2xs, 0, 1);
+    check_decode(0, 1.0f, 4);
+    check_decode(0, 0.001f, 12);
+    check_decode(1, 0.05f, 6);
+    check_decode(1, 2.0f, 0);
+    const int sizes1[] = {64, 17, 1, 40};
+    check_products(512, 200, 3, 2, 1, sizes1, 4); /* a partial second row block; tiles of expert 0 twice */
+    const int sizes2[] = {33, 64};
+    check_products(256, 256, 2, 1, 2, sizes2, 2); /* two row blocks per CTA */
+    printf(fails ? "MOE WS EMULATION FAILED: %d\n" : "MOE WS EMULATION PASSED\n", fails);
+    return fails ? 1 : 0;
+}
