@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 22 call 2 (written in session 21): the producer / consumer routed gate/up kernel (DSV4_CUDA_MOE_WS=1,
+# Session 22 call 2 (written in session 21): the producer / consumer routed gate/up and down kernel (DSV4_CUDA_MOE_WS=1,
 # cuda_moe_ws.cu, written after session 21's device budget was spent; host emulation only so far).
 # cuda_ops_check on flash4 with it (the moe f16 lines: within 1e-2 of the CPU and run on the new kernel; the
 # "moe f16 timing" line's "f16 gate/up only" time at n = 2048) and without it (the same line for mh_kernel),

@@ -1,17 +1,16 @@
-/* Host emulation of the producer / consumer routed gate/up product (src/backend/cuda/cuda_moe_ws.cu)
- * with the kernel's own units (cuda_moe_ws.cuh), runs anywhere:
+/* Host emulation of the producer / consumer routed products (src/backend/cuda/cuda_moe_ws.cu: the IQ2_XXS
+ * gate/up and the Q2_K down) with the kernel's own units (cuda_moe_ws.cuh), runs anywhere:
  *   1. decode: every element the producers decode from raw IQ2_XXS words (quantized rows and random
  *      bytes, several tensor shifts p) has the bits of f16(dequantized element * 2^p), the f16 path's
- *      one rounding (cuda_moe_half.cuh);
- *   2. whole products: every CTA of a small case played on the CPU: the producers' stage images (the
- *      A tile from mp_weight_row / mp_decode_chunk / mp_chunk_off, the B tile from mp_b_pair /
- *      mp_b_chunk), each 16-byte chunk written exactly once per stage; the consumers' reads the way the
- *      tensor cores read them (the PTX ISA's K-major 128-byte-swizzle address of element (m, k) from
- *      the kernel's start addresses, written here independently) with the m64n64 accumulator map (the
- *      ISA's D layout, checked against mp_acc_row / mp_acc_col); the gate and up sums of every (pair,
- *      row) the kernel stores against a float64 dot of the f16 operands taken straight from the CPU's
- *      dequantized rows. Ragged tiles, two tiles of one expert, a partial row block, 1-2 row blocks per
- *      CTA, token rows shared by pairs (k = 2).
+ *      one rounding (cuda_moe_half.cuh); every Q2_K element the bits mh_kernel's decoder gives it;
+ *   2. whole products: every CTA of four cases played on the CPU: the producers' stage images (the A
+ *      tile from mp_weight_row and the decoders, the B tile from mp_b_pair / mp_b_chunk), each 16-byte
+ *      chunk written exactly once per stage; the consumers' reads the way the tensor cores read them (the
+ *      PTX ISA's K-major 128-byte-swizzle address of element (m, k) from the kernel's start addresses,
+ *      written here independently) with the m64n64 accumulator map (the ISA's D layout, checked against
+ *      mp_acc_row / mp_acc_col); every stored sum against a float64 dot of the f16 operands taken from
+ *      the CPU's dequantized rows (IQ2_XXS) or mh_kernel's decoder (Q2_K). Ragged tiles, two tiles of one
+ *      expert, partial row blocks, 1-2 row blocks per CTA, token rows shared by pairs (k = 2).
  * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (not run yet: the
  * kernel is off by default). Exit 0 = pass. */
 #include <math.h>
@@ -74,7 +73,8 @@ static void check_decode(int random_bytes, float dscale, int p) {
                     mp_decode_chunk(a0, a1, c, (r + c) & (MH_REP - 1), grid_h, sign_h, dw2, h);
                     for (int e = 0; e < 8; e++) {
                         const int k = 256 * S + 32 * j + 8 * c + e;
-                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))), want = want_elem(deq, k, p);
+                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))),
+                                       want = want_elem(deq, k, p);
                         total++;
                         if (got != want && bad++ < 3)
                             printf("  decode row %d k %d: %04x vs %04x\n", r, k, got, want);
@@ -87,6 +87,64 @@ static void check_decode(int random_bytes, float dscale, int p) {
            bad ? "FAIL" : "ok  ", random_bytes ? "random bytes" : "quantized", dscale, p, bad, total);
     fails += bad != 0;
     free(w), free(deq);
+}
+
+static uint8_t *make_q2k_rows(int in, int rows, uint64_t *rb) {
+    dsv4_type_row_bytes(DSV4_TYPE_Q2_K, (uint64_t)in, rb);
+    uint8_t *d = (uint8_t *)malloc(*rb * rows);
+    float *wf = (float *)malloc(in * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < in; i++) wf[i] = uni() * 0.05f * (1.0f + (float)(r % 5));
+        quant_quantize_row(DSV4_TYPE_Q2_K, wf, d + (size_t)r * *rb, in);
+    }
+    free(wf);
+    return d;
+}
+/* f16 bits of Q2_K row element k as mh_kernel decodes it (mh_decode8<GM_Q2_K> on the raw superblock,
+ * which is where its staged rows keep it; the scales as mh_row_scales folds them) */
+static uint16_t q2k_elem(const uint8_t *row, int k, float wsc) {
+    const uint8_t *blk = row + 84 * (k / 256);
+    const int j = (k % 256) / 32, t = (k % 32) / 8, e = k % 8;
+    uint32_t v;
+    memcpy(&v, blk + 80, 4);
+    mh_scales sc;
+    sc.dw2[0] = mh_dup(mh_f2h(gm_f16((uint16_t)(v & 0xffff)) * wsc));
+    sc.nm2[0] = mh_dup(mh_f2h(-(gm_f16((uint16_t)(v >> 16)) * wsc)));
+    uint32_t h[4];
+    mh_decode8<GM_Q2_K>(blk, 0, j, t, NULL, NULL, sc, 0, h);
+    return (uint16_t)(h[e >> 1] >> (16 * (e & 1)));
+}
+static void check_decode_q2k(int p) {
+    const int in = 1024, rows = 24;
+    uint64_t rb;
+    uint8_t *w = make_q2k_rows(in, rows, &rb);
+    const float wsc = xb_pow2(p);
+    long long bad = 0, total = 0;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        for (int q = 0; q < in / MP_BK; q++) {
+            uint32_t wd[10], dw2, nm2;
+            mp_q2k_words(row, q, wd);
+            mp_q2k_scales(wd[9], wsc, &dw2, &nm2);
+            for (int jj = 0; jj < 2; jj++)
+                for (int c = 0; c < 4; c++) {
+                    uint32_t h[4];
+                    mp_q2k_chunk(wd, q, jj, c, dw2, nm2, h);
+                    for (int e = 0; e < 8; e++) {
+                        const int k = 64 * q + 32 * jj + 8 * c + e;
+                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))),
+                                       want = q2k_elem(row, k, wsc);
+                        total++;
+                        if (got != want && bad++ < 3)
+                            printf("  q2k decode row %d k %d: %04x vs %04x\n", r, k, got, want);
+                    }
+                }
+        }
+    }
+    printf("%s decode Q2_K p=%-3d %lld of %lld elements differ from mh_kernel's decoder\n",
+           bad ? "FAIL" : "ok  ", p, bad, total);
+    fails += bad != 0;
+    free(w);
 }
 
 /* ---- 2. whole products ---- */
@@ -102,31 +160,77 @@ typedef struct tile {
     int e, start, mt;
 } tile;
 
-static void check_products(int in, int ff, int n_expert, int kdiv, int rb_per_cta, const int *tile_sizes,
-                           int n_tiles) {
+/* The producers' stage image of stage qq of row block rb (cuda_moe_ws.cu, wg < 2); counts each chunk */
+static void produce(const mh_params &p, bool down, int e, const int *pid, int mt, int rb, int qq,
+                    const uint8_t *w0, const uint8_t *w1, uint8_t *img, int *cover) {
+    for (int u = 0; u < MP_PRODUCERS; u++) {
+        const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
+        const uint16_t *xrow = p.xh + (size_t)(pid[bp] / p.kdiv) * p.in;
+        for (int i = 0; i < 2; i++) {
+            const int ch = mp_b_chunk(u, i), off = MP_ATILE + mp_chunk_off(bpair, ch);
+            memcpy(img + off, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
+            cover[off / 16]++;
+        }
+        int which;
+        const int wrow = mp_weight_row(!down, rb, u, p.n_out, &which);
+        const uint8_t *row = (which ? w1 : w0) + (size_t)e * p.expert_bytes + (size_t)wrow * p.row_bytes;
+        const int S = mp_stage_sb(qq);
+        uint32_t wd[10], dw2, nm2 = 0;
+        if (down) {
+            mp_q2k_words(row, qq, wd);
+            mp_q2k_scales(wd[9], p.wsc[0], &dw2, &nm2);
+        } else {
+            dw2 = mp_dw2(mp_iq2_d(row, S), which ? p.wsc[1] : p.wsc[0]);
+        }
+        for (int jj = 0; jj < 2; jj++) {
+            uint32_t a0 = 0, a1 = 0;
+            if (!down) mp_iq2_words(row, S, mp_stage_sub(qq, jj), &a0, &a1);
+            for (int c = 0; c < 4; c++) {
+                uint32_t h[4];
+                if (down)
+                    mp_q2k_chunk(wd, qq, jj, c, dw2, nm2, h);
+                else
+                    mp_decode_chunk(a0, a1, c, u & (MH_REP - 1), grid_h, sign_h, dw2, h);
+                const int off = mp_chunk_off(u, 4 * jj + c);
+                memcpy(img + off, h, 16);
+                cover[off / 16]++;
+            }
+        }
+    }
+}
+
+/* down: the Q2_K down product (n_out rows of one tensor), else the IQ2_XXS gate/up (n_out rows of each) */
+static void check_products(bool down, int in, int n_out, int n_expert, int kdiv, int rb_per_cta,
+                           const int *tile_sizes, int n_tiles) {
+    const bool dual = !down;
     uint64_t rbytes;
     const int pg = 4, pu = 3; /* the tensors' shifts */
-    uint8_t *gate = make_rows(in, ff * n_expert, 0, 0.01f, &rbytes);
-    uint8_t *up = make_rows(in, ff * n_expert, 0, 0.01f, &rbytes);
+    uint8_t *w0 = down ? make_q2k_rows(in, n_out * n_expert, &rbytes)
+                       : make_rows(in, n_out * n_expert, 0, 0.01f, &rbytes);
+    uint8_t *w1 = down ? NULL : make_rows(in, n_out * n_expert, 0, 0.01f, &rbytes);
     /* pairs: tile t holds tile_sizes[t] pairs of expert t % n_expert; list positions in order */
     int P = 0;
     tile tl[16];
-    for (int t = 0; t < n_tiles; t++) tl[t].e = t % n_expert, tl[t].start = P, tl[t].mt = tile_sizes[t], P += tile_sizes[t];
+    for (int t = 0; t < n_tiles; t++)
+        tl[t].e = t % n_expert, tl[t].start = P, tl[t].mt = tile_sizes[t], P += tile_sizes[t];
     int32_t *list = (int32_t *)malloc(P * sizeof(int32_t));
     for (int i = 0; i < P; i++) list[i] = (int32_t)((i * 7 + 3) % P); /* a permutation (P prime to 7) */
     const int tokens = (P + kdiv - 1) / kdiv;
     uint16_t *xh = (uint16_t *)malloc((size_t)tokens * in * 2);
     for (size_t i = 0; i < (size_t)tokens * in; i++) xh[i] = dsv4_f32_to_f16(uni() * 4.0f);
-    double *G = (double *)malloc((size_t)P * ff * sizeof(double)), *U = (double *)malloc((size_t)P * ff * sizeof(double));
-    for (size_t i = 0; i < (size_t)P * ff; i++) G[i] = U[i] = NAN;
+    /* the stored sums: [which][pair][row] (which 1: up) */
+    double *out = (double *)malloc((size_t)2 * P * n_out * sizeof(double));
+    for (size_t i = 0; i < (size_t)2 * P * n_out; i++) out[i] = NAN;
 
     mh_params p;
     memset(&p, 0, sizeof p);
-    p.w0 = gate, p.w1 = up, p.row_bytes = rbytes, p.expert_bytes = rbytes * ff, p.n_out = ff, p.in = in, p.kdiv = kdiv;
-    p.xh = xh, p.wsc[0] = xb_pow2(pg - 3), p.wsc[1] = xb_pow2(pu - 3);
-    p.n_rb = (ff + MP_RB_ROWS - 1) / MP_RB_ROWS, p.rb_per_cta = rb_per_cta;
+    p.w0 = w0, p.w1 = w1, p.row_bytes = rbytes, p.expert_bytes = rbytes * n_out, p.n_out = n_out, p.in = in;
+    p.kdiv = kdiv, p.xh = xh;
+    p.wsc[0] = down ? xb_pow2(pg) : xb_pow2(pg - 3), p.wsc[1] = xb_pow2(pu - 3);
+    p.n_rb = (n_out + mp_rb_rows(dual) - 1) / mp_rb_rows(dual), p.rb_per_cta = rb_per_cta;
     static uint8_t img[MP_STAGE];
     static int cover[MP_STAGE / 16];
+    static double acc[256][2][32]; /* the consumer threads' two accumulators */
     int layout = 0;
     const int nq = in / MP_BK, groups = (p.n_rb + rb_per_cta - 1) / rb_per_cta;
     for (int ty = 0; ty < n_tiles; ty++)
@@ -137,66 +241,46 @@ static void check_products(int in, int ff, int n_expert, int kdiv, int rb_per_ct
             for (int i = 0; i < mt; i++) pid[i] = list[start + i];
             for (int r = 0; r < nrb; r++) {
                 const int rb = rb0 + r;
-                static double ag[256][32], au[256][32];
-                memset(ag, 0, sizeof ag), memset(au, 0, sizeof au);
+                memset(acc, 0, sizeof acc);
                 for (int qq = 0; qq < nq; qq++) {
                     memset(img, 0xee, sizeof img), memset(cover, 0, sizeof cover);
-                    for (int u = 0; u < MP_PRODUCERS; u++) { /* the producers (cuda_moe_ws.cu, wg < 2) */
-                        const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
-                        const uint16_t *xrow = xh + (size_t)(pid[bp] / kdiv) * in;
-                        for (int i = 0; i < 2; i++) {
-                            const int ch = mp_b_chunk(u, i), off = MP_ATILE + mp_chunk_off(bpair, ch);
-                            memcpy(img + off, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
-                            cover[off / 16]++;
-                        }
-                        int which;
-                        const int wrow = mp_weight_row(rb, u, ff, &which);
-                        const uint8_t *row = (which ? up : gate) + (size_t)e * p.expert_bytes + (size_t)wrow * rbytes;
-                        const int S = mp_stage_sb(qq);
-                        const uint32_t dw2 = mp_dw2(mp_iq2_d(row, S), which ? p.wsc[1] : p.wsc[0]);
-                        for (int jj = 0; jj < 2; jj++) {
-                            uint32_t a0, a1;
-                            mp_iq2_words(row, S, mp_stage_sub(qq, jj), &a0, &a1);
-                            for (int c = 0; c < 4; c++) {
-                                uint32_t h[4];
-                                mp_decode_chunk(a0, a1, c, u & (MH_REP - 1), grid_h, sign_h, dw2, h);
-                                const int off = mp_chunk_off(u, 4 * jj + c);
-                                memcpy(img + off, h, 16);
-                                cover[off / 16]++;
-                            }
-                        }
-                    }
+                    produce(p, down, e, pid, mt, rb, qq, w0, w1, img, cover);
                     for (int i = 0; i < MP_STAGE / 16; i++) layout += cover[i] != 1;
                     for (int t = 0; t < 256; t++) { /* the consumers (wg 2, 3) */
                         const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
-                        const uint32_t ga = 64 * 128 * c, ua = (MP_RB_ROWS + 64 * c) * 128, b = MP_ATILE;
                         for (int i = 0; i < 32; i++) {
-                            const int m = isa_row(w, lane, i), n = isa_col(lane, i);
-                            layout += mp_acc_row(w, lane, i) != m || mp_acc_col(lane, i) != n;
-                            for (int kk = 0; kk < 4; kk++)
-                                for (int k = 0; k < 16; k++) {
-                                    uint16_t hg, hu, hb;
-                                    memcpy(&hg, img + isa_sw128(ga + 32 * kk, m, k), 2);
-                                    memcpy(&hu, img + isa_sw128(ua + 32 * kk, m, k), 2);
-                                    memcpy(&hb, img + isa_sw128(b + 32 * kk, n, k), 2);
-                                    ag[t][i] += (double)dsv4_f16_to_f32(hg) * dsv4_f16_to_f32(hb);
-                                    au[t][i] += (double)dsv4_f16_to_f32(hu) * dsv4_f16_to_f32(hb);
-                                }
+                            const int mrow = isa_row(w, lane, i), n = isa_col(lane, i);
+                            layout += mp_acc_row(w, lane, i) != mrow || mp_acc_col(lane, i) != n;
+                            for (int m = 0; m < 2; m++) {
+                                const uint32_t a = (uint32_t)mp_block_row(dual, c, m) * 128;
+                                for (int kk = 0; kk < 4; kk++)
+                                    for (int k = 0; k < 16; k++) {
+                                        uint16_t ha, hb;
+                                        memcpy(&ha, img + isa_sw128(a + 32 * kk, mrow, k), 2);
+                                        memcpy(&hb, img + isa_sw128(MP_ATILE + 32 * kk, n, k), 2);
+                                        acc[t][m][i] += (double)dsv4_f16_to_f32(ha) * dsv4_f16_to_f32(hb);
+                                    }
+                            }
                         }
                     }
                 }
                 for (int t = 0; t < 256; t++) { /* the kernel's stores */
                     const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
                     for (int i = 0; i < 32; i++) {
-                        const int pair = mp_acc_col(lane, i), row = rb * MP_RB_ROWS + 64 * c + mp_acc_row(w, lane, i);
-                        if (pair >= mt || row >= ff) continue;
-                        G[(size_t)pid[pair] * ff + row] = ag[t][i];
-                        U[(size_t)pid[pair] * ff + row] = au[t][i];
+                        const int pair = mp_acc_col(lane, i);
+                        if (pair >= mt) continue;
+                        for (int m = 0; m < 2;
+                             m++) { /* gate/up: the blocks are the same rows of gate and up */
+                            const int row =
+                                rb * mp_rb_rows(dual) + mp_block_out(dual, c, m) + mp_acc_row(w, lane, i);
+                            if (row < n_out)
+                                out[((size_t)(dual ? m : 0) * P + pid[pair]) * n_out + row] = acc[t][m][i];
+                        }
                     }
                 }
             }
         }
-    /* the reference: float64 dots of f16(element * 2^p) and the f16 activations */
+    /* the reference: float64 dots of the f16 path's weight elements and the f16 activations */
     float *deq = (float *)malloc(in * sizeof(float));
     long long bad = 0, total = 0;
     double worst = 0.0;
@@ -204,30 +288,36 @@ static void check_products(int in, int ff, int n_expert, int kdiv, int rb_per_ct
         for (int i = 0; i < tl[t].mt; i++) {
             const int pr = list[tl[t].start + i];
             const uint16_t *x = xh + (size_t)(pr / kdiv) * in;
-            for (int which = 0; which < 2; which++)
-                for (int row = 0; row < ff; row++) {
-                    quant_dequant_row(DSV4_TYPE_IQ2_XXS,
-                                      (which ? up : gate) + (size_t)tl[t].e * p.expert_bytes + (size_t)row * rbytes, deq, in);
+            for (int which = 0; which < (dual ? 2 : 1); which++)
+                for (int row = 0; row < n_out; row++) {
+                    const uint8_t *wr =
+                        (which ? w1 : w0) + (size_t)tl[t].e * p.expert_bytes + (size_t)row * rbytes;
+                    if (dual) quant_dequant_row(DSV4_TYPE_IQ2_XXS, wr, deq, in);
                     double ref = 0.0, mag = 0.0;
                     for (int k = 0; k < in; k++) {
-                        const double term = (double)dsv4_f16_to_f32(want_elem(deq, k, which ? pu : pg)) * dsv4_f16_to_f32(x[k]);
+                        const uint16_t we =
+                            down ? q2k_elem(wr, k, p.wsc[0]) : want_elem(deq, k, which ? pu : pg);
+                        const double term = (double)dsv4_f16_to_f32(we) * dsv4_f16_to_f32(x[k]);
                         ref += term, mag += fabs(term);
                     }
-                    const double got = (which ? U : G)[(size_t)pr * ff + row];
+                    const double got = out[((size_t)which * P + pr) * n_out + row];
                     const double rel = fabs(got - ref) / (mag > 0 ? mag : 1.0);
                     total++;
                     if (!(rel <= 1e-12)) {
-                        if (bad++ < 3) printf("  pair %d row %d %s: %.17g vs %.17g\n", pr, row, which ? "up" : "gate", got, ref);
+                        if (bad++ < 3)
+                            printf("  pair %d row %d (%d): %.17g vs %.17g\n", pr, row, which, got, ref);
                     } else if (rel > worst) {
                         worst = rel;
                     }
                 }
         }
-    printf("%s products in=%d ff=%d experts=%d k=%d rb/cta=%d tiles=%d (P=%d): %d layout errors, %lld of %lld sums "
-           "differ from float64 of the f16 operands (worst %.1e)\n",
-           layout || bad ? "FAIL" : "ok  ", in, ff, n_expert, kdiv, rb_per_cta, n_tiles, P, layout, bad, total, worst);
+    printf(
+        "%s products %-7s in=%d rows=%d experts=%d k=%d rb/cta=%d tiles=%d (P=%d): %d layout errors, %lld of "
+        "%lld sums differ from float64 of the f16 operands (worst %.1e)\n",
+        layout || bad ? "FAIL" : "ok  ", down ? "down" : "gate/up", in, n_out, n_expert, kdiv, rb_per_cta,
+        n_tiles, P, layout, bad, total, worst);
     fails += layout != 0 || bad != 0;
-    free(gate), free(up), free(list), free(xh), free(G), free(U), free(deq);
+    free(w0), free(w1), free(list), free(xh), free(out), free(deq);
 }
 
 int main(void) {
@@ -236,10 +326,15 @@ int main(void) {
     check_decode(0, 0.001f, 12);
     check_decode(1, 0.05f, 6);
     check_decode(1, 2.0f, 0);
+    check_decode_q2k(5);
+    check_decode_q2k(-2);
     const int sizes1[] = {64, 17, 1, 40};
-    check_products(512, 200, 3, 2, 1, sizes1, 4); /* a partial second row block; tiles of expert 0 twice */
+    check_products(false, 512, 200, 3, 2, 1, sizes1,
+                   4); /* a partial second row block; tiles of expert 0 twice */
     const int sizes2[] = {33, 64};
-    check_products(256, 256, 2, 1, 2, sizes2, 2); /* two row blocks per CTA */
+    check_products(false, 256, 256, 2, 1, 2, sizes2, 2); /* two row blocks per CTA */
+    check_products(true, 512, 300, 3, 1, 1, sizes1, 4);  /* down: a partial second 256-row block */
+    check_products(true, 256, 512, 2, 1, 2, sizes2, 2);  /* down: two row blocks per CTA */
     printf(fails ? "MOE WS EMULATION FAILED: %d\n" : "MOE WS EMULATION PASSED\n", fails);
     return fails ? 1 : 0;
 }

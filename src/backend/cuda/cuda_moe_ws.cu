@@ -1,5 +1,5 @@
-/* The routed experts' IQ2_XXS gate/up product of large prefill chunks with producer and consumer
- * warpgroups (cuda_moe_ws.h; units, layout and numerics in cuda_moe_ws.cuh). Built for sm_90a only
+/* The routed experts' IQ2_XXS gate/up and Q2_K down products of large prefill chunks with producer and
+ * consumer warpgroups (cuda_moe_ws.h; units, layout and numerics in cuda_moe_ws.cuh). Built for sm_90a only
  * (Makefile): elsewhere the kernel has no image and dsv4_cuda_moe_ws_device_ok says no.
  *
  * Why: mh_kernel (cuda_ops_moe_half.cu) spends 2.95 ms a flash layer at n = 2048 with its warps
@@ -41,24 +41,51 @@ template <int R> __device__ __forceinline__ void mp_fence_acc(float (&d)[R]) {
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* A producer thread's raw words of one stage: the superblock scale and two sub-blocks' (a0, a1) */
-struct mp_raw {
-    uint32_t d, a[4];
-};
+/* A producer thread's raw words of one stage: IQ2_XXS the superblock scale and two sub-blocks' (a0, a1);
+ * Q2_K mp_q2k_words' ten */
+template <int K> struct mp_raw { uint32_t w[K == GM_IQ2_XXS ? 5 : 10]; };
+template <int K>
 __device__ __forceinline__ const uint8_t *mp_row_ptr(const mh_params &p, int e, int rb, int u, int *which) {
-    const int wrow = mp_weight_row(rb, u, p.n_out, which);
+    const int wrow = mp_weight_row(K == GM_IQ2_XXS, rb, u, p.n_out, which);
     return (*which ? p.w1 : p.w0) + (uint64_t)e * p.expert_bytes + (uint64_t)wrow * p.row_bytes;
 }
-__device__ __forceinline__ mp_raw mp_fetch(const uint8_t *row, int q) {
-    mp_raw r;
-    const int S = mp_stage_sb(q);
-    r.d = mp_iq2_d(row, S);
-    mp_iq2_words(row, S, mp_stage_sub(q, 0), &r.a[0], &r.a[1]);
-    mp_iq2_words(row, S, mp_stage_sub(q, 1), &r.a[2], &r.a[3]);
+template <int K> __device__ __forceinline__ mp_raw<K> mp_fetch(const uint8_t *row, int q) {
+    mp_raw<K> r;
+    if constexpr (K == GM_IQ2_XXS) {
+        const int S = mp_stage_sb(q);
+        r.w[0] = mp_iq2_d(row, S);
+        mp_iq2_words(row, S, mp_stage_sub(q, 0), &r.w[1], &r.w[2]);
+        mp_iq2_words(row, S, mp_stage_sub(q, 1), &r.w[3], &r.w[4]);
+    } else {
+        mp_q2k_words(row, q, r.w);
+    }
     return r;
 }
+/* The stage's 8 chunks of the thread's staged row into the A tile at st */
+template <int K>
+__device__ __forceinline__ void mp_decode_row(const mp_raw<K> &r, int q, float wsc, int u, const uint32_t *gh,
+                                              const uint32_t *sh, uint8_t *st) {
+    uint32_t dw2, nm2 = 0;
+    if constexpr (K == GM_IQ2_XXS)
+        dw2 = mp_dw2(r.w[0], wsc);
+    else
+        mp_q2k_scales(r.w[9], wsc, &dw2, &nm2);
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            uint32_t h[4];
+            if constexpr (K == GM_IQ2_XXS)
+                mp_decode_chunk(r.w[1 + 2 * jj], r.w[2 + 2 * jj], c, u & (MH_REP - 1), gh, sh, dw2, h);
+            else
+                mp_q2k_chunk(r.w, q, jj, c, dw2, nm2, h);
+            *(uint4 *)(st + mp_chunk_off(u, 4 * jj + c)) = make_uint4(h[0], h[1], h[2], h[3]);
+        }
+}
 
-__global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
+/* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out) */
+template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
+    constexpr bool DUAL = K == GM_IQ2_XXS;
     extern __shared__ __align__(16) uint8_t mp_smem_raw[];
     uint8_t *smem = mp_smem_raw + ((1024u - (ca_saddr(mp_smem_raw) & 1023u)) & 1023u);
     if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
@@ -76,18 +103,19 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
         pid[tid] = pr;
         xsc[tid] = p.xs[pr / p.kdiv];
     }
-    mh_fill_tables(gh, sh, p.grid, p.signs, tid, MP_THREADS);
+    if (DUAL) mh_fill_tables(gh, sh, p.grid, p.signs, tid, MP_THREADS);
     if (tid == 0)
         for (int s = 0; s < MP_STAGES; s++) ca_bar_init(full + s, MP_PRODUCERS), ca_bar_init(empty + s, 256);
     __syncthreads();
 
     if (wg < 2) { /* a producer: staged row u of every stage, and its two B-tile chunks */
-        const int u = tid, rep = u & (MH_REP - 1);
+        const int u = tid;
         const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
         const uint8_t *xrow = (const uint8_t *)(p.xh + (uint64_t)(pid[bp] / p.kdiv) * (uint64_t)p.in);
         int which, rb = rb0, qq = 0;
-        const uint8_t *row = mp_row_ptr(p, e, rb, u, &which);
-        mp_raw next = mp_fetch(row, 0);
+        const uint8_t *row = mp_row_ptr<K>(p, e, rb, u, &which);
+        const float wsc = which ? p.wsc[1] : p.wsc[0];
+        mp_raw<K> next = mp_fetch<K>(row, 0);
 #pragma unroll 1
         for (int q = 0; q < nsteps; q++) {
             const int slot = q % MP_STAGES;
@@ -99,20 +127,12 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
                 ca_cp16(st + MP_ATILE + mp_chunk_off(bpair, ch), xrow + 128 * qq + 16 * ch);
             }
             ca_commit();
-            const mp_raw cur = next;
-            const float wsc = which ? p.wsc[1] : p.wsc[0];
+            const mp_raw<K> cur = next;
+            const int cq = qq;
             /* the next stage's words, in flight while this one is decoded */
-            if (++qq == nq) qq = 0, rb++, row = q + 1 < nsteps ? mp_row_ptr(p, e, rb, u, &which) : row;
-            if (q + 1 < nsteps) next = mp_fetch(row, qq);
-            const uint32_t dw2 = mp_dw2(cur.d, wsc);
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    uint32_t h[4];
-                    mp_decode_chunk(cur.a[2 * jj], cur.a[2 * jj + 1], c, rep, gh, sh, dw2, h);
-                    *(uint4 *)(st + mp_chunk_off(u, 4 * jj + c)) = make_uint4(h[0], h[1], h[2], h[3]);
-                }
+            if (++qq == nq) qq = 0, rb++, row = q + 1 < nsteps ? mp_row_ptr<K>(p, e, rb, u, &which) : row;
+            if (q + 1 < nsteps) next = mp_fetch<K>(row, qq);
+            mp_decode_row<K>(cur, cq, wsc, u, gh, sh, st);
             ca_cp_wait<0>();
             x16_proxy_fence(); /* this thread's stores and copies, for the tensor cores */
             ca_bar_arrive(full + slot);
@@ -120,48 +140,61 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
         return;
     }
 
-    /* a consumer: gate rows 64 c.., up rows 64 c.. of each row block, all 64 pairs */
+    /* a consumer: its two m64 blocks of staged rows (mp_block_row) against all 64 pairs */
     const int c = wg - 2, w = (tid >> 5) & 3, lane = tid & 31;
-    float ag[32], au[32];
+    float a0[32], a1[32];
 #pragma unroll
-    for (int i = 0; i < 32; i++) ag[i] = 0.0f, au[i] = 0.0f;
-    mp_fence_acc(ag); /* defined before any product is in flight (scale-d 0 ignores them) */
-    mp_fence_acc(au);
+    for (int i = 0; i < 32; i++) a0[i] = 0.0f, a1[i] = 0.0f;
+    mp_fence_acc(a0); /* defined before any product is in flight (scale-d 0 ignores them) */
+    mp_fence_acc(a1);
     uint32_t slot = 0, phase = 0;
     for (int r = 0; r < nrb; r++) {
 #pragma unroll 1
         for (int qq = 0; qq < nq; qq++) {
             ca_bar_wait(full + slot, phase);
             const uint32_t sa = ca_saddr(smem + slot * MP_STAGE);
-            const uint32_t ga = sa + 64 * 128 * c, ua = sa + (MP_RB_ROWS + 64 * c) * 128, b = sa + MP_ATILE;
+            const uint32_t m0 = sa + mp_block_row(DUAL, c, 0) * 128, m1 = sa + mp_block_row(DUAL, c, 1) * 128,
+                           b = sa + MP_ATILE;
             x16_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
                 const int acc = qq | kk;
-                mp_mma64(ag, x16_desc_sw(ga + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
-                mp_mma64(au, x16_desc_sw(ua + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
+                mp_mma64(a0, x16_desc_sw(m0 + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
+                mp_mma64(a1, x16_desc_sw(m1 + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
             }
             x16_commit();
             x16_wait<0>();
-            mp_fence_acc(ag);
-            mp_fence_acc(au);
+            mp_fence_acc(a0);
+            mp_fence_acc(a1);
             ca_bar_arrive(empty + slot);
             if (++slot == MP_STAGES) slot = 0, phase ^= 1;
         }
-        /* the mid rows, as mh_kernel and the wide kernel write them */
-        const int orow = (rb0 + r) * MP_RB_ROWS + 64 * c;
+        /* the output rows, as mh_kernel writes them */
+        const int orow = (rb0 + r) * mp_rb_rows(DUAL);
 #pragma unroll
         for (int i = 0; i < 32; i++) {
-            const int pair = mp_acc_col(lane, i), row = orow + mp_acc_row(w, lane, i);
-            if (pair >= mt || row >= p.n_out) continue;
+            const int pair = mp_acc_col(lane, i);
+            if (pair >= mt) continue;
             const int pr = pid[pair];
-            float gv = ag[i] * p.winv[0] * xsc[pair], uv = au[i] * p.winv[1] * xsc[pair];
-            if (p.clamp_on) {
-                if (gv > p.clamp) gv = p.clamp;
-                if (uv > p.clamp) uv = p.clamp;
-                if (uv < -p.clamp) uv = -p.clamp;
+            if constexpr (DUAL) {
+                const int row = orow + mp_block_out(true, c, 0) + mp_acc_row(w, lane, i);
+                if (row >= p.n_out) continue;
+                float gv = a0[i] * p.winv[0] * xsc[pair], uv = a1[i] * p.winv[1] * xsc[pair];
+                if (p.clamp_on) {
+                    if (gv > p.clamp) gv = p.clamp;
+                    if (uv > p.clamp) uv = p.clamp;
+                    if (uv < -p.clamp) uv = -p.clamp;
+                }
+                p.out[(uint64_t)pr * p.out_stride + row] = cu_silu(gv) * uv * p.weights[pr];
+            } else {
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    const int row = orow + mp_block_out(false, c, m) + mp_acc_row(w, lane, i);
+                    if (row < p.n_out)
+                        p.out[(uint64_t)pr * p.out_stride + row] =
+                            (m ? a1[i] : a0[i]) * p.winv[0] * xsc[pair];
+                }
             }
-            p.out[(uint64_t)pr * p.out_stride + row] = cu_silu(gv) * uv * p.weights[pr];
         }
     }
 }
@@ -180,24 +213,30 @@ bool dsv4_cuda_moe_ws_enabled(void) {
 bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin) {
     if (cc_major != 9 || smem_per_block_optin < (size_t)MP_SMEM) return false;
     cudaFuncAttributes fa;
-    const bool ok = cudaFuncGetAttributes(&fa, (const void *)mp_kernel) == cudaSuccess &&
-                    cudaFuncSetAttribute((const void *)mp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         MP_SMEM) == cudaSuccess;
+    bool ok = cudaFuncGetAttributes(&fa, (const void *)mp_kernel<GM_IQ2_XXS>) == cudaSuccess;
+    const void *k[2] = {(const void *)mp_kernel<GM_IQ2_XXS>, (const void *)mp_kernel<GM_Q2_K>};
+    for (int i = 0; ok && i < 2; i++)
+        ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, MP_SMEM) == cudaSuccess;
     cudaGetLastError();
     return ok;
 }
 
-bool dsv4_cuda_moe_ws_ok(const mh_params *p) {
-    return p->in > 0 && p->in % 256 == 0 && p->n_out > 0 && p->row_bytes % 2 == 0 && p->expert_bytes % 2 == 0 &&
-           ((uintptr_t)p->w0 | (uintptr_t)p->w1) % 2 == 0 && (uintptr_t)p->xh % 16 == 0 && p->in * 2 % 16 == 0;
+bool dsv4_cuda_moe_ws_ok(const mh_params *p, bool down) {
+    const bool rows_ok = down ? p->row_bytes % 4 == 0 && p->expert_bytes % 4 == 0 && (uintptr_t)p->w0 % 4 == 0
+                              : p->row_bytes % 2 == 0 && p->expert_bytes % 2 == 0 &&
+                                    ((uintptr_t)p->w0 | (uintptr_t)p->w1) % 2 == 0;
+    return p->in > 0 && p->in % 256 == 0 && p->n_out > 0 && rows_ok && (uintptr_t)p->xh % 16 == 0;
 }
 
-dsv4_status dsv4_cuda_moe_ws_gate_up(const mh_params *p, unsigned groups, unsigned max_tiles, cudaStream_t stream,
-                                     dsv4_error *err) {
-    if (!dsv4_cuda_moe_ws_ok(p)) return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe ws gate/up: shape not taken");
+dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned groups, unsigned max_tiles,
+                                     cudaStream_t stream, dsv4_error *err) {
+    if (!dsv4_cuda_moe_ws_ok(p, down))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe ws %s: shape not taken", down ? "down" : "gate/up");
     if (!groups || !max_tiles) return DSV4_OK;
-    mp_kernel<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
+    (down ? mp_kernel<GM_Q2_K>
+          : mp_kernel<GM_IQ2_XXS>)<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK
-                            : dsv4_fail(err, DSV4_ERR_INVALID, "moe ws gate/up: launch: %s", cudaGetErrorString(e));
+                            : dsv4_fail(err, DSV4_ERR_INVALID, "moe ws %s: launch: %s",
+                                        down ? "down" : "gate/up", cudaGetErrorString(e));
 }

@@ -1,10 +1,12 @@
-/* Units of the producer / consumer routed-expert gate/up product on warpgroup tensor cores
- * (cuda_moe_ws.cu; session 21, written after the session's device time was spent: checked by
- * tests/cuda/moe_ws_emu_check.cu on the host, not yet run on a GPU, off unless DSV4_CUDA_MOE_WS=1).
+/* Units of the producer / consumer routed-expert products on warpgroup tensor cores: the IQ2_XXS
+ * gate/up and the Q2_K down (cuda_moe_ws.cu; session 21, written after the session's device time was
+ * spent: checked by tests/cuda/moe_ws_emu_check.cu on the host, not yet run on a GPU, off unless
+ * DSV4_CUDA_MOE_WS=1).
  *
  * The numerics are the f16 path's (cuda_moe_half.cuh): the same f16 weight elements (mh_decode8's
- * values: f16(g * sign * ls * d * 2^(p - 3)), one rounding), the same f16 activation rows (mh_pack's),
- * f32 sums over the whole row; only the order of the f32 additions differs (wgmma k16 steps). What
+ * values: IQ2_XXS f16(g * sign * ls * d * 2^(p - 3)), one rounding; Q2_K fma(q, f16(d sc 2^p),
+ * f16(-dmin m 2^p))), the same f16 activation rows (mh_pack's, mh_pack_mid's), f32 sums over the whole
+ * row; only the order of the f32 additions differs (wgmma k16 steps). What
  * changes is the work split. mh_kernel's warps each decode their own A fragments in registers and meet
  * at a CTA barrier per superblock (2.95 ms a flash layer at n = 2048, bench/NOTES.md session 15); here
  *   - two producer warpgroups decode the raw IQ2_XXS words (read from global memory) into f16 A tiles
@@ -22,16 +24,16 @@
 #include "backend/cuda/cuda_moe_half.cuh" /* mh_* (tables, f16 helpers, mh_params), mw_*, MX_HD */
 
 enum {
-    MP_ROWS = 256,                   /* staged weight rows of a stage: 128 gate, then 128 up */
-    MP_RB_ROWS = 128,                /* output rows per row block */
-    MP_BN = 64,                      /* pairs per tile (MH_BN) */
-    MP_BK = 64,                      /* k per stage */
-    MP_ATILE = MP_ROWS * 128,        /* 32 KB */
-    MP_BTILE = MP_BN * 128,          /* 8 KB */
-    MP_STAGE = MP_ATILE + MP_BTILE,  /* 40 KB: tiles stay 1024-aligned */
+    MP_ROWS = 256,                  /* staged weight rows of a stage: 128 gate, then 128 up */
+    MP_RB_ROWS = 128,               /* output rows per row block */
+    MP_BN = 64,                     /* pairs per tile (MH_BN) */
+    MP_BK = 64,                     /* k per stage */
+    MP_ATILE = MP_ROWS * 128,       /* 32 KB */
+    MP_BTILE = MP_BN * 128,         /* 8 KB */
+    MP_STAGE = MP_ATILE + MP_BTILE, /* 40 KB: tiles stay 1024-aligned */
     MP_STAGES = 4,
-    MP_PRODUCERS = 256,              /* two warpgroups */
-    MP_THREADS = 512,                /* + two consumer warpgroups */
+    MP_PRODUCERS = 256, /* two warpgroups */
+    MP_THREADS = 512,   /* + two consumer warpgroups */
     MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
     /* stages (1024-aligned), the tables, pid, xsc, the full and empty barriers, + the alignment */
     MP_SMEM = MP_STAGES * MP_STAGE + MP_TABLES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 1024
@@ -44,13 +46,20 @@ MX_HD int mp_off_bars(void) { return mp_off_xsc() + 4 * MP_BN; }
 /* Chunk ch (8 k) of row r of a swizzled tile */
 MX_HD int mp_chunk_off(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
 
-/* Staged row r of row block rb: which tensor (0 gate, 1 up) and its weight row (rows past n_out
- * re-read the last one; their outputs are not stored) */
-MX_HD int mp_weight_row(int rb, int r, int n_out, int *which) {
-    *which = r >= MP_RB_ROWS;
-    const int row = rb * MP_RB_ROWS + (r & (MP_RB_ROWS - 1));
+/* Output rows of a row block: gate/up (dual) 128, each as a gate and an up row; down 256 */
+MX_HD int mp_rb_rows(bool dual) { return dual ? MP_RB_ROWS : MP_ROWS; }
+/* Staged row r of row block rb: which tensor (0 gate or down, 1 up) and its weight row (rows past
+ * n_out re-read the last one; their outputs are not stored) */
+MX_HD int mp_weight_row(bool dual, int rb, int r, int n_out, int *which) {
+    *which = dual && r >= MP_RB_ROWS;
+    const int row = rb * mp_rb_rows(dual) + (dual ? r & (MP_RB_ROWS - 1) : r);
     return row < n_out ? row : n_out - 1;
 }
+/* Consumer c's two m64 blocks of staged rows (start rows): gate/up 64 c (gate) and 128 + 64 c (up);
+ * down 128 c and 128 c + 64. Output row of block m, row i of it: gate/up 64 c + i (both blocks); down
+ * 128 c + 64 m + i. */
+MX_HD int mp_block_row(bool dual, int c, int m) { return dual ? m * MP_RB_ROWS + 64 * c : 128 * c + 64 * m; }
+MX_HD int mp_block_out(bool dual, int c, int m) { return dual ? 64 * c : 128 * c + 64 * m; }
 
 /* A 16-bit little-endian load (p 2-aligned) */
 MX_HD uint32_t mp_ld16(const uint8_t *p) {
@@ -73,8 +82,8 @@ MX_HD uint32_t mp_dw2(uint32_t d_bits, float wsc) { return mh_dup(mh_f2h(gm_f16(
 
 /* Chunk c (elements 8 c .. 8 c + 7) of a sub-block with words a0, a1 as 4 half2 words: mh_decode8's
  * expression (the tables' copy rep = lane % 8, so a quarter warp's 16-byte reads hit distinct banks) */
-MX_HD void mp_decode_chunk(uint32_t a0, uint32_t a1, int c, int rep, const uint32_t *grid_h, const uint32_t *sign_h,
-                           uint32_t dw2, uint32_t h[4]) {
+MX_HD void mp_decode_chunk(uint32_t a0, uint32_t a1, int c, int rep, const uint32_t *grid_h,
+                           const uint32_t *sign_h, uint32_t dw2, uint32_t h[4]) {
     const uint32_t *G = grid_h + ((((a0 >> (8 * c)) & 255) * MH_REP + rep) * 4);
     const uint32_t *S = sign_h + ((((a1 >> (7 * c)) & 127) * MH_REP + rep) * 4);
     const uint32_t ls2 = mh_small2(2 * (a1 >> 28) + 1);
@@ -88,6 +97,37 @@ MX_HD void mp_decode_chunk(uint32_t a0, uint32_t a1, int c, int rep, const uint3
 #endif
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
+}
+
+/* ---- Q2_K: the 84-byte superblock (scales[16]: sc | m << 4, qs[64], f16 d, f16 dmin) ----
+ * A producer thread's words of stage q of a row (32-bit loads: rows and superblocks are 4-aligned): the
+ * 32 quant bytes both 32-element sub-blocks of the stage read (the same half hf = (q % 4) / 2 of qs, at
+ * shifts 2 (j % 4)), the scale word holding their 8 scale bytes, and the d / dmin word. */
+MX_HD void mp_q2k_words(const uint8_t *row, int q, uint32_t w[10]) {
+    const uint8_t *b = row + 84 * (q >> 2);
+    const int hf = (q & 3) >> 1;
+    for (int i = 0; i < 8; i++) w[i] = qm_ld32(b + 16 + 32 * hf + 4 * i);
+    w[8] = qm_ld32(b + 8 * hf + 4 * (q & 1));
+    w[9] = qm_ld32(b + 80);
+}
+/* The superblock's f16(d wsc) and f16(-dmin wsc) in both halves, as mh_row_scales folds them */
+MX_HD void mp_q2k_scales(uint32_t ddm, float wsc, uint32_t *dw2, uint32_t *nm2) {
+    *dw2 = mh_dup(mh_f2h(gm_f16((uint16_t)(ddm & 0xffff)) * wsc));
+    *nm2 = mh_dup(mh_f2h(-(gm_f16((uint16_t)(ddm >> 16)) * wsc)));
+}
+/* Chunk c (elements 8 c .. 8 c + 7) of sub-block j = 2 (q % 4) + jj of the stage: mh_decode8<GM_Q2_K>'s
+ * expression on the same bytes */
+MX_HD void mp_q2k_chunk(const uint32_t w[10], int q, int jj, int c, uint32_t dw2, uint32_t nm2,
+                        uint32_t h[4]) {
+    const int j = 2 * (q & 3) + jj, sh = 2 * (j & 3);
+    const uint32_t q0 = w[2 * c], q1 = w[2 * c + 1];
+    const uint32_t sb = (w[8] >> (8 * (2 * (j & 1) + (c >> 1)))) & 0xff; /* sc | m << 4 */
+    const uint32_t a2 = mh_hmul2(dw2, mh_small2(sb & 15)), nb2 = mh_hmul2(nm2, mh_small2(sb >> 4));
+    const uint32_t x0 = (q0 >> sh) & 0x03030303u, x1 = (q1 >> sh) & 0x03030303u, m1024 = 0xE400E400u;
+    h[0] = mh_hfma2(mh_hadd2(mw_perm(x0, 0x64u, 0x4140u), m1024), a2, nb2);
+    h[1] = mh_hfma2(mh_hadd2(mw_perm(x0, 0x64u, 0x4342u), m1024), a2, nb2);
+    h[2] = mh_hfma2(mh_hadd2(mw_perm(x1, 0x64u, 0x4140u), m1024), a2, nb2);
+    h[3] = mh_hfma2(mh_hadd2(mw_perm(x1, 0x64u, 0x4342u), m1024), a2, nb2);
 }
 
 /* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */

@@ -1,4 +1,5 @@
-/* The producer / consumer routed-expert gate/up product (cuda_moe_ws.cu, units cuda_moe_ws.cuh):
+/* The producer / consumer routed-expert products (cuda_moe_ws.cu, units cuda_moe_ws.cuh), IQ2_XXS gate/up
+ * and Q2_K down:
  * the f16 path's numerics (cuda_moe_half.cuh) on warpgroup tensor cores. Built for sm_90a only.
  * Session 21: written after the session's device time was spent, checked on the host only; taken
  * only with DSV4_CUDA_MOE_WS=1 (read once) until it is measured on a GPU. C++ callers only (the
@@ -17,11 +18,12 @@ bool dsv4_cuda_moe_ws_enabled(void);
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
  * device (ask once per device). */
 bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin);
-/* Shapes it takes: in % 256 == 0 (whole superblocks), 2-aligned rows. */
-bool dsv4_cuda_moe_ws_ok(const mh_params *p);
-/* The gate/up product of p (mh_params as cu_moe_half_gate_up fills them, n_rb and rb_per_cta set):
- * grid (row-block groups, tiles), as mh_kernel's. */
-dsv4_status dsv4_cuda_moe_ws_gate_up(const mh_params *p, unsigned groups, unsigned max_tiles, cudaStream_t stream,
-                                     dsv4_error *err);
+/* Shapes it takes: in % 256 == 0 (whole superblocks), aligned rows (gate/up 2, down 4 bytes), 16-aligned
+ * activation rows. */
+bool dsv4_cuda_moe_ws_ok(const mh_params *p, bool down);
+/* The gate/up (down = false) or down product of p (mh_params as cu_moe_half_gate_up / _down fill them, with
+ * n_rb and rb_per_cta for mp_rb_rows-row blocks): grid (row-block groups, tiles), as mh_kernel's. */
+dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned groups, unsigned max_tiles,
+                                     cudaStream_t stream, dsv4_error *err);
 
 #endif

@@ -19,7 +19,7 @@
 #include "backend/cuda/cuda_gemm_blas.h"   /* dsv4_cuda_block_max_d */
 #include "backend/cuda/cuda_moe_half.cuh"
 #include "backend/cuda/cuda_moe_half.h"
-#include "backend/cuda/cuda_moe_ws.cuh" /* MP_RB_ROWS */
+#include "backend/cuda/cuda_moe_ws.cuh" /* mp_rb_rows */
 #include "backend/cuda/cuda_moe_ws.h"
 
 /* d += a b, m16n8k16 f16 x f16 -> f32 */
@@ -406,14 +406,18 @@ static bool mh_ws_on(cuda_ctx *c) {
                               : -1;
     return c->moe_ws_state > 0;
 }
-/* The gate/up product on it: mh_kernel's tiles, its own row blocks (MP_RB_ROWS rows of gate and of up) */
-static dsv4_status mh_ws_launch(cuda_ctx *c, mh_params *p, const cu_moe_wide_args *a, dsv4_error *err) {
+/* A product on it: mh_kernel's tiles, its own row blocks (mp_rb_rows: 128 rows of gate and of up, 256 of
+ * down) */
+static dsv4_status mh_ws_launch(cuda_ctx *c, mh_params *p, bool down, const cu_moe_wide_args *a,
+                                dsv4_error *err) {
     p->grid = c->d_iq2_grid, p->signs = c->d_iq2_signs;
     p->tiles = a->tiles, p->n_tiles = a->n_tiles, p->list = a->list;
-    p->n_rb = (p->n_out + MP_RB_ROWS - 1) / MP_RB_ROWS;
+    const int rows = mp_rb_rows(!down);
+    p->n_rb = (p->n_out + rows - 1) / rows;
     p->rb_per_cta = cu_moe_wide_rb_per_cta(c, p->n_rb, a->P, a->n_expert);
-    const dsv4_status s = dsv4_cuda_moe_ws_gate_up(
-        p, (unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta), (unsigned)a->max_tiles, c->stream, err);
+    const dsv4_status s =
+        dsv4_cuda_moe_ws_product(p, down, (unsigned)((p->n_rb + p->rb_per_cta - 1) / p->rb_per_cta),
+                                 (unsigned)a->max_tiles, c->stream, err);
     if (s == DSV4_OK) c->moe_half_calls++, c->moe_ws_calls++;
     return s;
 }
@@ -437,7 +441,7 @@ dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t
     p.wsc[0] = plan->wsc[0], p.wsc[1] = plan->wsc[1], p.winv[0] = plan->winv[0], p.winv[1] = plan->winv[1];
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
-    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p)) return mh_ws_launch(c, &p, a, err);
+    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p, false)) return mh_ws_launch(c, &p, false, a, err);
     return mh_launch(c, GM_IQ2_XXS, &p, a, err);
 }
 
@@ -458,5 +462,6 @@ dsv4_status cu_moe_half_down(cuda_ctx *c, const cu_moe_wide_args *a, const cu_mo
     p.xh = xh, p.xs = xs;
     p.wsc[0] = plan->dsc, p.winv[0] = plan->dinv;
     p.out = a->y, p.out_stride = a->embd;
+    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p, true)) return mh_ws_launch(c, &p, true, a, err);
     return mh_launch(c, GM_Q2_K, &p, a, err);
 }
