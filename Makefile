@@ -219,13 +219,13 @@ $(BUILD)/cuda/attn_fast_emu_check: tests/cuda/attn_fast_emu_check.cu src/backend
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the f16 tensor-core MoE gate/up against float64 and quant_dot_* (runs anywhere).
-$(BUILD)/cuda/moe_half_emu_check: tests/cuda/moe_half_emu_check.cu src/backend/cuda/cuda_moe_half.cuh \
+$(BUILD)/cuda/moe_half_emu_check: tests/cuda/moe_half_emu_check.cu tests/cuda/iq2_rows.h src/backend/cuda/cuda_moe_half.cuh \
 		src/backend/cuda/cuda_moe_wide.cuh src/backend/cuda/cuda_gemm_blas.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only emulation of the producer / consumer MoE gate/up's decode, tiles and accumulator map against
 # float64 of the f16 operands (runs anywhere).
-$(BUILD)/cuda/moe_ws_emu_check: tests/cuda/moe_ws_emu_check.cu src/backend/cuda/cuda_moe_ws.cuh \
+$(BUILD)/cuda/moe_ws_emu_check: tests/cuda/moe_ws_emu_check.cu tests/cuda/iq2_rows.h src/backend/cuda/cuda_moe_ws.cuh \
 		src/backend/cuda/cuda_moe_half.cuh src/backend/cuda/cuda_moe_wide.cuh $(call libs_for,engine)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(call libs_for,engine) -lm -lpthread

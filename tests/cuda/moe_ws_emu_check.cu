@@ -22,29 +22,9 @@
 
 #define CHECK_RNG_SEED 919
 #include "check_rng.h"
+#include "iq2_rows.h"
 
 static int fails;
-
-static uint8_t *make_rows(int in, int rows, int random_bytes, float dscale, uint64_t *rb) {
-    dsv4_type_row_bytes(DSV4_TYPE_IQ2_XXS, (uint64_t)in, rb);
-    uint8_t *d = (uint8_t *)malloc(*rb * rows);
-    float *wf = (float *)malloc(in * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        uint8_t *row = d + (size_t)r * *rb;
-        if (random_bytes) {
-            for (uint64_t i = 0; i < *rb; i++) row[i] = (uint8_t)nxt();
-            for (int b = 0; b < in / 256; b++) {
-                const uint16_t dv = dsv4_f32_to_f16(uni() * dscale);
-                memcpy(row + 66 * b, &dv, 2);
-            }
-        } else {
-            for (int i = 0; i < in; i++) wf[i] = uni() * 5.0f * dscale;
-            quant_quantize_row(DSV4_TYPE_IQ2_XXS, wf, row, in);
-        }
-    }
-    free(wf);
-    return d;
-}
 
 static uint32_t grid_h[256 * MH_REP * 4], sign_h[128 * MH_REP * 4];
 

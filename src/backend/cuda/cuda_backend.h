@@ -476,6 +476,16 @@ __device__ __forceinline__ float cu_sigmoid_stable(float x) {
     return e / (1.0f + e);
 }
 __device__ __forceinline__ float cu_silu(float x) { return x * cu_sigmoid_stable(x); }
+/* The routed experts' mid value as the CPU's store_mid forms it: gate and up clamped when clamp_on
+ * (gate from above, up both ways), then silu(gate) * up (the caller multiplies by the route weight) */
+__device__ __forceinline__ float cu_swiglu_mid(float gv, float uv, int clamp_on, float clamp) {
+    if (clamp_on) {
+        if (gv > clamp) gv = clamp;
+        if (uv > clamp) uv = clamp;
+        if (uv < -clamp) uv = -clamp;
+    }
+    return cu_silu(gv) * uv;
+}
 __device__ __forceinline__ float cu_softplus(float x) {
     if (x > 20.0f) return x;
     if (x < -20.0f) return cu_expf(x);

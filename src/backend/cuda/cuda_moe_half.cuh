@@ -187,6 +187,20 @@ MX_HD void mh_row_scales(const uint8_t *w, int r0, int s, int lane, float wsc, m
  * 0x6400 | v are 1024 + v, and adding -1024 (0xE400) is exact */
 MX_HD uint32_t mh_small2(uint32_t v) { return mh_hadd2(v * 0x10001u + 0x64006400u, 0xE400E400u); }
 
+/* Grid entry gi and sign index si from copy rep of the replicated tables: the entry's f16 values gw and
+ * its sign bits sw (4 words each) */
+MX_HD void mh_iq2_tables(uint32_t gi, uint32_t si, int rep, const uint32_t *grid_h, const uint32_t *sign_h,
+                         uint32_t gw[4], uint32_t sw[4]) {
+    const uint32_t *G = grid_h + (gi * MH_REP + rep) * 4;
+    const uint32_t *S = sign_h + (si * MH_REP + rep) * 4;
+#ifdef __CUDA_ARCH__
+    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
+    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
+    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
+#else
+    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
+#endif
+}
 /* Lane t's IQ2_XXS grid entry of sub-block j of a staged row (superblock parity s): its f16 grid
  * values gw and the f16 sign bits sw from the replicated tables (copy lane % 8: a quarter warp's
  * 16-byte reads hit 8 distinct bank groups); returns the sub-block's a1 word (signs, scale). */
@@ -196,15 +210,7 @@ MX_HD uint32_t mh_iq2_entry(const uint8_t *row, int s, int j, int lane, const ui
     uint32_t a0, a1;
     mw_iq2_words(row, s, j, &a0, &a1);
     /* grid index: byte t of a0 (one PRMT); sign index: bits 7t.. of a1 */
-    const uint32_t *G = grid_h + (mw_perm(a0, 0, 0x4440u | (uint32_t)t) * MH_REP + rep) * 4;
-    const uint32_t *S = sign_h + (((a1 >> (7 * t)) & 127) * MH_REP + rep) * 4;
-#ifdef __CUDA_ARCH__
-    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
-    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
-    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
-#else
-    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
-#endif
+    mh_iq2_tables(mw_perm(a0, 0, 0x4440u | (uint32_t)t), (a1 >> (7 * t)) & 127, rep, grid_h, sign_h, gw, sw);
     return a1;
 }
 

@@ -180,12 +180,8 @@ template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(cons
                 const int row = orow + mp_block_out(true, c, 0) + mp_acc_row(w, lane, i);
                 if (row >= p.n_out) continue;
                 float gv = a0[i] * p.winv[0] * xsc[pair], uv = a1[i] * p.winv[1] * xsc[pair];
-                if (p.clamp_on) {
-                    if (gv > p.clamp) gv = p.clamp;
-                    if (uv > p.clamp) uv = p.clamp;
-                    if (uv < -p.clamp) uv = -p.clamp;
-                }
-                p.out[(uint64_t)pr * p.out_stride + row] = cu_silu(gv) * uv * p.weights[pr];
+                p.out[(uint64_t)pr * p.out_stride + row] =
+                    cu_swiglu_mid(gv, uv, p.clamp_on, p.clamp) * p.weights[pr];
             } else {
 #pragma unroll
                 for (int m = 0; m < 2; m++) {

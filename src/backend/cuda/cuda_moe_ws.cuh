@@ -84,17 +84,9 @@ MX_HD uint32_t mp_dw2(uint32_t d_bits, float wsc) { return mh_dup(mh_f2h(gm_f16(
  * expression (the tables' copy rep = lane % 8, so a quarter warp's 16-byte reads hit distinct banks) */
 MX_HD void mp_decode_chunk(uint32_t a0, uint32_t a1, int c, int rep, const uint32_t *grid_h,
                            const uint32_t *sign_h, uint32_t dw2, uint32_t h[4]) {
-    const uint32_t *G = grid_h + ((((a0 >> (8 * c)) & 255) * MH_REP + rep) * 4);
-    const uint32_t *S = sign_h + ((((a1 >> (7 * c)) & 127) * MH_REP + rep) * 4);
     const uint32_t ls2 = mh_small2(2 * (a1 >> 28) + 1);
     uint32_t gw[4], sw[4];
-#ifdef __CUDA_ARCH__
-    const uint4 gv = *(const uint4 *)G, sv = *(const uint4 *)S;
-    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
-    sw[0] = sv.x, sw[1] = sv.y, sw[2] = sv.z, sw[3] = sv.w;
-#else
-    for (int k = 0; k < 4; k++) gw[k] = G[k], sw[k] = S[k];
-#endif
+    mh_iq2_tables((a0 >> (8 * c)) & 255, (a1 >> (7 * c)) & 127, rep, grid_h, sign_h, gw, sw);
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }

@@ -176,12 +176,8 @@ template <int K, bool DUAL> __global__ void __launch_bounds__(MG_THREADS) mg_ker
                 if (t < mt) {
                     const int pr = pid[t];
                     float gv = gsh[t * ROWS + lr], uv = acc[t];
-                    if (p.clamp_on) { /* as moe_mid_kernel and the CPU's store_mid */
-                        if (gv > p.clamp) gv = p.clamp;
-                        if (uv > p.clamp) uv = p.clamp;
-                        if (uv < -p.clamp) uv = -p.clamp;
-                    }
-                    p.out[(uint64_t)pr * p.out_stride + r] = cu_silu(gv) * uv * p.weights[pr];
+                    p.out[(uint64_t)pr * p.out_stride + r] =
+                        cu_swiglu_mid(gv, uv, p.clamp_on, p.clamp) * p.weights[pr];
                 }
             }
         }

@@ -127,12 +127,8 @@ __global__ void __launch_bounds__(MX_THREADS) mx_kernel(const mx_params p) {
                     if (tok < mt && row0 + rl < p.n_out) {
                         const int pr = pid[tok];
                         float gv = gsh[rl * BN + tok], uv = acc[nt][i];
-                        if (p.clamp_on) { /* as moe_mid_kernel and the CPU's store_mid */
-                            if (gv > p.clamp) gv = p.clamp;
-                            if (uv > p.clamp) uv = p.clamp;
-                            if (uv < -p.clamp) uv = -p.clamp;
-                        }
-                        p.out[(uint64_t)pr * p.out_stride + row0 + rl] = cu_silu(gv) * uv * p.weights[pr];
+                        p.out[(uint64_t)pr * p.out_stride + row0 + rl] =
+                            cu_swiglu_mid(gv, uv, p.clamp_on, p.clamp) * p.weights[pr];
                     }
                 }
         }
