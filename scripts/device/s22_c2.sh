@@ -3,7 +3,8 @@
 # cuda_moe_ws.cu, written after session 21's device budget was spent; host emulation only so far).
 # cuda_ops_check on flash4 with it (the moe f16 lines: within 1e-2 of the CPU and run on the new kernel; the
 # "moe f16 timing" line's "f16 gate/up only" time at n = 2048) and without it (the same line for mh_kernel),
-# then, only if it passed, the full flash q2 2K prefill of both interleaved (~6 min with the synths).
+# then, only if it passed, the full flash q2 2K prefill of both interleaved and ncu of both kernels on flash4's
+# first 2K chunk (~7 min with the synths).
 set -u
 SUMMARY=s22_c2
 . "$(dirname "$0")/ab_lib.sh"
@@ -25,6 +26,16 @@ if [ $OKW = 0 ]; then
   run mh-2 "$A2" X=1
   grep -ho '"moe_f16_products": [0-9]*, "moe_ws_products": [0-9]*' "$OUT"/*moews-1*.json | tee -a "$S"
   rm -f /dev/shm/flash-q2.gguf
+  # ncu of both kernels on flash4's first 2K chunk (gate/up and down of layer 0), time permitting
+  for k in ws mh; do
+    [ $SECONDS -lt 430 ] || { say "SKIP ncu $k: time"; continue; }
+    env $([ $k = ws ] && echo DSV4_CUDA_MOE_WS=1) X=1 timeout 120 /usr/local/cuda/bin/ncu --section SpeedOfLight \
+      --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --print-details all \
+      -k "regex:mp_kernel|mh_kernel" -c 2 "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 \
+      --tokens "$(cat "$W/toks-long")" --dump-logits "$W/ncu.bin" >"$OUT/ncu-moe-$k.txt" 2>&1
+    say "== ncu moe $k rc $?"
+    grep -E "mp_kernel|mh_kernel|Duration|Issue Slots Busy|Eligible Warps|Shared Memory|L1/TEX Cache Throughput|stalled_(long|short|wait|barrier|mio|lg)" "$OUT/ncu-moe-$k.txt" | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
+  done
 else
   say "SKIP: the ws kernel failed its ops check"
 fi
