@@ -32,6 +32,30 @@ static uint32_t grid_h[256 * MH_REP * 4], sign_h[128 * MH_REP * 4];
 static uint16_t want_elem(const float *deq, int k, int p) { return dsv4_f32_to_f16(deq[k] * xb_pow2(p)); }
 
 /* ---- 1. decode ---- */
+/* The computed sign masks against the replicated table's words, every sign index; and the decoder that
+ * uses them against the table decoder on random words */
+static void check_sign_masks(void) {
+    long long bad = 0;
+    for (int i = 0; i < 128; i++) {
+        uint32_t sw[4];
+        mp_sign_masks(dsv4_ksigns_iq2xs[i], sw);
+        for (int k = 0; k < 4; k++) bad += sw[k] != sign_h[(i * MH_REP + (i & (MH_REP - 1))) * 4 + k];
+    }
+    for (int n = 0; n < 100000; n++) {
+        const uint32_t a0 = (uint32_t)nxt(), a1 = (uint32_t)nxt(),
+                       dw2 = mh_dup(dsv4_f32_to_f16(uni() * 0.01f));
+        const int c = n & 3, rep = (n >> 2) & (MH_REP - 1);
+        uint32_t h[4], g[4];
+        mp_decode_chunk(a0, a1, c, rep, grid_h, sign_h, dw2, h);
+        mp_decode_chunk_ks(a0, a1, c, rep, grid_h, dsv4_ksigns_iq2xs, dw2, g);
+        for (int k = 0; k < 4; k++) bad += h[k] != g[k];
+    }
+    printf(
+        "%s sign masks: %lld words differ (128 table entries, 100000 random chunks through both decoders)\n",
+        bad ? "FAIL" : "ok  ", bad);
+    fails += bad != 0;
+}
+
 static void check_decode(int random_bytes, float dscale, int p) {
     const int in = 1024, rows = 24;
     uint64_t rb;
@@ -306,6 +330,7 @@ int main(void) {
     check_decode(0, 0.001f, 12);
     check_decode(1, 0.05f, 6);
     check_decode(1, 2.0f, 0);
+    check_sign_masks();
     check_decode_q2k(5);
     check_decode_q2k(-2);
     const int sizes1[] = {64, 17, 1, 40};

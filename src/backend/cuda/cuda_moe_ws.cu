@@ -61,10 +61,11 @@ template <int K> __device__ __forceinline__ mp_raw<K> mp_fetch(const uint8_t *ro
     }
     return r;
 }
-/* The stage's 8 chunks of the thread's staged row into the A tile at st */
-template <int K>
+/* The stage's 8 chunks of the thread's staged row into the A tile at st (KS: the IQ2_XXS signs from the
+ * 128-byte table ks) */
+template <int K, bool KS>
 __device__ __forceinline__ void mp_decode_row(const mp_raw<K> &r, int q, float wsc, int u, const uint32_t *gh,
-                                              const uint32_t *sh, uint8_t *st) {
+                                              const uint32_t *sh, const uint8_t *ks, uint8_t *st) {
     uint32_t dw2, nm2 = 0;
     if constexpr (K == GM_IQ2_XXS)
         dw2 = mp_dw2(r.w[0], wsc);
@@ -75,7 +76,9 @@ __device__ __forceinline__ void mp_decode_row(const mp_raw<K> &r, int q, float w
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             uint32_t h[4];
-            if constexpr (K == GM_IQ2_XXS)
+            if constexpr (K == GM_IQ2_XXS && KS)
+                mp_decode_chunk_ks(r.w[1 + 2 * jj], r.w[2 + 2 * jj], c, u & (MH_REP - 1), gh, ks, dw2, h);
+            else if constexpr (K == GM_IQ2_XXS)
                 mp_decode_chunk(r.w[1 + 2 * jj], r.w[2 + 2 * jj], c, u & (MH_REP - 1), gh, sh, dw2, h);
             else
                 mp_q2k_chunk(r.w, q, jj, c, dw2, nm2, h);
@@ -83,8 +86,10 @@ __device__ __forceinline__ void mp_decode_row(const mp_raw<K> &r, int q, float w
         }
 }
 
-/* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out) */
-template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
+/* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out). KS: the
+ * IQ2_XXS sign masks computed from the sign bytes (mp_decode_chunk_ks) */
+template <int K, bool KS = false>
+__global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
     extern __shared__ __align__(16) uint8_t mp_smem_raw[];
     uint8_t *smem = mp_smem_raw + ((1024u - (ca_saddr(mp_smem_raw) & 1023u)) & 1023u);
@@ -103,7 +108,9 @@ template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(cons
         pid[tid] = pr;
         xsc[tid] = p.xs[pr / p.kdiv];
     }
+    uint8_t *ks = smem + mp_off_ksigns();
     if (DUAL) mh_fill_tables(gh, sh, p.grid, p.signs, tid, MP_THREADS);
+    if (KS && tid < 128) ks[tid] = p.signs[tid];
     if (tid == 0)
         for (int s = 0; s < MP_STAGES; s++) ca_bar_init(full + s, MP_PRODUCERS), ca_bar_init(empty + s, 256);
     __syncthreads();
@@ -132,7 +139,7 @@ template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(cons
             /* the next stage's words, in flight while this one is decoded */
             if (++qq == nq) qq = 0, rb++, row = q + 1 < nsteps ? mp_row_ptr<K>(p, e, rb, u, &which) : row;
             if (q + 1 < nsteps) next = mp_fetch<K>(row, qq);
-            mp_decode_row<K>(cur, cq, wsc, u, gh, sh, st);
+            mp_decode_row<K, KS>(cur, cq, wsc, u, gh, sh, ks, st);
             ca_cp_wait<0>();
             x16_proxy_fence(); /* this thread's stores and copies, for the tensor cores */
             ca_bar_arrive(full + slot);
@@ -197,21 +204,24 @@ template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(cons
 
 /* ---- host ---- */
 
-bool dsv4_cuda_moe_ws_enabled(void) {
+typedef void (*qwmp_fn)(const mh_params);
+
+int dsv4_cuda_moe_ws_mode(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_MOE_WS");
-        v = e && !strcmp(e, "1");
+        v = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "2") ? 2 : 0;
     }
-    return v == 1;
+    return v;
 }
 
 bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin) {
     if (cc_major != 9 || smem_per_block_optin < (size_t)MP_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)mp_kernel<GM_IQ2_XXS>) == cudaSuccess;
-    const void *k[2] = {(const void *)mp_kernel<GM_IQ2_XXS>, (const void *)mp_kernel<GM_Q2_K>};
-    for (int i = 0; ok && i < 2; i++)
+    const void *k[3] = {(const void *)mp_kernel<GM_IQ2_XXS>, (const void *)mp_kernel<GM_IQ2_XXS, true>,
+                        (const void *)mp_kernel<GM_Q2_K>};
+    for (int i = 0; ok && i < 3; i++)
         ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, MP_SMEM) == cudaSuccess;
     cudaGetLastError();
     return ok;
@@ -229,8 +239,10 @@ dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned gro
     if (!dsv4_cuda_moe_ws_ok(p, down))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe ws %s: shape not taken", down ? "down" : "gate/up");
     if (!groups || !max_tiles) return DSV4_OK;
-    (down ? mp_kernel<GM_Q2_K>
-          : mp_kernel<GM_IQ2_XXS>)<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
+    const qwmp_fn fn = down                           ? mp_kernel<GM_Q2_K>
+                       : dsv4_cuda_moe_ws_mode() == 2 ? mp_kernel<GM_IQ2_XXS, true>
+                                                      : mp_kernel<GM_IQ2_XXS>;
+    fn<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK
                             : dsv4_fail(err, DSV4_ERR_INVALID, "moe ws %s: launch: %s",

@@ -35,13 +35,15 @@ enum {
     MP_PRODUCERS = 256, /* two warpgroups */
     MP_THREADS = 512,   /* + two consumer warpgroups */
     MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
-    /* stages (1024-aligned), the tables, pid, xsc, the full and empty barriers, + the alignment */
-    MP_SMEM = MP_STAGES * MP_STAGE + MP_TABLES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 1024
+    /* stages (1024-aligned), the tables, pid, xsc, the full and empty barriers, the 128 sign bytes, + the
+     * alignment */
+    MP_SMEM = MP_STAGES * MP_STAGE + MP_TABLES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 128 + 1024
 };
 MX_HD int mp_off_tables(void) { return MP_STAGES * MP_STAGE; }
 MX_HD int mp_off_pid(void) { return mp_off_tables() + MP_TABLES; }
 MX_HD int mp_off_xsc(void) { return mp_off_pid() + 4 * MP_BN; }
 MX_HD int mp_off_bars(void) { return mp_off_xsc() + 4 * MP_BN; }
+MX_HD int mp_off_ksigns(void) { return mp_off_bars() + 16 * MP_STAGES; }
 
 /* Chunk ch (8 k) of row r of a swizzled tile */
 MX_HD int mp_chunk_off(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
@@ -120,6 +122,30 @@ MX_HD void mp_q2k_chunk(const uint32_t w[10], int q, int jj, int c, uint32_t dw2
     h[1] = mh_hfma2(mh_hadd2(mw_perm(x0, 0x64u, 0x4342u), m1024), a2, nb2);
     h[2] = mh_hfma2(mh_hadd2(mw_perm(x1, 0x64u, 0x4140u), m1024), a2, nb2);
     h[3] = mh_hfma2(mh_hadd2(mw_perm(x1, 0x64u, 0x4342u), m1024), a2, nb2);
+}
+
+/* The sign bits of 8 elements (sg: bit i for element i, a ksigns byte) as the 4 words of 0x8000 bits the
+ * replicated sign table holds (mh_fill_tables' expression) */
+MX_HD void mp_sign_masks(uint32_t sg, uint32_t sw[4]) {
+    for (int k = 0; k < 4; k++) sw[k] = (((sg >> (2 * k)) & 1u) << 15) | (((sg >> (2 * k + 1)) & 1u) << 31);
+}
+/* mp_decode_chunk with the sign masks computed from the 128-byte sign table (ksigns) instead of read from
+ * the replicated 16-byte entries: 1 byte of shared memory a chunk instead of 16, some ALU more
+ * (DSV4_CUDA_MOE_WS=2); the same words */
+MX_HD void mp_decode_chunk_ks(uint32_t a0, uint32_t a1, int c, int rep, const uint32_t *grid_h,
+                              const uint8_t *ksigns, uint32_t dw2, uint32_t h[4]) {
+    const uint32_t ls2 = mh_small2(2 * (a1 >> 28) + 1);
+    uint32_t gw[4], sw[4];
+    const uint32_t *G = grid_h + ((((a0 >> (8 * c)) & 255) * MH_REP + rep) * 4);
+#ifdef __CUDA_ARCH__
+    const uint4 gv = *(const uint4 *)G;
+    gw[0] = gv.x, gw[1] = gv.y, gw[2] = gv.z, gw[3] = gv.w;
+#else
+    for (int k = 0; k < 4; k++) gw[k] = G[k];
+#endif
+    mp_sign_masks(ksigns[(a1 >> (7 * c)) & 127], sw);
+    MG_UNROLL
+    for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }
 
 /* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */

@@ -13,8 +13,8 @@
 #include "backend/cuda/cuda_moe_half.cuh"
 #include "common/status.h"
 
-/* DSV4_CUDA_MOE_WS=1 */
-bool dsv4_cuda_moe_ws_enabled(void);
+/* DSV4_CUDA_MOE_WS: 0 (unset) off, 1 on, 2 on with the IQ2_XXS sign masks computed (mp_decode_chunk_ks) */
+int dsv4_cuda_moe_ws_mode(void);
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
  * device (ask once per device). */
 bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin);

@@ -396,11 +396,11 @@ static dsv4_status mh_launch(cuda_ctx *c, int kind, mh_params *p, const cu_moe_w
     return s;
 }
 
-/* DSV4_CUDA_MOE_WS=1 on a compute capability 9.0 device that runs the producer / consumer kernel
+/* DSV4_CUDA_MOE_WS=1 or 2 on a compute capability 9.0 device that runs the producer / consumer kernel
  * (cuda_moe_ws.h; asked once per context, on its device) */
 static bool mh_ws_on(cuda_ctx *c) {
     if (c->moe_ws_state == 0)
-        c->moe_ws_state = dsv4_cuda_moe_ws_enabled() &&
+        c->moe_ws_state = dsv4_cuda_moe_ws_mode() != 0 &&
                                   dsv4_cuda_moe_ws_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)
                               ? 1
                               : -1;
