@@ -36,6 +36,8 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int sm_count; /* the persistent grid's CTAs at most (the backend passes its caps' count) */
+
 static int run(const shape *s, cudaStream_t st) {
     const uint64_t R = s->rows * s->groups, L = s->in * s->groups, nbw = s->in / 32;
     const uint64_t wbytes = R * nbw * 34;
@@ -63,7 +65,7 @@ static int run(const shape *s, cudaStream_t st) {
     op.in = s->in, op.rows = s->rows, op.groups = s->groups;
     op.xq = (const uint16_t *)dxc,
     op.xd = (const float *)((uint8_t *)dxc + dsv4_cuda_q8_wg_scales_offset(s->n, L));
-    op.n = s->n, op.y = dy, op.y_stride = R;
+    op.n = s->n, op.y = dy, op.y_stride = R, op.sm_count = (uint32_t)sm_count;
     if (dsv4_cuda_q8_wg_wconvert(dw, nbw * 34, s->in, R, dwc, st, &err) != DSV4_OK ||
         dsv4_cuda_q8_wg_xconvert(dxf, L, L, s->n, dxc, st, &err) != DSV4_OK ||
         dsv4_cuda_q8_wg_gemm(&op, st, &err) != DSV4_OK || cudaStreamSynchronize(st) != cudaSuccess) {
@@ -150,6 +152,7 @@ int main(void) {
         printf("FAIL q8_wg_check needs a compute capability 9.0 device with the sm_90a image\n");
         return 1;
     }
+    sm_count = pr.multiProcessorCount;
     cudaStream_t st;
     cudaStreamCreate(&st);
     const shape shapes[] = {

@@ -111,7 +111,7 @@ __device__ __forceinline__ void qw_stage(const qw_args &p, const qw_src<QW_THREA
         else
             x16_wait<1>();
         float(&d)[64] = j ? d1 : d0;
-        qw_fence_acc(d);
+        x16_pin(d);
         qw_update<EXACT>(acc, d, WD, t, j, dx0, dx1);
     }
 }
@@ -149,8 +149,8 @@ template <bool EXACT> __global__ void __launch_bounds__(QW_THREADS, 1) qw_kernel
     float acc[64], d0[64], d1[64];
 #pragma unroll
     for (int e = 0; e < 64; e++) acc[e] = 0.0f, d0[e] = 0.0f, d1[e] = 0.0f;
-    qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
-    qw_fence_acc(d1);
+    x16_pin(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
+    x16_pin(d1);
     /* stages 0 .. S - 3 in flight, one commit group each (empty ones keep the count uniform) */
 #pragma unroll
     for (int s = 0; s < QW_STAGES - 2; s++) {
@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
     float acc[64], d0[64], d1[64];
 #pragma unroll
     for (int e = 0; e < 64; e++) d0[e] = 0.0f, d1[e] = 0.0f;
-    qw_fence_acc(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
-    if (FORM != QWS_SERIAL) qw_fence_acc(d1);
+    x16_pin(d0); /* defined here, before any product is in flight (scale-d 0 ignores them) */
+    if (FORM != QWS_SERIAL) x16_pin(d1);
     uint32_t slot = 0, phase = 0;
     for (uint32_t i = blockIdx.x; i < tiles; i += gridDim.x) {
         const qws_tile tl = qws_tile_of(i, nx, ny);
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
             ca_bar_wait(full + slot, phase); /* (0, 0) of the tile */
             qw_issue(d0, ca_saddr(smem + slot * QW_STAGE), cw, 0);
             x16_wait<0>();
-            qw_fence_acc(d0);
+            x16_pin(d0);
 #pragma unroll 1
             for (int s = 0; s < ns; s++) {
                 const uint8_t *st = smem + slot * QW_STAGE;
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                 qw_issue(d1, ca_saddr(st), cw, 1);                                 /* (s, 1) */
                 qw_update<EXACT>(acc, d0, WD, t, 0, XD[2 * r0], XD[2 * (r0 + 8)]); /* (s, 0) */
                 x16_wait<0>();
-                qw_fence_acc(d1);
+                x16_pin(d1);
                 const uint32_t nslot = slot + 1 == QW_STAGES ? 0 : slot + 1,
                                nphase = nslot ? phase : phase ^ 1;
                 if (s + 1 < ns) { /* (s + 1, 0) */
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                 }
                 qw_update<EXACT>(acc, d1, WD, t, 1, XD[2 * r0 + 1], XD[2 * (r0 + 8) + 1]); /* (s, 1) */
                 x16_wait<0>();
-                qw_fence_acc(d0);
+                x16_pin(d0);
                 ca_bar_arrive(empty + slot);
                 slot = nslot, phase = nphase;
             }
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
 #pragma unroll
                         for (int k = 0; k < 16; k++) dw[k] = *(const float2 *)(WD + 128 * j + 8 * k + 2 * t);
                         if (!(DIAG & 2)) x16_wait<0>();
-                        qw_fence_acc(d0);
+                        x16_pin(d0);
                         if (!(DIAG & 1)) qw_update_dw<EXACT>(acc, d0, dw, dx0, dx1);
                     }
                 } else {
@@ -324,10 +324,10 @@ __global__ void __launch_bounds__(QWS_THREADS, 1)
                     const float2 xa = *(const float2 *)(XD + 2 * r0),
                                  xb = *(const float2 *)(XD + 2 * (r0 + 8));
                     x16_wait<1>();
-                    qw_fence_acc(d0);
+                    x16_pin(d0);
                     qw_update<EXACT>(acc, d0, WD, t, 0, xa.x, xb.x);
                     x16_wait<0>();
-                    qw_fence_acc(d1);
+                    x16_pin(d1);
                     qw_update<EXACT>(acc, d1, WD, t, 1, xa.y, xb.y);
                 }
                 if (!(DIAG & 4)) ca_bar_arrive(empty + slot);
@@ -444,20 +444,11 @@ extern "C" bool dsv4_cuda_q8_wg_device_ok(int cc_major, size_t smem_per_block_op
     return ok;
 }
 
-/* The current device's SM count (the persistent grid), asked once per device */
-static int qw_sm_count(void) {
-    static int count[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-    if (!count[dev] &&
-        cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        count[dev] = 0;
-    return count[dev] > 0 ? count[dev] : 132;
-}
-
 extern "C" bool dsv4_cuda_q8_wg_ok(const dsv4_cuda_q8_wg_op *op) {
     const uint64_t L = op->in * op->groups;
-    if (op->in == 0 || op->in % QW_BK || op->rows == 0 || op->groups == 0 || op->groups > 65535) return false;
+    if (op->in == 0 || op->in % QW_BK || op->rows == 0 || op->groups == 0 || op->groups > 65535 ||
+        !op->sm_count)
+        return false;
     if (op->rows * op->groups > 0xffffffffull || op->rows > 65535ull * QW_BN || L > 0xffffffffull)
         return false;
     /* the loader's 32-bit byte offsets (qw_src) */
@@ -489,7 +480,7 @@ extern "C" dsv4_status dsv4_cuda_q8_wg_gemm(const dsv4_cuda_q8_wg_op *op, cudaSt
         const dim3 grid(nx, ny, op->groups);
         (exact ? qw_kernel<true> : qw_kernel<false>)<<<grid, QW_THREADS, QW_SMEM, stream>>>(p);
     } else {
-        const uint32_t tiles = nx * ny * op->groups, sms = (uint32_t)qw_sm_count();
+        const uint32_t tiles = nx * ny * op->groups, sms = op->sm_count;
         const unsigned ctas = tiles < sms ? tiles : sms;
         qws_kernel_of(exact, kc)<<<ctas, QWS_THREADS, QWS_SMEM, stream>>>(p, nx, ny, tiles);
     }

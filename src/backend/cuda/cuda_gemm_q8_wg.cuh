@@ -108,12 +108,6 @@ QW_HD qws_tile qws_tile_of(uint32_t i, uint32_t nx, uint32_t ny) {
 QW_HD int qw_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 * ((e & 3) >> 1); }
 QW_HD int qw_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
 
-/* Pins block accumulators around the asynchronous products (cuda_wgmma_x16.cuh x16_fence_acc) */
-template <int R> __device__ __forceinline__ void qw_fence_acc(float (&d)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 /* d (64 floats) = A B (+ d when acc != 0): m64n128k16, A (64 x 16) and B (128 x 16) K-major in
  * shared memory through their descriptors */
 __device__ __forceinline__ void qw_mma128(float (&d)[64], uint64_t da, uint64_t db, int acc) {

@@ -34,6 +34,7 @@ typedef struct dsv4_cuda_q8_wg_op {
     uint32_t n;
     float *y;
     uint64_t y_stride;
+    uint32_t sm_count; /* the device's SMs (cuda_caps): the persistent grid's CTAs at most */
 } dsv4_cuda_q8_wg_op;
 
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current

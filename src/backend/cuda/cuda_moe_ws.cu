@@ -36,10 +36,6 @@ __device__ __forceinline__ void mp_mma64(float (&d)[32], uint64_t da, uint64_t d
     (void)d, (void)da, (void)db, (void)acc;
 #endif
 }
-template <int R> __device__ __forceinline__ void mp_fence_acc(float (&d)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 /* A producer thread's raw words of one stage: IQ2_XXS the superblock scale and two sub-blocks' (a0, a1);
  * Q2_K mp_q2k_words' ten */
@@ -152,8 +148,8 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     float a0[32], a1[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) a0[i] = 0.0f, a1[i] = 0.0f;
-    mp_fence_acc(a0); /* defined before any product is in flight (scale-d 0 ignores them) */
-    mp_fence_acc(a1);
+    x16_pin(a0); /* defined before any product is in flight (scale-d 0 ignores them) */
+    x16_pin(a1);
     uint32_t slot = 0, phase = 0;
     for (int r = 0; r < nrb; r++) {
 #pragma unroll 1
@@ -171,8 +167,8 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
             }
             x16_commit();
             x16_wait<0>();
-            mp_fence_acc(a0);
-            mp_fence_acc(a1);
+            x16_pin(a0);
+            x16_pin(a1);
             ca_bar_arrive(empty + slot);
             if (++slot == MP_STAGES) slot = 0, phase ^= 1;
         }

@@ -318,6 +318,7 @@ static dsv4_status q8wg_matmul(cuda_ctx *c, const dsv4_tensor *w, const uint8_t 
     op.wd = (const float *)((const uint8_t *)rec->devq + dsv4_cuda_q8_wg_scales_offset(all, in)) +
             row0 * (in / 32);
     op.in = in, op.rows = rows, op.groups = groups, op.n = n, op.y = y, op.y_stride = y_stride;
+    op.sm_count = (uint32_t)c->caps.sm_count;
     op.xq = (const uint16_t *)(uintptr_t)256, op.xd = (const float *)(uintptr_t)256; /* scratch is aligned */
     if (!dsv4_cuda_q8_wg_ok(&op)) return DSV4_ERR_UNSUPPORTED;
     dsv4_error e;

@@ -56,6 +56,11 @@ template <int R> __device__ __forceinline__ void x16_fence_acc(float (&d)[32]) {
 #pragma unroll
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+/* The same for a whole accumulator array of any size (the Q8_0 GEMM's and the routed products' sets) */
+template <int R> __device__ __forceinline__ void x16_pin(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
 
 /* d (4 NT floats: n8 chunk i in d[4i..4i+3]) = A B (+ d when acc != 0) */
 template <int NT>
