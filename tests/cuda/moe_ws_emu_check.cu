@@ -67,11 +67,18 @@ static void check_decode(int random_bytes, float dscale, int p) {
         quant_dequant_row(DSV4_TYPE_IQ2_XXS, row, deq, in);
         for (int q = 0; q < in / MP_BK; q++) {
             const int S = mp_stage_sb(q);
-            const uint32_t dw2 = mp_dw2(mp_iq2_d(row, S), xb_pow2(p - 3));
+            uint32_t R[MP_RAW_IQ2]; /* the raw superblock as the producers stage it */
+            for (int k = 0; k < MP_RAW_IQ2; k++) memcpy(&R[k], row + mp_raw_src(true, S, k), 4);
+            const mp_raw<GM_IQ2_XXS> sw = mp_stage_words<GM_IQ2_XXS>(R, q);
+            const uint32_t dw2 = mp_dw2(sw.w[0], xb_pow2(p - 3));
+            uint32_t d0, b0, b1;
+            d0 = mp_iq2_d(row, S);
             for (int jj = 0; jj < 2; jj++) {
                 const int j = mp_stage_sub(q, jj);
-                uint32_t a0, a1;
-                mp_iq2_words(row, S, j, &a0, &a1);
+                const uint32_t a0 = sw.w[1 + 2 * jj], a1 = sw.w[2 + 2 * jj];
+                mp_iq2_words(row, S, j, &b0, &b1); /* the words read in place */
+                if ((a0 != b0 || a1 != b1 || sw.w[0] != d0) && bad++ < 3)
+                    printf("  raw words row %d S %d j %d differ from the row's\n", r, S, j);
                 for (int c = 0; c < 4; c++) {
                     uint32_t h[4];
                     mp_decode_chunk(a0, a1, c, (r + c) & (MH_REP - 1), grid_h, sign_h, dw2, h);
@@ -166,7 +173,34 @@ typedef struct tile {
 
 /* The producers' stage image of stage qq of row block rb (cuda_moe_ws.cu, wg < 2); counts each chunk */
 static void produce(const mh_params &p, bool down, int e, const int *pid, int mt, int rb, int qq,
-                    const uint8_t *w0, const uint8_t *w1, uint8_t *img, int *cover) {
+                    uint8_t *img, int *cover, int *layout) {
+    /* the raw superblock of every staged row, each word loaded by one lane of its row's warp */
+    const int RW = mp_raw_words(!down);
+    static uint32_t raw[MP_ROWS * MP_RAW_Q2K];
+    static int rcover[MP_ROWS * MP_RAW_Q2K];
+    memset(raw, 0xee, sizeof raw), memset(rcover, 0, sizeof rcover);
+    for (int wbase = 0; wbase < MP_PRODUCERS; wbase += 32)
+        for (int lane = 0; lane < 32; lane++) {
+            uint32_t v[MP_RAW_Q2K], probe[MP_RAW_Q2K];
+            if (down)
+                mp_raw_load<false>(p, e, rb, mp_stage_sb(qq), wbase, lane, v);
+            else
+                mp_raw_load<true>(p, e, rb, mp_stage_sb(qq), wbase, lane, v);
+            for (int i = 0; i < RW; i++)
+                probe[i] = (uint32_t)(wbase * RW + 32 * i + lane); /* where it lands */
+            static uint32_t where[MP_ROWS * MP_RAW_Q2K];
+            memset(where, 0xff, sizeof where);
+            if (down)
+                mp_raw_store<false>(where, wbase, lane, probe), mp_raw_store<false>(raw, wbase, lane, v);
+            else
+                mp_raw_store<true>(where, wbase, lane, probe), mp_raw_store<true>(raw, wbase, lane, v);
+            for (int i = 0; i < MP_ROWS * RW; i++)
+                if (where[i] != 0xffffffffu) {
+                    rcover[i]++;
+                    *layout += i / RW < wbase || i / RW >= wbase + 32; /* only its own warp's rows */
+                }
+        }
+    for (int i = 0; i < MP_ROWS * RW; i++) *layout += rcover[i] != 1;
     for (int u = 0; u < MP_PRODUCERS; u++) {
         const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
         const uint16_t *xrow = p.xh + (size_t)(pid[bp] / p.kdiv) * p.in;
@@ -176,19 +210,20 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
             cover[off / 16]++;
         }
         int which;
-        const int wrow = mp_weight_row(!down, rb, u, p.n_out, &which);
-        const uint8_t *row = (which ? w1 : w0) + (size_t)e * p.expert_bytes + (size_t)wrow * p.row_bytes;
-        const int S = mp_stage_sb(qq);
+        mp_weight_row(!down, rb, u, p.n_out, &which);
+        const uint32_t *R = raw + u * RW;
         uint32_t wd[10], dw2, nm2 = 0;
         if (down) {
-            mp_q2k_words(row, qq, wd);
+            const mp_raw<GM_Q2_K> r = mp_stage_words<GM_Q2_K>(R, qq);
+            memcpy(wd, r.w, sizeof wd);
             mp_q2k_scales(wd[9], p.wsc[0], &dw2, &nm2);
         } else {
-            dw2 = mp_dw2(mp_iq2_d(row, S), which ? p.wsc[1] : p.wsc[0]);
+            const mp_raw<GM_IQ2_XXS> r = mp_stage_words<GM_IQ2_XXS>(R, qq);
+            memcpy(wd, r.w, 5 * sizeof(uint32_t));
+            dw2 = mp_dw2(wd[0], which ? p.wsc[1] : p.wsc[0]);
         }
         for (int jj = 0; jj < 2; jj++) {
-            uint32_t a0 = 0, a1 = 0;
-            if (!down) mp_iq2_words(row, S, mp_stage_sub(qq, jj), &a0, &a1);
+            const uint32_t a0 = wd[1 + 2 * jj], a1 = wd[2 + 2 * jj];
             for (int c = 0; c < 4; c++) {
                 uint32_t h[4];
                 if (down)
@@ -248,7 +283,7 @@ static void check_products(bool down, int in, int n_out, int n_expert, int kdiv,
                 memset(acc, 0, sizeof acc);
                 for (int qq = 0; qq < nq; qq++) {
                     memset(img, 0xee, sizeof img), memset(cover, 0, sizeof cover);
-                    produce(p, down, e, pid, mt, rb, qq, w0, w1, img, cover);
+                    produce(p, down, e, pid, mt, rb, qq, img, cover, &layout);
                     for (int i = 0; i < MP_STAGE / 16; i++) layout += cover[i] != 1;
                     for (int t = 0; t < 256; t++) { /* the consumers (wg 2, 3) */
                         const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
@@ -337,9 +372,9 @@ int main(void) {
     check_products(false, 512, 200, 3, 2, 1, sizes1,
                    4); /* a partial second row block; tiles of expert 0 twice */
     const int sizes2[] = {33, 64};
-    check_products(false, 256, 256, 2, 1, 2, sizes2, 2); /* two row blocks per CTA */
-    check_products(true, 512, 300, 3, 1, 1, sizes1, 4);  /* down: a partial second 256-row block */
-    check_products(true, 256, 512, 2, 1, 2, sizes2, 2);  /* down: two row blocks per CTA */
+    check_products(false, 1024, 256, 2, 1, 2, sizes2, 2); /* two row blocks per CTA */
+    check_products(true, 512, 300, 3, 1, 1, sizes1, 4);   /* down: a partial second 256-row block */
+    check_products(true, 256, 512, 2, 1, 2, sizes2, 2);   /* down: two row blocks per CTA */
     printf(fails ? "MOE WS EMULATION FAILED: %d\n" : "MOE WS EMULATION PASSED\n", fails);
     return fails ? 1 : 0;
 }

@@ -37,26 +37,6 @@ __device__ __forceinline__ void mp_mma64(float (&d)[32], uint64_t da, uint64_t d
 #endif
 }
 
-/* A producer thread's raw words of one stage: IQ2_XXS the superblock scale and two sub-blocks' (a0, a1);
- * Q2_K mp_q2k_words' ten */
-template <int K> struct mp_raw { uint32_t w[K == GM_IQ2_XXS ? 5 : 10]; };
-template <int K>
-__device__ __forceinline__ const uint8_t *mp_row_ptr(const mh_params &p, int e, int rb, int u, int *which) {
-    const int wrow = mp_weight_row(K == GM_IQ2_XXS, rb, u, p.n_out, which);
-    return (*which ? p.w1 : p.w0) + (uint64_t)e * p.expert_bytes + (uint64_t)wrow * p.row_bytes;
-}
-template <int K> __device__ __forceinline__ mp_raw<K> mp_fetch(const uint8_t *row, int q) {
-    mp_raw<K> r;
-    if constexpr (K == GM_IQ2_XXS) {
-        const int S = mp_stage_sb(q);
-        r.w[0] = mp_iq2_d(row, S);
-        mp_iq2_words(row, S, mp_stage_sub(q, 0), &r.w[1], &r.w[2]);
-        mp_iq2_words(row, S, mp_stage_sub(q, 1), &r.w[3], &r.w[4]);
-    } else {
-        mp_q2k_words(row, q, r.w);
-    }
-    return r;
-}
 /* The stage's 8 chunks of the thread's staged row into the A tile at st (KS: the IQ2_XXS signs from the
  * 128-byte table ks) */
 template <int K, bool KS>
@@ -112,16 +92,26 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     __syncthreads();
 
     if (wg < 2) { /* a producer: staged row u of every stage, and its two B-tile chunks */
-        const int u = tid;
+        constexpr int RW = DUAL ? MP_RAW_IQ2 : MP_RAW_Q2K;
+        const int u = tid, lane = tid & 31, wbase = tid & ~31, nsb = p.in / 256;
         const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
         const uint8_t *xrow = (const uint8_t *)(p.xh + (uint64_t)(pid[bp] / p.kdiv) * (uint64_t)p.in);
-        int which, rb = rb0, qq = 0;
-        const uint8_t *row = mp_row_ptr<K>(p, e, rb, u, &which);
+        uint32_t *raw = (uint32_t *)(smem + mp_off_raw(DUAL));
+        const uint32_t *R = raw + u * RW;
+        int which;
+        mp_weight_row(DUAL, rb0, u, p.n_out,
+                      &which); /* the tensor of staged row u: the same in every block */
         const float wsc = which ? p.wsc[1] : p.wsc[0];
-        mp_raw<K> next = mp_fetch<K>(row, 0);
+        uint32_t pre[RW]; /* the warp's next superblock, in flight while the current one is decoded */
+        mp_raw_load<DUAL>(p, e, rb0, 0, wbase, lane, pre);
+        mp_raw_store<DUAL>(raw, wbase, lane, pre);
+        __syncwarp();
+        int lrb = rb0, ls = 1, qq = 0; /* the next superblock to load: row block lrb, superblock ls */
+        if (ls == nsb) ls = 0, lrb++;
 #pragma unroll 1
         for (int q = 0; q < nsteps; q++) {
             const int slot = q % MP_STAGES;
+            const bool more = lrb < rb0 + nrb;
             if (q >= MP_STAGES) ca_bar_wait(empty + slot, (uint32_t)(q / MP_STAGES + 1) & 1);
             uint8_t *st = smem + slot * MP_STAGE;
 #pragma unroll
@@ -130,15 +120,18 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
                 ca_cp16(st + MP_ATILE + mp_chunk_off(bpair, ch), xrow + 128 * qq + 16 * ch);
             }
             ca_commit();
-            const mp_raw<K> cur = next;
-            const int cq = qq;
-            /* the next stage's words, in flight while this one is decoded */
-            if (++qq == nq) qq = 0, rb++, row = q + 1 < nsteps ? mp_row_ptr<K>(p, e, rb, u, &which) : row;
-            if (q + 1 < nsteps) next = mp_fetch<K>(row, qq);
-            mp_decode_row<K, KS>(cur, cq, wsc, u, gh, sh, ks, st);
+            if ((qq & 3) == 0 && more) mp_raw_load<DUAL>(p, e, lrb, ls, wbase, lane, pre);
+            mp_decode_row<K, KS>(mp_stage_words<K>(R, qq), qq, wsc, u, gh, sh, ks, st);
+            if ((qq & 3) == 3 && more) { /* the warp is done with this superblock's raw rows */
+                __syncwarp();
+                mp_raw_store<DUAL>(raw, wbase, lane, pre);
+                __syncwarp();
+                if (++ls == nsb) ls = 0, lrb++;
+            }
             ca_cp_wait<0>();
             x16_proxy_fence(); /* this thread's stores and copies, for the tensor cores */
             ca_bar_arrive(full + slot);
+            if (++qq == nq) qq = 0;
         }
         return;
     }
@@ -224,10 +217,12 @@ bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin) {
 }
 
 bool dsv4_cuda_moe_ws_ok(const mh_params *p, bool down) {
-    const bool rows_ok = down ? p->row_bytes % 4 == 0 && p->expert_bytes % 4 == 0 && (uintptr_t)p->w0 % 4 == 0
-                              : p->row_bytes % 2 == 0 && p->expert_bytes % 2 == 0 &&
-                                    ((uintptr_t)p->w0 | (uintptr_t)p->w1) % 2 == 0;
-    return p->in > 0 && p->in % 256 == 0 && p->n_out > 0 && rows_ok && (uintptr_t)p->xh % 16 == 0;
+    /* the raw rows are read in 4-byte words (mp_raw_src); gate/up: an even superblock's window reads the 2
+     * bytes after it, which stay inside the row only when the row ends on an odd one (in % 512 == 0) */
+    const bool rows_ok = p->row_bytes % 4 == 0 && p->expert_bytes % 4 == 0 &&
+                         ((uintptr_t)p->w0 | (uintptr_t)(down ? p->w0 : p->w1)) % 4 == 0;
+    return p->in > 0 && p->in % (down ? 256 : 512) == 0 && p->n_out > 0 && rows_ok &&
+           (uintptr_t)p->xh % 16 == 0;
 }
 
 dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned groups, unsigned max_tiles,

@@ -35,12 +35,21 @@ enum {
     MP_PRODUCERS = 256, /* two warpgroups */
     MP_THREADS = 512,   /* + two consumer warpgroups */
     MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
-    /* stages (1024-aligned), the tables, pid, xsc, the full and empty barriers, the 128 sign bytes, + the
-     * alignment */
-    MP_SMEM = MP_STAGES * MP_STAGE + MP_TABLES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 128 + 1024
+    /* the raw superblock of every staged row (mp_raw_*): IQ2_XXS 17 words (the 68-byte 4-aligned window over
+     * its 66 bytes), Q2_K 21 (84 bytes); both odd, so a warp's reads of one word of its 32 rows hit 32 banks
+     */
+    MP_RAW_IQ2 = 17,
+    MP_RAW_Q2K = 21,
+    MP_RAW_BYTES =
+        MP_ROWS * MP_RAW_IQ2 * 4, /* after the tables; the Q2_K kernel's (no tables) overlays them */
+    /* stages (1024-aligned), the tables, the raw rows, pid, xsc, the full and empty barriers, the 128 sign
+     * bytes, + the alignment: 232,128 bytes of the 232,448 an H200 CTA may have */
+    MP_SMEM =
+        MP_STAGES * MP_STAGE + MP_TABLES + MP_RAW_BYTES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 128 + 1024
 };
 MX_HD int mp_off_tables(void) { return MP_STAGES * MP_STAGE; }
-MX_HD int mp_off_pid(void) { return mp_off_tables() + MP_TABLES; }
+MX_HD int mp_off_raw(bool dual) { return dual ? mp_off_tables() + MP_TABLES : mp_off_tables(); }
+MX_HD int mp_off_pid(void) { return mp_off_tables() + MP_TABLES + MP_RAW_BYTES; }
 MX_HD int mp_off_xsc(void) { return mp_off_pid() + 4 * MP_BN; }
 MX_HD int mp_off_bars(void) { return mp_off_xsc() + 4 * MP_BN; }
 MX_HD int mp_off_ksigns(void) { return mp_off_bars() + 16 * MP_STAGES; }
@@ -63,6 +72,10 @@ MX_HD int mp_weight_row(bool dual, int rb, int r, int n_out, int *which) {
 MX_HD int mp_block_row(bool dual, int c, int m) { return dual ? m * MP_RB_ROWS + 64 * c : 128 * c + 64 * m; }
 MX_HD int mp_block_out(bool dual, int c, int m) { return dual ? 64 * c : 128 * c + 64 * m; }
 
+/* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */
+MX_HD int mp_stage_sb(int q) { return q >> 2; }
+MX_HD int mp_stage_sub(int q, int jj) { return 2 * (q & 3) + jj; }
+
 /* A 16-bit little-endian load (p 2-aligned) */
 MX_HD uint32_t mp_ld16(const uint8_t *p) {
 #ifdef __CUDA_ARCH__
@@ -79,6 +92,92 @@ MX_HD void mp_iq2_words(const uint8_t *row, int S, int j, uint32_t *a0, uint32_t
     *a0 = mp_ld16(b) | (mp_ld16(b + 2) << 16);
     *a1 = mp_ld16(b + 4) | (mp_ld16(b + 6) << 16);
 }
+/* ---- the raw rows: why and how ----
+ * Each producer thread decodes its own staged row, so words read straight from global memory would be 32
+ * rows (32 cache lines) a warp instruction: session 22's first run of this kernel spent its time on exactly
+ * that (L1 wavefronts 77 %, long-scoreboard stalls 56 % of a warp's cycles). Instead warp w copies the
+ * current superblock of its staged rows 32 w..32 w + 31 (RW words each) into shared memory with coalesced
+ * loads (lane l of load i takes word 32 i + l of the warp's rows laid end to end), one superblock (four
+ * stages) ahead through registers, and each thread reads its row's words from there. */
+MX_HD int mp_raw_words(bool iq2) { return iq2 ? MP_RAW_IQ2 : MP_RAW_Q2K; }
+/* Byte offset within a weight row of raw word k of superblock S: IQ2_XXS superblocks are 66 bytes, so an
+ * odd one's window starts 2 bytes early (as mw_wsrc's copies), Q2_K's are 84 */
+MX_HD uint64_t mp_raw_src(bool iq2, int S, int k) {
+    return iq2 ? (uint64_t)66 * S - 2 * (S & 1) + 4 * k : (uint64_t)84 * S + 4 * k;
+}
+/* Load i (of RW) of a warp's lane: its staged row rr (of the warp's 32) and word k */
+MX_HD void mp_raw_slot(int RW, int i, int lane, int *rr, int *k) {
+    const int f = 32 * i + lane;
+    *rr = f / RW, *k = f - *rr * RW;
+}
+MX_HD uint32_t mp_ldg32(const uint8_t *p) { /* p 4-aligned, read-only for the kernel's lifetime */
+#ifdef __CUDA_ARCH__
+    return __ldg((const unsigned int *)p);
+#else
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#endif
+}
+/* A lane's RW loads of superblock S of row block rb for the warp whose first staged row is wbase. The
+ * warp's 32 rows are consecutive rows of one tensor; rows past n_out read as zero words (their sums are
+ * never stored; zero words decode to zeros). Offsets within the warp's rows are 32-bit: an expert's
+ * tensor is far below 4 GB. */
+template <bool IQ2>
+MX_HD void mp_raw_load(const mh_params &p, int e, int rb, int S, int wbase, int lane, uint32_t *v) {
+    constexpr int RW = IQ2 ? MP_RAW_IQ2 : MP_RAW_Q2K;
+    const bool up = IQ2 && wbase >= MP_RB_ROWS;
+    const int row0 = rb * mp_rb_rows(IQ2) + (IQ2 ? wbase & (MP_RB_ROWS - 1) : wbase), nvalid = p.n_out - row0;
+    const uint8_t *base = (up ? p.w1 : p.w0) + (uint64_t)e * p.expert_bytes + (uint64_t)row0 * p.row_bytes +
+                          mp_raw_src(IQ2, S, 0);
+    const uint32_t rbytes = (uint32_t)p.row_bytes;
+    MG_UNROLL
+    for (int i = 0; i < RW; i++) {
+        int rr, k;
+        mp_raw_slot(RW, i, lane, &rr, &k);
+        v[i] = rr < nvalid ? mp_ldg32(base + ((uint32_t)rr * rbytes + 4u * (uint32_t)k)) : 0u;
+    }
+}
+/* ... and their stores into the raw rows (row r at raw + RW r) */
+template <bool IQ2> MX_HD void mp_raw_store(uint32_t *raw, int wbase, int lane, const uint32_t *v) {
+    constexpr int RW = IQ2 ? MP_RAW_IQ2 : MP_RAW_Q2K;
+    MG_UNROLL
+    for (int i = 0; i < RW; i++) {
+        int rr, k;
+        mp_raw_slot(RW, i, lane, &rr, &k);
+        raw[(wbase + rr) * RW + k] = v[i];
+    }
+}
+/* Stage m (= q % 4) of superblock S from its raw row R: the scale bits w[0], then (a0, a1) of sub-blocks
+ * 2 m and 2 m + 1. An odd superblock's window starts 2 bytes early, so d is R[0]'s high half and the
+ * sub-blocks' words are whole words; an even one's sub-blocks start 2 bytes into a word. */
+MX_HD void mp_iq2_stage_words(const uint32_t *R, int S, int m, uint32_t w[5]) {
+    if (S & 1) {
+        w[0] = R[0] >> 16;
+        for (int jj = 0; jj < 2; jj++)
+            w[1 + 2 * jj] = R[1 + 2 * (2 * m + jj)], w[2 + 2 * jj] = R[2 + 2 * (2 * m + jj)];
+    } else {
+        w[0] = R[0] & 0xffffu;
+        for (int jj = 0; jj < 4; jj++) {
+            const int i = 4 * m + jj;
+            w[1 + jj] = (R[i] >> 16) | (R[i + 1] << 16);
+        }
+    }
+}
+
+/* A producer thread's words of stage q of its staged row from the row's raw superblock R: IQ2_XXS the
+ * scale bits and the two sub-blocks' (a0, a1), Q2_K mp_q2k_words' ten (defined below) */
+template <int K> struct mp_raw { uint32_t w[K == GM_IQ2_XXS ? 5 : 10]; };
+MX_HD void mp_q2k_words(const uint8_t *row, int q, uint32_t w[10]);
+template <int K> MX_HD mp_raw<K> mp_stage_words(const uint32_t *R, int q) {
+    mp_raw<K> r;
+    if constexpr (K == GM_IQ2_XXS)
+        mp_iq2_stage_words(R, mp_stage_sb(q), q & 3, r.w);
+    else
+        mp_q2k_words((const uint8_t *)R, q & 3, r.w); /* R holds superblock q / 4 only */
+    return r;
+}
+
 /* The superblock scale as mh_row_scales folds it: f16(d * wsc) in both halves (exact) */
 MX_HD uint32_t mp_dw2(uint32_t d_bits, float wsc) { return mh_dup(mh_f2h(gm_f16((uint16_t)d_bits) * wsc)); }
 
@@ -147,10 +246,6 @@ MX_HD void mp_decode_chunk_ks(uint32_t a0, uint32_t a1, int c, int rep, const ui
     MG_UNROLL
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }
-
-/* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */
-MX_HD int mp_stage_sb(int q) { return q >> 2; }
-MX_HD int mp_stage_sub(int q, int jj) { return 2 * (q & 3) + jj; }
 
 /* Producer thread u's B-tile copies of a stage: pair u / 4 (clamped to the tile's last), chunks
  * 2 (u % 4) and 2 (u % 4) + 1 */

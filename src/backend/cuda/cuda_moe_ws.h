@@ -18,8 +18,8 @@ int dsv4_cuda_moe_ws_mode(void);
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
  * device (ask once per device). */
 bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin);
-/* Shapes it takes: in % 256 == 0 (whole superblocks), aligned rows (gate/up 2, down 4 bytes), 16-aligned
- * activation rows. */
+/* Shapes it takes: whole superblocks (down in % 256 == 0; gate/up in % 512 == 0, mp_raw_src), 4-aligned
+ * rows, 16-aligned activation rows. */
 bool dsv4_cuda_moe_ws_ok(const mh_params *p, bool down);
 /* The gate/up (down = false) or down product of p (mh_params as cu_moe_half_gate_up / _down fill them, with
  * n_rb and rb_per_cta for mp_rb_rows-row blocks): grid (row-block groups, tiles), as mh_kernel's. */
