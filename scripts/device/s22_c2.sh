@@ -7,7 +7,7 @@
 # then, only if it passed, the full flash q2 2K prefill of both interleaved and ncu of both kernels on flash4's
 # first 2K chunk (~7 min with the synths).
 set -u
-SUMMARY=s22_c2
+SUMMARY=${SUMMARY:-s22_c2} # s22_c3.sh runs this script again under its own name
 . "$(dirname "$0")/ab_lib.sh"
 ab_flash4
 ops() { # tag env...
@@ -38,9 +38,9 @@ if [ $OKW = 0 ]; then
       -k "regex:mp_kernel|mh_kernel" -c 2 "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 \
       --tokens "$(cat "$W/toks-long")" --dump-logits "$W/ncu.bin" >"$OUT/ncu-moe-$k.txt" 2>&1
     say "== ncu moe $k rc $?"
-    grep -E "mp_kernel|mh_kernel|Duration|Issue Slots Busy|Eligible Warps|Shared Memory|L1/TEX Cache Throughput|stalled_(long|short|wait|barrier|mio|lg)" "$OUT/ncu-moe-$k.txt" | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
+    grep -E "mp_kernel|mh_kernel|Duration|Issue Slots Busy|Eligible Warps|Shared Memory|L1/TEX Cache Throughput|Lsu Wavefronts|Stall Long|Pipe Tensor Cycles|stalled_(long|short|wait|barrier|mio|lg)" "$OUT/ncu-moe-$k.txt" | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
   done
 else
   say "SKIP: the ws kernel failed its ops check"
 fi
-ab_finish s22_c2
+ab_finish "$SUMMARY"

@@ -11,7 +11,7 @@
  *      mp_acc_row / mp_acc_col); every stored sum against a float64 dot of the f16 operands taken from
  *      the CPU's dequantized rows (IQ2_XXS) or mh_kernel's decoder (Q2_K). Ragged tiles, two tiles of one
  *      expert, partial row blocks, 1-2 row blocks per CTA, token rows shared by pairs (k = 2).
- * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (not run yet: the
+ * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (cuda_ops_check: the
  * kernel is off by default). Exit 0 = pass. */
 #include <math.h>
 #include <stdio.h>
@@ -71,8 +71,8 @@ static void check_decode(int random_bytes, float dscale, int p) {
             for (int k = 0; k < MP_RAW_IQ2; k++) memcpy(&R[k], row + mp_raw_src(true, S, k), 4);
             const mp_raw<GM_IQ2_XXS> sw = mp_stage_words<GM_IQ2_XXS>(R, q);
             const uint32_t dw2 = mp_dw2(sw.w[0], xb_pow2(p - 3));
-            uint32_t d0, b0, b1;
-            d0 = mp_iq2_d(row, S);
+            const uint32_t d0 = mp_iq2_d(row, S);
+            uint32_t b0, b1;
             for (int jj = 0; jj < 2; jj++) {
                 const int j = mp_stage_sub(q, jj);
                 const uint32_t a0 = sw.w[1 + 2 * jj], a1 = sw.w[2 + 2 * jj];

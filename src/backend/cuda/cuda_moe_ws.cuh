@@ -1,7 +1,7 @@
 /* Units of the producer / consumer routed-expert products on warpgroup tensor cores: the IQ2_XXS
  * gate/up and the Q2_K down (cuda_moe_ws.cu; session 21, written after the session's device time was
- * spent: checked by tests/cuda/moe_ws_emu_check.cu on the host, not yet run on a GPU, off unless
- * DSV4_CUDA_MOE_WS=1).
+ * spent; session 22 measured it on the H200: correct, gate/up slower than mh_kernel, down faster,
+ * bench/NOTES.md; checked by tests/cuda/moe_ws_emu_check.cu on the host; off unless DSV4_CUDA_MOE_WS=1).
  *
  * The numerics are the f16 path's (cuda_moe_half.cuh): the same f16 weight elements (mh_decode8's
  * values: IQ2_XXS f16(g * sign * ls * d * 2^(p - 3)), one rounding; Q2_K fma(q, f16(d sc 2^p),

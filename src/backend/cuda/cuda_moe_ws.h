@@ -2,8 +2,8 @@
  * and Q2_K down:
  * the f16 path's numerics (cuda_moe_half.cuh) on warpgroup tensor cores. Built for sm_90a only.
  * Session 21: written after the session's device time was spent, checked on the host only; taken
- * only with DSV4_CUDA_MOE_WS=1 (read once) until it is measured on a GPU. C++ callers only (the
- * parameters are cuda_moe_half.cuh's mh_params). */
+ * only with DSV4_CUDA_MOE_WS=1 (read once): measured in session 22, gate/up still slower than mh_kernel. C++
+ * callers only (the parameters are cuda_moe_half.cuh's mh_params). */
 #ifndef DSV4_CUDA_MOE_WS_H
 #define DSV4_CUDA_MOE_WS_H
 
