@@ -120,7 +120,7 @@ $(BUILD)/obj/src/backend/cuda/cuda_ops_moe_x16.o: NVFLAGS = $(NVFLAGS_BASE) --fm
 # So is the exact Q8_0 warpgroup GEMM (cuda_gemm_q8_wg.h: dsv4_cuda_q8_wg_device_ok asks the runtime).
 $(BUILD)/obj/src/backend/cuda/cuda_gemm_q8_wg.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
 	-gencode arch=compute_90a,code=sm_90a
-# And the producer / consumer routed gate/up product (cuda_moe_ws.h: dsv4_cuda_moe_ws_device_ok).
+# And the warpgroup routed gate/up and down products (cuda_moe_ws.h: dsv4_cuda_moe_ws_device_ok).
 $(BUILD)/obj/src/backend/cuda/cuda_moe_ws.o: NVFLAGS = $(NVFLAGS_BASE) --fmad=false \
 	-gencode arch=compute_90a,code=sm_90a
 $(BUILD)/libcuda_backend.a: $(CU_OBJS)

@@ -832,7 +832,7 @@ static uint64_t moe_f16_calls(chk *c) {
     dsv4_device_info di;
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_f16_products : 0;
 }
-/* of them, on the producer / consumer warpgroup kernel (DSV4_CUDA_MOE_WS=1, cuda_moe_ws.h) */
+/* of them, on the warpgroup kernel (DSV4_CUDA_MOE_WS set, cuda_moe_ws.h) */
 static uint64_t moe_ws_calls(chk *c) {
     dsv4_device_info di;
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.moe_ws_products : 0;
@@ -846,8 +846,8 @@ static uint64_t moe_ws_calls(chk *c) {
  * or near 0 decide the output, where an f16 operand's error moves them (a property of the
  * arithmetic, not of the scaling). `timing`: the time against the exact kernels
  * (DSV4_CUDA_MOE_F16=0), the 8-warp variant (DSV4_CUDA_MOE_F16_WARPS=8) and the f16 gate/up alone
- * (=gate_up) on the same selection. With DSV4_CUDA_MOE_WS=1 or 2 the products must have run on the
- * producer / consumer warpgroup kernel (its counter grew with the f16 one). */
+ * (=gate_up) on the same selection. With DSV4_CUDA_MOE_WS set (1, 2, down, gateup) the products it names
+ * must have run on the warpgroup kernel (its counter grew with the f16 one). */
 static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uint32_t n, bool big,
                            bool timing) {
     const dsv4_config *cf = &c->m->cfg;
@@ -878,7 +878,8 @@ static void check_moe_half(chk *c, const dsv4_layer_weights *L, float clamp, uin
     float *dout = dcopy(c, o, (size_t)n * E * 4);
     const uint64_t calls0 = moe_f16_calls(c), ws0 = moe_ws_calls(c);
     const char *wse = getenv("DSV4_CUDA_MOE_WS");
-    const bool want_ws = wse && (!strcmp(wse, "1") || !strcmp(wse, "2"));
+    const bool want_ws =
+        wse && (!strcmp(wse, "1") || !strcmp(wse, "2") || !strcmp(wse, "down") || !strcmp(wse, "gateup"));
     if (ran(c, lb,
             CPU->moe(CC, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, x, n, sel, wt, K, clamp, o,
                      &ec),

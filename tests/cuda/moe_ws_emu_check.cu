@@ -3,16 +3,17 @@
  *   1. decode: every element the producers decode from raw IQ2_XXS words (quantized rows and random
  *      bytes, several tensor shifts p) has the bits of f16(dequantized element * 2^p), the f16 path's
  *      one rounding (cuda_moe_half.cuh); every Q2_K element the bits mh_kernel's decoder gives it;
- *   2. whole products: every CTA of four cases played on the CPU: the producers' stage images (the A
- *      tile from mp_weight_row and the decoders, the B tile from mp_b_pair / mp_b_chunk), each 16-byte
- *      chunk written exactly once per stage; the consumers' reads the way the tensor cores read them (the
+ *   2. whole products: every CTA of four cases played on the CPU: the threads' stage images (the raw
+ *      rows each warp loads, the A tile from mp_thread_row / mp_staged_out and the decoders, the B tile
+ *      from mp_b_pair / mp_b_chunk), each 16-byte chunk written exactly once per stage; each
+ *      warpgroup's reads of its 64 rows the way the tensor cores read them (the
  *      PTX ISA's K-major 128-byte-swizzle address of element (m, k) from the kernel's start addresses,
  *      written here independently) with the m64n64 accumulator map (the ISA's D layout, checked against
  *      mp_acc_row / mp_acc_col); every stored sum against a float64 dot of the f16 operands taken from
  *      the CPU's dequantized rows (IQ2_XXS) or mh_kernel's decoder (Q2_K). Ragged tiles, two tiles of one
  *      expert, partial row blocks, 1-2 row blocks per CTA, token rows shared by pairs (k = 2).
- * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (cuda_ops_check: the
- * kernel is off by default). Exit 0 = pass. */
+ * The mbarrier hand-over and the wgmma instructions themselves are the GPU's to show (cuda_ops_check with
+ * DSV4_CUDA_MOE_WS set). Exit 0 = pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,28 +70,26 @@ static void check_decode(int random_bytes, float dscale, int p) {
             const int S = mp_stage_sb(q);
             uint32_t R[MP_RAW_IQ2]; /* the raw superblock as the producers stage it */
             for (int k = 0; k < MP_RAW_IQ2; k++) memcpy(&R[k], row + mp_raw_src(true, S, k), 4);
-            const mp_raw<GM_IQ2_XXS> sw = mp_stage_words<GM_IQ2_XXS>(R, q);
-            const uint32_t dw2 = mp_dw2(sw.w[0], xb_pow2(p - 3));
             const uint32_t d0 = mp_iq2_d(row, S);
-            uint32_t b0, b1;
             for (int jj = 0; jj < 2; jj++) {
                 const int j = mp_stage_sub(q, jj);
-                const uint32_t a0 = sw.w[1 + 2 * jj], a1 = sw.w[2 + 2 * jj];
+                uint32_t d, a0, a1, b0, b1;
+                mp_iq2_sub_words(R, S, j, &d, &a0, &a1);
                 mp_iq2_words(row, S, j, &b0, &b1); /* the words read in place */
-                if ((a0 != b0 || a1 != b1 || sw.w[0] != d0) && bad++ < 3)
+                if ((a0 != b0 || a1 != b1 || d != d0) && bad++ < 3)
                     printf("  raw words row %d S %d j %d differ from the row's\n", r, S, j);
-                for (int c = 0; c < 4; c++) {
-                    uint32_t h[4];
-                    mp_decode_chunk(a0, a1, c, (r + c) & (MH_REP - 1), grid_h, sign_h, dw2, h);
+                uint32_t h[4][4];
+                mp_decode_half<GM_IQ2_XXS, false>(R, q, jj, xb_pow2(p - 3), (r + jj) & (MH_REP - 1), grid_h,
+                                                  sign_h, NULL, h);
+                for (int c = 0; c < 4; c++)
                     for (int e = 0; e < 8; e++) {
                         const int k = 256 * S + 32 * j + 8 * c + e;
-                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))),
+                        const uint16_t got = (uint16_t)(h[c][e >> 1] >> (16 * (e & 1))),
                                        want = want_elem(deq, k, p);
                         total++;
                         if (got != want && bad++ < 3)
                             printf("  decode row %d k %d: %04x vs %04x\n", r, k, got, want);
                     }
-                }
             }
         }
     }
@@ -134,22 +133,21 @@ static void check_decode_q2k(int p) {
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = w + (size_t)r * rb;
         for (int q = 0; q < in / MP_BK; q++) {
-            uint32_t wd[10], dw2, nm2;
-            mp_q2k_words(row, q, wd);
-            mp_q2k_scales(wd[9], wsc, &dw2, &nm2);
-            for (int jj = 0; jj < 2; jj++)
-                for (int c = 0; c < 4; c++) {
-                    uint32_t h[4];
-                    mp_q2k_chunk(wd, q, jj, c, dw2, nm2, h);
+            uint32_t R[MP_RAW_Q2K]; /* the raw superblock as the kernel stages it */
+            for (int k = 0; k < MP_RAW_Q2K; k++) memcpy(&R[k], row + mp_raw_src(false, mp_stage_sb(q), k), 4);
+            for (int jj = 0; jj < 2; jj++) {
+                uint32_t h[4][4];
+                mp_decode_half<GM_Q2_K, false>(R, q, jj, wsc, 0, NULL, NULL, NULL, h);
+                for (int c = 0; c < 4; c++)
                     for (int e = 0; e < 8; e++) {
                         const int k = 64 * q + 32 * jj + 8 * c + e;
-                        const uint16_t got = (uint16_t)(h[e >> 1] >> (16 * (e & 1))),
+                        const uint16_t got = (uint16_t)(h[c][e >> 1] >> (16 * (e & 1))),
                                        want = q2k_elem(row, k, wsc);
                         total++;
                         if (got != want && bad++ < 3)
                             printf("  q2k decode row %d k %d: %04x vs %04x\n", r, k, got, want);
                     }
-                }
+            }
         }
     }
     printf("%s decode Q2_K p=%-3d %lld of %lld elements differ from mh_kernel's decoder\n",
@@ -171,7 +169,7 @@ typedef struct tile {
     int e, start, mt;
 } tile;
 
-/* The producers' stage image of stage qq of row block rb (cuda_moe_ws.cu, wg < 2); counts each chunk */
+/* The threads' stage image of stage qq of row block rb (cuda_moe_ws.cu, steps 1-3); counts each chunk */
 static void produce(const mh_params &p, bool down, int e, const int *pid, int mt, int rb, int qq,
                     uint8_t *img, int *cover, int *layout) {
     /* the raw superblock of every staged row, each word loaded by one lane of its row's warp */
@@ -179,61 +177,60 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
     static uint32_t raw[MP_ROWS * MP_RAW_Q2K];
     static int rcover[MP_ROWS * MP_RAW_Q2K];
     memset(raw, 0xee, sizeof raw), memset(rcover, 0, sizeof rcover);
-    for (int wbase = 0; wbase < MP_PRODUCERS; wbase += 32)
+    for (int W = 0; W < MP_THREADS / 32; W++)
         for (int lane = 0; lane < 32; lane++) {
-            uint32_t v[MP_RAW_Q2K], probe[MP_RAW_Q2K];
+            uint32_t v[mp_raw_loads(MP_RAW_Q2K)], probe[mp_raw_loads(MP_RAW_Q2K)];
             if (down)
-                mp_raw_load<false>(p, e, rb, mp_stage_sb(qq), wbase, lane, v);
+                mp_raw_load<false>(p, e, rb, mp_stage_sb(qq), W, lane, v);
             else
-                mp_raw_load<true>(p, e, rb, mp_stage_sb(qq), wbase, lane, v);
-            for (int i = 0; i < RW; i++)
-                probe[i] = (uint32_t)(wbase * RW + 32 * i + lane); /* where it lands */
+                mp_raw_load<true>(p, e, rb, mp_stage_sb(qq), W, lane, v);
+            for (int i = 0; i < mp_raw_loads(RW); i++) probe[i] = 1; /* where it lands */
             static uint32_t where[MP_ROWS * MP_RAW_Q2K];
-            memset(where, 0xff, sizeof where);
+            memset(where, 0, sizeof where);
             if (down)
-                mp_raw_store<false>(where, wbase, lane, probe), mp_raw_store<false>(raw, wbase, lane, v);
+                mp_raw_store<false>(where, W, lane, probe), mp_raw_store<false>(raw, W, lane, v);
             else
-                mp_raw_store<true>(where, wbase, lane, probe), mp_raw_store<true>(raw, wbase, lane, v);
+                mp_raw_store<true>(where, W, lane, probe), mp_raw_store<true>(raw, W, lane, v);
             for (int i = 0; i < MP_ROWS * RW; i++)
-                if (where[i] != 0xffffffffu) {
+                if (where[i]) {
                     rcover[i]++;
-                    *layout += i / RW < wbase || i / RW >= wbase + 32; /* only its own warp's rows */
+                    *layout += i / RW < 16 * W || i / RW >= 16 * W + 16; /* only its own warp's rows */
                 }
         }
     for (int i = 0; i < MP_ROWS * RW; i++) *layout += rcover[i] != 1;
-    for (int u = 0; u < MP_PRODUCERS; u++) {
-        const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
-        const uint16_t *xrow = p.xh + (size_t)(pid[bp] / p.kdiv) * p.in;
-        for (int i = 0; i < 2; i++) {
-            const int ch = mp_b_chunk(u, i), off = MP_ATILE + mp_chunk_off(bpair, ch);
-            memcpy(img + off, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
-            cover[off / 16]++;
-        }
+    /* every staged row's raw words are its weight row's superblock (zeros past n_out) */
+    for (int s = 0; s < MP_ROWS; s++) {
         int which;
-        mp_weight_row(!down, rb, u, p.n_out, &which);
-        const uint32_t *R = raw + u * RW;
-        uint32_t wd[10], dw2, nm2 = 0;
-        if (down) {
-            const mp_raw<GM_Q2_K> r = mp_stage_words<GM_Q2_K>(R, qq);
-            memcpy(wd, r.w, sizeof wd);
-            mp_q2k_scales(wd[9], p.wsc[0], &dw2, &nm2);
-        } else {
-            const mp_raw<GM_IQ2_XXS> r = mp_stage_words<GM_IQ2_XXS>(R, qq);
-            memcpy(wd, r.w, 5 * sizeof(uint32_t));
-            dw2 = mp_dw2(wd[0], which ? p.wsc[1] : p.wsc[0]);
+        const int row = rb * mp_rb_rows(!down) + mp_staged_out(!down, s, &which);
+        for (int k = 0; k < RW; k++) {
+            uint32_t want = 0;
+            if (row < p.n_out)
+                memcpy(&want,
+                       (which ? p.w1 : p.w0) + (size_t)e * p.expert_bytes + (size_t)row * p.row_bytes +
+                           mp_raw_src(!down, mp_stage_sb(qq), k),
+                       4);
+            *layout += raw[s * RW + k] != want;
         }
-        for (int jj = 0; jj < 2; jj++) {
-            const uint32_t a0 = wd[1 + 2 * jj], a1 = wd[2 + 2 * jj];
-            for (int c = 0; c < 4; c++) {
-                uint32_t h[4];
-                if (down)
-                    mp_q2k_chunk(wd, qq, jj, c, dw2, nm2, h);
-                else
-                    mp_decode_chunk(a0, a1, c, u & (MH_REP - 1), grid_h, sign_h, dw2, h);
-                const int off = mp_chunk_off(u, 4 * jj + c);
-                memcpy(img + off, h, 16);
-                cover[off / 16]++;
-            }
+    }
+    for (int t = 0; t < MP_THREADS; t++) {
+        const int bpair = mp_b_pair(t), bp = bpair < mt ? bpair : mt - 1, ch = mp_b_chunk(t);
+        const uint16_t *xrow = p.xh + (size_t)(pid[bp] / p.kdiv) * p.in;
+        const int boff = MP_ATILE + mp_chunk_off(bpair, ch);
+        memcpy(img + boff, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
+        cover[boff / 16]++;
+        const int s = mp_thread_row(t), hf = mp_thread_half(t);
+        int which;
+        mp_staged_out(!down, s, &which);
+        uint32_t h[4][4];
+        if (down)
+            mp_decode_half<GM_Q2_K, false>(raw + s * RW, qq, hf, p.wsc[0], 0, NULL, NULL, NULL, h);
+        else
+            mp_decode_half<GM_IQ2_XXS, false>(raw + s * RW, qq, hf, which ? p.wsc[1] : p.wsc[0],
+                                              (t & 31) & (MH_REP - 1), grid_h, sign_h, NULL, h);
+        for (int c = 0; c < 4; c++) {
+            const int off = mp_chunk_off(s, 4 * hf + c);
+            memcpy(img + off, h[c], 16);
+            cover[off / 16]++;
         }
     }
 }
@@ -269,7 +266,7 @@ static void check_products(bool down, int in, int n_out, int n_expert, int kdiv,
     p.n_rb = (n_out + mp_rb_rows(dual) - 1) / mp_rb_rows(dual), p.rb_per_cta = rb_per_cta;
     static uint8_t img[MP_STAGE];
     static int cover[MP_STAGE / 16];
-    static double acc[256][2][32]; /* the consumer threads' two accumulators */
+    static double acc[MP_THREADS][32]; /* the threads' accumulators */
     int layout = 0;
     const int nq = in / MP_BK, groups = (p.n_rb + rb_per_cta - 1) / rb_per_cta;
     for (int ty = 0; ty < n_tiles; ty++)
@@ -285,36 +282,35 @@ static void check_products(bool down, int in, int n_out, int n_expert, int kdiv,
                     memset(img, 0xee, sizeof img), memset(cover, 0, sizeof cover);
                     produce(p, down, e, pid, mt, rb, qq, img, cover, &layout);
                     for (int i = 0; i < MP_STAGE / 16; i++) layout += cover[i] != 1;
-                    for (int t = 0; t < 256; t++) { /* the consumers (wg 2, 3) */
-                        const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
+                    for (int t = 0; t < MP_THREADS; t++) { /* warpgroup g's products on its 64 rows */
+                        const int g = t / 128, w = (t / 32) % 4, lane = t % 32;
+                        const uint32_t a = (uint32_t)(MP_WG_ROWS * g) * 128;
                         for (int i = 0; i < 32; i++) {
                             const int mrow = isa_row(w, lane, i), n = isa_col(lane, i);
                             layout += mp_acc_row(w, lane, i) != mrow || mp_acc_col(lane, i) != n;
-                            for (int m = 0; m < 2; m++) {
-                                const uint32_t a = (uint32_t)mp_block_row(dual, c, m) * 128;
-                                for (int kk = 0; kk < 4; kk++)
-                                    for (int k = 0; k < 16; k++) {
-                                        uint16_t ha, hb;
-                                        memcpy(&ha, img + isa_sw128(a + 32 * kk, mrow, k), 2);
-                                        memcpy(&hb, img + isa_sw128(MP_ATILE + 32 * kk, n, k), 2);
-                                        acc[t][m][i] += (double)dsv4_f16_to_f32(ha) * dsv4_f16_to_f32(hb);
-                                    }
-                            }
+                            for (int kk = 0; kk < 4; kk++)
+                                for (int k = 0; k < 16; k++) {
+                                    uint16_t ha, hb;
+                                    memcpy(&ha, img + isa_sw128(a + 32 * kk, mrow, k), 2);
+                                    memcpy(&hb, img + isa_sw128(MP_ATILE + 32 * kk, n, k), 2);
+                                    acc[t][i] += (double)dsv4_f16_to_f32(ha) * dsv4_f16_to_f32(hb);
+                                }
                         }
                     }
                 }
-                for (int t = 0; t < 256; t++) { /* the kernel's stores */
-                    const int c = t / 128, w = (t / 32) % 4, lane = t % 32;
+                for (int t = 0; t < MP_THREADS; t++) { /* the kernel's stores */
+                    const int g = t / 128, w = (t / 32) % 4, lane = t % 32;
                     for (int i = 0; i < 32; i++) {
                         const int pair = mp_acc_col(lane, i);
+                        /* the element's staged row, mapped here, against the row the kernel stores it as */
+                        int which;
+                        const int out_row = mp_staged_out(dual, MP_WG_ROWS * g + isa_row(w, lane, i), &which);
+                        const int epi = mp_epi_row(dual, g, w, lane, i);
+                        layout += epi != out_row || which != (dual && (i & 2));
                         if (pair >= mt) continue;
-                        for (int m = 0; m < 2;
-                             m++) { /* gate/up: the blocks are the same rows of gate and up */
-                            const int row =
-                                rb * mp_rb_rows(dual) + mp_block_out(dual, c, m) + mp_acc_row(w, lane, i);
-                            if (row < n_out)
-                                out[((size_t)(dual ? m : 0) * P + pid[pair]) * n_out + row] = acc[t][m][i];
-                        }
+                        const int row = rb * mp_rb_rows(dual) + epi;
+                        if (row < n_out)
+                            out[((size_t)(dual && (i & 2)) * P + pid[pair]) * n_out + row] = acc[t][i];
                     }
                 }
             }

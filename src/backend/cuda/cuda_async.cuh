@@ -41,6 +41,10 @@ __device__ __forceinline__ void ca_bar_wait(uint64_t *b, uint32_t parity) {
                  "r"(parity)
                  : "memory");
 }
+/* Named barrier id (1..15; 0 is __syncthreads') over n threads, a multiple of 32 */
+__device__ __forceinline__ void ca_named_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 template <int N> __device__ __forceinline__ void ca_setmaxnreg_dec(void) {
 #if X16_WGMMA
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));

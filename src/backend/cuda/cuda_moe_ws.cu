@@ -1,6 +1,7 @@
-/* The routed experts' IQ2_XXS gate/up and Q2_K down products of large prefill chunks with producer and
- * consumer warpgroups (cuda_moe_ws.h; units, layout and numerics in cuda_moe_ws.cuh). Built for sm_90a only
- * (Makefile): elsewhere the kernel has no image and dsv4_cuda_moe_ws_device_ok says no.
+/* The routed experts' IQ2_XXS gate/up and Q2_K down products of large prefill chunks on warpgroup tensor
+ * cores, every warpgroup decoding its own rows (cuda_moe_ws.h; units, layout and numerics in
+ * cuda_moe_ws.cuh). Built for sm_90a only (Makefile): elsewhere the kernel has no image and
+ * dsv4_cuda_moe_ws_device_ok says no.
  *
  * Why: mh_kernel (cuda_ops_moe_half.cu) spends 2.95 ms a flash layer at n = 2048 with its warps
  * decoding A fragments between CTA barriers (tensor pipe 34 %); the Q8_0 warpgroup GEMM showed in
@@ -37,44 +38,30 @@ __device__ __forceinline__ void mp_mma64(float (&d)[32], uint64_t da, uint64_t d
 #endif
 }
 
-/* The stage's 8 chunks of the thread's staged row into the A tile at st (KS: the IQ2_XXS signs from the
- * 128-byte table ks) */
-template <int K, bool KS>
-__device__ __forceinline__ void mp_decode_row(const mp_raw<K> &r, int q, float wsc, int u, const uint32_t *gh,
-                                              const uint32_t *sh, const uint8_t *ks, uint8_t *st) {
-    uint32_t dw2, nm2 = 0;
-    if constexpr (K == GM_IQ2_XXS)
-        dw2 = mp_dw2(r.w[0], wsc);
-    else
-        mp_q2k_scales(r.w[9], wsc, &dw2, &nm2);
-#pragma unroll
-    for (int jj = 0; jj < 2; jj++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            uint32_t h[4];
-            if constexpr (K == GM_IQ2_XXS && KS)
-                mp_decode_chunk_ks(r.w[1 + 2 * jj], r.w[2 + 2 * jj], c, u & (MH_REP - 1), gh, ks, dw2, h);
-            else if constexpr (K == GM_IQ2_XXS)
-                mp_decode_chunk(r.w[1 + 2 * jj], r.w[2 + 2 * jj], c, u & (MH_REP - 1), gh, sh, dw2, h);
-            else
-                mp_q2k_chunk(r.w, q, jj, c, dw2, nm2, h);
-            *(uint4 *)(st + mp_chunk_off(u, 4 * jj + c)) = make_uint4(h[0], h[1], h[2], h[3]);
-        }
-}
-
 /* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out). KS: the
- * IQ2_XXS sign masks computed from the sign bytes (mp_decode_chunk_ks) */
+ * IQ2_XXS sign masks computed from the sign bytes (mp_decode_chunk_ks). Every thread decodes half a staged
+ * row a stage and every warpgroup multiplies its own 64 rows (cuda_moe_ws.cuh). Iteration q:
+ *   1. copy stage q + MP_LA's B chunk (its slot's stage before it retired: `empty`);
+ *   2. the next superblock's raw words in flight (loaded at q % 4 == 0, stored at q % 4 == 3);
+ *   3. decode stage q's half row into the A tile;
+ *   4. this thread's copy of stage q + 1 landed: fence, arrive on its `full`;
+ *   5. the warpgroup's 128 threads meet (its A rows written and fenced);
+ *   6. stage q's B tile complete (`full`, arrived in iteration q - 1);
+ *   7. the 4 m64n64k16 products, retired; the row block's last stage: the outputs;
+ *   8. arrive on stage q's `empty`.
+ * Each wait is on something of an earlier iteration, so no cycle; every group is retired in its iteration. */
 template <int K, bool KS = false>
 __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
+    constexpr int RW = DUAL ? MP_RAW_IQ2 : MP_RAW_Q2K;
     extern __shared__ __align__(16) uint8_t mp_smem_raw[];
     uint8_t *smem = mp_smem_raw + ((1024u - (ca_saddr(mp_smem_raw) & 1023u)) & 1023u);
     if ((int)blockIdx.y >= p.n_tiles[0]) return; /* the grid is sized for the worst case */
     const int4 tl = p.tiles[blockIdx.y];
     const int e = tl.x, start = tl.y, mt = tl.z;
-    const int tid = threadIdx.x, wg = tid >> 7;
+    const int tid = threadIdx.x, g = tid >> 7, W = tid >> 5, w = W & 3, lane = tid & 31;
     const int rb0 = (int)blockIdx.x * p.rb_per_cta, nrb = min(p.rb_per_cta, p.n_rb - rb0);
-    const int nq = p.in / MP_BK, nsteps = nrb * nq;
+    const int nq = p.in / MP_BK, nsteps = nrb * nq, nsb = p.in / 256;
     uint32_t *gh = (uint32_t *)(smem + mp_off_tables()), *sh = gh + MH_GRID_BYTES / 4;
     int *pid = (int *)(smem + mp_off_pid());
     float *xsc = (float *)(smem + mp_off_xsc());
@@ -88,106 +75,100 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     if (DUAL) mh_fill_tables(gh, sh, p.grid, p.signs, tid, MP_THREADS);
     if (KS && tid < 128) ks[tid] = p.signs[tid];
     if (tid == 0)
-        for (int s = 0; s < MP_STAGES; s++) ca_bar_init(full + s, MP_PRODUCERS), ca_bar_init(empty + s, 256);
+        for (int s = 0; s < MP_STAGES; s++)
+            ca_bar_init(full + s, MP_THREADS), ca_bar_init(empty + s, MP_THREADS);
     __syncthreads();
 
-    if (wg < 2) { /* a producer: staged row u of every stage, and its two B-tile chunks */
-        constexpr int RW = DUAL ? MP_RAW_IQ2 : MP_RAW_Q2K;
-        const int u = tid, lane = tid & 31, wbase = tid & ~31, nsb = p.in / 256;
-        const int bpair = mp_b_pair(u), bp = bpair < mt ? bpair : mt - 1;
-        const uint8_t *xrow = (const uint8_t *)(p.xh + (uint64_t)(pid[bp] / p.kdiv) * (uint64_t)p.in);
-        uint32_t *raw = (uint32_t *)(smem + mp_off_raw(DUAL));
-        const uint32_t *R = raw + u * RW;
-        int which;
-        mp_weight_row(DUAL, rb0, u, p.n_out,
-                      &which); /* the tensor of staged row u: the same in every block */
-        const float wsc = which ? p.wsc[1] : p.wsc[0];
-        uint32_t pre[RW]; /* the warp's next superblock, in flight while the current one is decoded */
-        mp_raw_load<DUAL>(p, e, rb0, 0, wbase, lane, pre);
-        mp_raw_store<DUAL>(raw, wbase, lane, pre);
-        __syncwarp();
-        int lrb = rb0, ls = 1, qq = 0; /* the next superblock to load: row block lrb, superblock ls */
-        if (ls == nsb) ls = 0, lrb++;
+    /* this thread's B chunk: the same pair row every stage, 128 bytes further each */
+    const int bpair = mp_b_pair(tid), bch = mp_b_chunk(tid);
+    const uint8_t *xsrc =
+        (const uint8_t *)(p.xh + (uint64_t)(pid[bpair < mt ? bpair : mt - 1] / p.kdiv) * (uint64_t)p.in) +
+        16 * bch;
+    const int boff = MP_ATILE + mp_chunk_off(bpair, bch);
 #pragma unroll 1
-        for (int q = 0; q < nsteps; q++) {
-            const int slot = q % MP_STAGES;
-            const bool more = lrb < rb0 + nrb;
-            if (q >= MP_STAGES) ca_bar_wait(empty + slot, (uint32_t)(q / MP_STAGES + 1) & 1);
-            uint8_t *st = smem + slot * MP_STAGE;
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int ch = mp_b_chunk(u, i);
-                ca_cp16(st + MP_ATILE + mp_chunk_off(bpair, ch), xrow + 128 * qq + 16 * ch);
-            }
-            ca_commit();
-            if ((qq & 3) == 0 && more) mp_raw_load<DUAL>(p, e, lrb, ls, wbase, lane, pre);
-            mp_decode_row<K, KS>(mp_stage_words<K>(R, qq), qq, wsc, u, gh, sh, ks, st);
-            if ((qq & 3) == 3 && more) { /* the warp is done with this superblock's raw rows */
-                __syncwarp();
-                mp_raw_store<DUAL>(raw, wbase, lane, pre);
-                __syncwarp();
-                if (++ls == nsb) ls = 0, lrb++;
-            }
-            ca_cp_wait<0>();
-            x16_proxy_fence(); /* this thread's stores and copies, for the tensor cores */
-            ca_bar_arrive(full + slot);
-            if (++qq == nq) qq = 0;
-        }
-        return;
+    for (int s = 0; s < MP_LA; s++) {
+        if (s < nsteps) ca_cp16(smem + s * MP_STAGE + boff, xsrc + 128 * (s % nq));
+        ca_commit();
     }
+    ca_cp_wait<MP_LA - 1>();
+    x16_proxy_fence();
+    ca_bar_arrive(full);
 
-    /* a consumer: its two m64 blocks of staged rows (mp_block_row) against all 64 pairs */
-    const int c = wg - 2, w = (tid >> 5) & 3, lane = tid & 31;
-    float a0[32], a1[32];
+    /* this thread's staged row: its raw superblock, tensor and scale */
+    const int srow = mp_thread_row(tid), hf = mp_thread_half(tid), rep = lane & (MH_REP - 1);
+    uint32_t *raw = (uint32_t *)(smem + mp_off_raw(DUAL));
+    const uint32_t *R = raw + srow * RW;
+    int which;
+    mp_staged_out(DUAL, srow, &which);
+    const float wsc = which ? p.wsc[1] : p.wsc[0];
+    uint32_t
+        pre[mp_raw_loads(RW)]; /* the warp's next superblock, in flight while the current one is decoded */
+    mp_raw_load<DUAL>(p, e, rb0, 0, W, lane, pre);
+    mp_raw_store<DUAL>(raw, W, lane, pre);
+    __syncwarp();
+    int lrb = rb0, ls = 1; /* the next superblock to load: row block lrb, superblock ls */
+    if (ls == nsb) ls = 0, lrb++;
+
+    float acc[32];
 #pragma unroll
-    for (int i = 0; i < 32; i++) a0[i] = 0.0f, a1[i] = 0.0f;
-    x16_pin(a0); /* defined before any product is in flight (scale-d 0 ignores them) */
-    x16_pin(a1);
-    uint32_t slot = 0, phase = 0;
-    for (int r = 0; r < nrb; r++) {
+    for (int i = 0; i < 32; i++) acc[i] = 0.0f;
+    x16_pin(acc); /* defined before any product is in flight (scale-d 0 ignores them) */
+    int qq = 0, r = 0;
 #pragma unroll 1
-        for (int qq = 0; qq < nq; qq++) {
-            ca_bar_wait(full + slot, phase);
-            const uint32_t sa = ca_saddr(smem + slot * MP_STAGE);
-            const uint32_t m0 = sa + mp_block_row(DUAL, c, 0) * 128, m1 = sa + mp_block_row(DUAL, c, 1) * 128,
-                           b = sa + MP_ATILE;
-            x16_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                const int acc = qq | kk;
-                mp_mma64(a0, x16_desc_sw(m0 + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
-                mp_mma64(a1, x16_desc_sw(m1 + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), acc);
-            }
-            x16_commit();
-            x16_wait<0>();
-            x16_pin(a0);
-            x16_pin(a1);
-            ca_bar_arrive(empty + slot);
-            if (++slot == MP_STAGES) slot = 0, phase ^= 1;
+    for (int q = 0; q < nsteps; q++) {
+        const int slot = q % MP_STAGES;
+        uint8_t *st = smem + slot * MP_STAGE;
+        const int sb = q + MP_LA; /* 1 */
+        if (sb < nsteps) {
+            if (sb >= MP_STAGES) ca_bar_wait(empty + sb % MP_STAGES, (uint32_t)(sb / MP_STAGES + 1) & 1);
+            ca_cp16(smem + (sb % MP_STAGES) * MP_STAGE + boff, xsrc + 128 * (sb % nq));
         }
-        /* the output rows, as mh_kernel writes them */
-        const int orow = (rb0 + r) * mp_rb_rows(DUAL);
+        ca_commit();
+        const bool more = lrb < rb0 + nrb; /* 2 */
+        if ((qq & 3) == 0 && more) mp_raw_load<DUAL>(p, e, lrb, ls, W, lane, pre);
+        uint32_t h[4][4]; /* 3 */
+        mp_decode_half<K, KS>(R, qq, hf, wsc, rep, gh, sh, ks, h);
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-            const int pair = mp_acc_col(lane, i);
-            if (pair >= mt) continue;
-            const int pr = pid[pair];
-            if constexpr (DUAL) {
-                const int row = orow + mp_block_out(true, c, 0) + mp_acc_row(w, lane, i);
-                if (row >= p.n_out) continue;
-                float gv = a0[i] * p.winv[0] * xsc[pair], uv = a1[i] * p.winv[1] * xsc[pair];
-                p.out[(uint64_t)pr * p.out_stride + row] =
-                    cu_swiglu_mid(gv, uv, p.clamp_on, p.clamp) * p.weights[pr];
-            } else {
+        for (int c = 0; c < 4; c++)
+            *(uint4 *)(st + mp_chunk_off(srow, 4 * hf + c)) = make_uint4(h[c][0], h[c][1], h[c][2], h[c][3]);
+        if ((qq & 3) == 3 && more) { /* the warp is done with this superblock's raw rows */
+            __syncwarp();
+            mp_raw_store<DUAL>(raw, W, lane, pre);
+            __syncwarp();
+            if (++ls == nsb) ls = 0, lrb++;
+        }
+        ca_cp_wait<MP_LA - 1>(); /* 4 */
+        x16_proxy_fence();
+        if (q + 1 < nsteps) ca_bar_arrive(full + (q + 1) % MP_STAGES);
+        ca_named_sync(1 + g, 128);                               /* 5 */
+        ca_bar_wait(full + slot, (uint32_t)(q / MP_STAGES) & 1); /* 6 */
+        const uint32_t sa = ca_saddr(st), a = sa + MP_WG_ROWS * 128 * g, b = sa + MP_ATILE;
+        x16_fence(); /* 7 */
 #pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    const int row = orow + mp_block_out(false, c, m) + mp_acc_row(w, lane, i);
-                    if (row < p.n_out)
-                        p.out[(uint64_t)pr * p.out_stride + row] =
-                            (m ? a1[i] : a0[i]) * p.winv[0] * xsc[pair];
+        for (int kk = 0; kk < 4; kk++)
+            mp_mma64(acc, x16_desc_sw(a + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), qq | kk);
+        x16_commit();
+        x16_wait<0>();
+        x16_pin(acc);
+        if (qq == nq - 1) { /* the output rows, as mh_kernel writes them */
+            const int orow = (rb0 + r) * mp_rb_rows(DUAL);
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                const int pair = mp_acc_col(lane, i), row = orow + mp_epi_row(DUAL, g, w, lane, i);
+                if ((DUAL && (i & 2)) || pair >= mt || row >= p.n_out) continue;
+                const int pr = pid[pair];
+                if constexpr (DUAL) {
+                    const float gv = acc[i] * p.winv[0] * xsc[pair], uv = acc[i + 2] * p.winv[1] * xsc[pair];
+                    p.out[(uint64_t)pr * p.out_stride + row] =
+                        cu_swiglu_mid(gv, uv, p.clamp_on, p.clamp) * p.weights[pr];
+                } else {
+                    p.out[(uint64_t)pr * p.out_stride + row] = acc[i] * p.winv[0] * xsc[pair];
                 }
             }
+            r++;
         }
+        ca_bar_arrive(empty + slot); /* 8 */
+        if (++qq == nq) qq = 0;
     }
 }
 
@@ -199,7 +180,12 @@ int dsv4_cuda_moe_ws_mode(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("DSV4_CUDA_MOE_WS");
-        v = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "2") ? 2 : 0;
+        v = !e                     ? 0
+            : !strcmp(e, "1")      ? DSV4_MOE_WS_GATE_UP | DSV4_MOE_WS_DOWN
+            : !strcmp(e, "2")      ? DSV4_MOE_WS_GATE_UP | DSV4_MOE_WS_DOWN | DSV4_MOE_WS_KS
+            : !strcmp(e, "down")   ? DSV4_MOE_WS_DOWN
+            : !strcmp(e, "gateup") ? DSV4_MOE_WS_GATE_UP
+                                   : 0;
     }
     return v;
 }
@@ -230,9 +216,9 @@ dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned gro
     if (!dsv4_cuda_moe_ws_ok(p, down))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe ws %s: shape not taken", down ? "down" : "gate/up");
     if (!groups || !max_tiles) return DSV4_OK;
-    const qwmp_fn fn = down                           ? mp_kernel<GM_Q2_K>
-                       : dsv4_cuda_moe_ws_mode() == 2 ? mp_kernel<GM_IQ2_XXS, true>
-                                                      : mp_kernel<GM_IQ2_XXS>;
+    const qwmp_fn fn = down                                       ? mp_kernel<GM_Q2_K>
+                       : dsv4_cuda_moe_ws_mode() & DSV4_MOE_WS_KS ? mp_kernel<GM_IQ2_XXS, true>
+                                                                  : mp_kernel<GM_IQ2_XXS>;
     fn<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK

@@ -1,23 +1,26 @@
-/* Units of the producer / consumer routed-expert products on warpgroup tensor cores: the IQ2_XXS
- * gate/up and the Q2_K down (cuda_moe_ws.cu; session 21, written after the session's device time was
- * spent; session 22 measured it on the H200: correct, gate/up slower than mh_kernel, down faster,
- * bench/NOTES.md; checked by tests/cuda/moe_ws_emu_check.cu on the host; off unless DSV4_CUDA_MOE_WS=1).
+/* Units of the warpgroup routed-expert products on tensor cores: the IQ2_XXS gate/up and the Q2_K down
+ * (cuda_moe_ws.cu; checked by tests/cuda/moe_ws_emu_check.cu on the host; off unless DSV4_CUDA_MOE_WS is
+ * set).
  *
  * The numerics are the f16 path's (cuda_moe_half.cuh): the same f16 weight elements (mh_decode8's
  * values: IQ2_XXS f16(g * sign * ls * d * 2^(p - 3)), one rounding; Q2_K fma(q, f16(d sc 2^p),
  * f16(-dmin m 2^p))), the same f16 activation rows (mh_pack's, mh_pack_mid's), f32 sums over the whole
- * row; only the order of the f32 additions differs (wgmma k16 steps). What
- * changes is the work split. mh_kernel's warps each decode their own A fragments in registers and meet
- * at a CTA barrier per superblock (2.95 ms a flash layer at n = 2048, bench/NOTES.md session 15); here
- *   - two producer warpgroups decode the raw IQ2_XXS words (read from global memory) into f16 A tiles
- *     in shared memory, 128-byte swizzled, and copy the tile's f16 activation rows (the B tile) by
- *     cp.async; they hand each stage over through an mbarrier (`full`);
- *   - two consumer warpgroups only run wgmma.m64n64k16: consumer c owns gate rows 64 c.. and up rows
- *     64 c.. of the row block, against all 64 pairs of the tile, and release the stage (`empty`).
- * A stage is 64 k (two 32-element sub-blocks of a superblock): the A tile is 256 staged rows (gate
- * rows 0..127 of the row block, then up rows 0..127) of 64 f16 = 128 bytes, the B tile 64 pair rows of
- * 128 bytes, chunk ch (8 k) of row r at r * 128 + ((ch ^ (r % 8)) * 16) in both (the layout the
- * wgmma descriptors' 128-byte swizzle reads, as in cuda_gemm_q8_wg.cuh). */
+ * row; only the order of the f32 additions differs (wgmma k16 steps). What changes is the work split.
+ *
+ * Session 21 wrote it with two producer warpgroups decoding and two consumer warpgroups running wgmma;
+ * session 22 measured that form at 2.3 k cycles a stage with 8 decoding warps issuing at 0.45 a cycle
+ * per scheduler (the consumers idle 80 %). Session 23's form: all four warpgroups decode and multiply.
+ * Warpgroup g decodes its own 64 staged rows of each stage into the A tile (each thread half a row:
+ * 4 chunks of 8 elements), syncs its 128 threads (named barrier), and runs its m64n64k16 products on
+ * them while the other warpgroups decode: twice the decoding warps, no producer / consumer hand-over of
+ * A. Only the B tile (the pairs' f16 activation rows, one 16-byte cp.async a thread) is CTA-wide: it is
+ * copied MP_LA stages ahead and handed over through the `full` / `empty` mbarriers.
+ * A stage is 64 k (two 32-element sub-blocks of a superblock): the A tile is 256 staged rows of 64 f16 =
+ * 128 bytes, the B tile 64 pair rows of 128 bytes, chunk ch (8 k) of row r at r * 128 + ((ch ^ (r % 8))
+ * * 16) in both (the layout the wgmma descriptors' 128-byte swizzle reads, as in cuda_gemm_q8_wg.cuh).
+ * Staged rows: down, row s of the 256-row block; gate/up, warp W's 16 rows 16 W.. are gate rows
+ * 8 W..8 W + 7 then the up rows of the same outputs, so a thread's accumulator holds the gate and up sums of
+ * one output (rows r and r + 8 of the m64 layout) and the SwiGLU needs no exchange. */
 #ifndef DSV4_CUDA_MOE_WS_CUH
 #define DSV4_CUDA_MOE_WS_CUH
 
@@ -32,8 +35,9 @@ enum {
     MP_BTILE = MP_BN * 128,         /* 8 KB */
     MP_STAGE = MP_ATILE + MP_BTILE, /* 40 KB: tiles stay 1024-aligned */
     MP_STAGES = 4,
-    MP_PRODUCERS = 256, /* two warpgroups */
-    MP_THREADS = 512,   /* + two consumer warpgroups */
+    MP_LA = 2,        /* the B tile is copied this many stages ahead */
+    MP_THREADS = 512, /* four warpgroups, 64 staged rows each */
+    MP_WG_ROWS = 64,
     MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
     /* the raw superblock of every staged row (mp_raw_*): IQ2_XXS 17 words (the 68-byte 4-aligned window over
      * its 66 bytes), Q2_K 21 (84 bytes); both odd, so a warp's reads of one word of its 32 rows hit 32 banks
@@ -59,18 +63,20 @@ MX_HD int mp_chunk_off(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); 
 
 /* Output rows of a row block: gate/up (dual) 128, each as a gate and an up row; down 256 */
 MX_HD int mp_rb_rows(bool dual) { return dual ? MP_RB_ROWS : MP_ROWS; }
-/* Staged row r of row block rb: which tensor (0 gate or down, 1 up) and its weight row (rows past
- * n_out re-read the last one; their outputs are not stored) */
-MX_HD int mp_weight_row(bool dual, int rb, int r, int n_out, int *which) {
-    *which = dual && r >= MP_RB_ROWS;
-    const int row = rb * mp_rb_rows(dual) + (dual ? r & (MP_RB_ROWS - 1) : r);
-    return row < n_out ? row : n_out - 1;
+/* Staged row s of a row block: which tensor (0 gate or down, 1 up) and its output row within the block */
+MX_HD int mp_staged_out(bool dual, int s, int *which) {
+    *which = dual && (s & 8);
+    return dual ? 8 * (s >> 4) + (s & 7) : s;
 }
-/* Consumer c's two m64 blocks of staged rows (start rows): gate/up 64 c (gate) and 128 + 64 c (up);
- * down 128 c and 128 c + 64. Output row of block m, row i of it: gate/up 64 c + i (both blocks); down
- * 128 c + 64 m + i. */
-MX_HD int mp_block_row(bool dual, int c, int m) { return dual ? m * MP_RB_ROWS + 64 * c : 128 * c + 64 * m; }
-MX_HD int mp_block_out(bool dual, int c, int m) { return dual ? 64 * c : 128 * c + 64 * m; }
+/* Thread t's staged row and half (chunks 4 h .. 4 h + 3 of the stage) */
+MX_HD int mp_thread_row(int t) { return 16 * (t >> 5) + ((t & 31) >> 1); }
+MX_HD int mp_thread_half(int t) { return t & 1; }
+/* The output row within the row block of accumulator element i of warp w (of warpgroup g) and lane: down,
+ * staged row 64 g + the m64 layout's row; gate/up, the output of the gate element i (i & 2 == 0; its up
+ * sum is element i + 2, 8 staged rows further) */
+MX_HD int mp_epi_row(bool dual, int g, int w, int lane, int i) {
+    return dual ? 32 * g + 8 * w + (lane >> 2) : MP_WG_ROWS * g + 16 * w + (lane >> 2) + 8 * ((i & 3) >> 1);
+}
 
 /* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */
 MX_HD int mp_stage_sb(int q) { return q >> 2; }
@@ -105,7 +111,9 @@ MX_HD int mp_raw_words(bool iq2) { return iq2 ? MP_RAW_IQ2 : MP_RAW_Q2K; }
 MX_HD uint64_t mp_raw_src(bool iq2, int S, int k) {
     return iq2 ? (uint64_t)66 * S - 2 * (S & 1) + 4 * k : (uint64_t)84 * S + 4 * k;
 }
-/* Load i (of RW) of a warp's lane: its staged row rr (of the warp's 32) and word k */
+/* Loads of a lane a superblock: warp W's 16 staged rows of RW words laid end to end, 32 words a load */
+MX_HD constexpr int mp_raw_loads(int RW) { return (16 * RW + 31) / 32; }
+/* Load i of a warp's lane: its staged row rr (of the warp's 16; 16 and up: none) and word k */
 MX_HD void mp_raw_slot(int RW, int i, int lane, int *rr, int *k) {
     const int f = 32 * i + lane;
     *rr = f / RW, *k = f - *rr * RW;
@@ -119,64 +127,45 @@ MX_HD uint32_t mp_ldg32(const uint8_t *p) { /* p 4-aligned, read-only for the ke
     return v;
 #endif
 }
-/* A lane's RW loads of superblock S of row block rb for the warp whose first staged row is wbase. The
- * warp's 32 rows are consecutive rows of one tensor; rows past n_out read as zero words (their sums are
- * never stored; zero words decode to zeros). Offsets within the warp's rows are 32-bit: an expert's
- * tensor is far below 4 GB. */
+/* A lane's loads of superblock S of row block rb for warp W (staged rows 16 W..16 W + 15): rows past n_out
+ * read as zero words (their sums are never stored; zero words decode to zeros) */
 template <bool IQ2>
-MX_HD void mp_raw_load(const mh_params &p, int e, int rb, int S, int wbase, int lane, uint32_t *v) {
+MX_HD void mp_raw_load(const mh_params &p, int e, int rb, int S, int W, int lane, uint32_t *v) {
     constexpr int RW = IQ2 ? MP_RAW_IQ2 : MP_RAW_Q2K;
-    const bool up = IQ2 && wbase >= MP_RB_ROWS;
-    const int row0 = rb * mp_rb_rows(IQ2) + (IQ2 ? wbase & (MP_RB_ROWS - 1) : wbase), nvalid = p.n_out - row0;
-    const uint8_t *base = (up ? p.w1 : p.w0) + (uint64_t)e * p.expert_bytes + (uint64_t)row0 * p.row_bytes +
-                          mp_raw_src(IQ2, S, 0);
-    const uint32_t rbytes = (uint32_t)p.row_bytes;
+    const uint64_t eoff = (uint64_t)e * p.expert_bytes + mp_raw_src(IQ2, S, 0);
     MG_UNROLL
-    for (int i = 0; i < RW; i++) {
-        int rr, k;
+    for (int i = 0; i < mp_raw_loads(RW); i++) {
+        int rr, k, which;
         mp_raw_slot(RW, i, lane, &rr, &k);
-        v[i] = rr < nvalid ? mp_ldg32(base + ((uint32_t)rr * rbytes + 4u * (uint32_t)k)) : 0u;
+        const int row = rb * mp_rb_rows(IQ2) + mp_staged_out(IQ2, 16 * W + (rr & 15), &which);
+        v[i] = rr < 16 && row < p.n_out
+                   ? mp_ldg32((which ? p.w1 : p.w0) + eoff + (uint64_t)row * p.row_bytes + 4u * (uint32_t)k)
+                   : 0u;
     }
 }
-/* ... and their stores into the raw rows (row r at raw + RW r) */
-template <bool IQ2> MX_HD void mp_raw_store(uint32_t *raw, int wbase, int lane, const uint32_t *v) {
+/* ... and their stores into the raw rows (staged row s at raw + RW s) */
+template <bool IQ2> MX_HD void mp_raw_store(uint32_t *raw, int W, int lane, const uint32_t *v) {
     constexpr int RW = IQ2 ? MP_RAW_IQ2 : MP_RAW_Q2K;
     MG_UNROLL
-    for (int i = 0; i < RW; i++) {
+    for (int i = 0; i < mp_raw_loads(RW); i++) {
         int rr, k;
         mp_raw_slot(RW, i, lane, &rr, &k);
-        raw[(wbase + rr) * RW + k] = v[i];
+        if (rr < 16) raw[(16 * W + rr) * RW + k] = v[i];
     }
 }
-/* Stage m (= q % 4) of superblock S from its raw row R: the scale bits w[0], then (a0, a1) of sub-blocks
- * 2 m and 2 m + 1. An odd superblock's window starts 2 bytes early, so d is R[0]'s high half and the
- * sub-blocks' words are whole words; an even one's sub-blocks start 2 bytes into a word. */
-MX_HD void mp_iq2_stage_words(const uint32_t *R, int S, int m, uint32_t w[5]) {
+/* Sub-block j of superblock S from its raw row R: the scale bits d and the words a0 (4 grid indices), a1 (4 x
+ * 7 sign bits, the 4-bit scale). An odd superblock's window starts 2 bytes early, so d is R[0]'s high half
+ * and the sub-block's words are whole words; an even one's start 2 bytes into a word. */
+MX_HD void mp_iq2_sub_words(const uint32_t *R, int S, int j, uint32_t *d, uint32_t *a0, uint32_t *a1) {
     if (S & 1) {
-        w[0] = R[0] >> 16;
-        for (int jj = 0; jj < 2; jj++)
-            w[1 + 2 * jj] = R[1 + 2 * (2 * m + jj)], w[2 + 2 * jj] = R[2 + 2 * (2 * m + jj)];
+        *d = R[0] >> 16, *a0 = R[1 + 2 * j], *a1 = R[2 + 2 * j];
     } else {
-        w[0] = R[0] & 0xffffu;
-        for (int jj = 0; jj < 4; jj++) {
-            const int i = 4 * m + jj;
-            w[1 + jj] = (R[i] >> 16) | (R[i + 1] << 16);
-        }
+        *d = R[0] & 0xffffu;
+        *a0 = (R[2 * j] >> 16) | (R[2 * j + 1] << 16);
+        *a1 = (R[2 * j + 1] >> 16) | (R[2 * j + 2] << 16);
     }
 }
-
-/* A producer thread's words of stage q of its staged row from the row's raw superblock R: IQ2_XXS the
- * scale bits and the two sub-blocks' (a0, a1), Q2_K mp_q2k_words' ten (defined below) */
-template <int K> struct mp_raw { uint32_t w[K == GM_IQ2_XXS ? 5 : 10]; };
 MX_HD void mp_q2k_words(const uint8_t *row, int q, uint32_t w[10]);
-template <int K> MX_HD mp_raw<K> mp_stage_words(const uint32_t *R, int q) {
-    mp_raw<K> r;
-    if constexpr (K == GM_IQ2_XXS)
-        mp_iq2_stage_words(R, mp_stage_sb(q), q & 3, r.w);
-    else
-        mp_q2k_words((const uint8_t *)R, q & 3, r.w); /* R holds superblock q / 4 only */
-    return r;
-}
 
 /* The superblock scale as mh_row_scales folds it: f16(d * wsc) in both halves (exact) */
 MX_HD uint32_t mp_dw2(uint32_t d_bits, float wsc) { return mh_dup(mh_f2h(gm_f16((uint16_t)d_bits) * wsc)); }
@@ -247,14 +236,39 @@ MX_HD void mp_decode_chunk_ks(uint32_t a0, uint32_t a1, int c, int rep, const ui
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }
 
-/* Producer thread u's B-tile copies of a stage: pair u / 4 (clamped to the tile's last), chunks
- * 2 (u % 4) and 2 (u % 4) + 1 */
-MX_HD int mp_b_pair(int u) { return u >> 2; }
-MX_HD int mp_b_chunk(int u, int i) { return 2 * (u & 3) + i; }
+/* Thread t's B-tile copy of a stage: chunk t % 8 of pair t / 8 (clamped to the tile's last) */
+MX_HD int mp_b_pair(int t) { return t >> 3; }
+MX_HD int mp_b_chunk(int t) { return t & 7; }
 
-/* The consumer thread's accumulator element e (wgmma m64n64 f32 layout) of warp w: row (of the
- * consumer's 64) and pair column */
+/* A thread's accumulator element e (wgmma m64n64 f32 layout) of warp w of its warpgroup: row (of the
+ * warpgroup's 64 staged rows) and pair column */
 MX_HD int mp_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 * ((e & 3) >> 1); }
 MX_HD int mp_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
+
+/* Thread's 4 chunks of stage q of its staged row (sub-block 2 (q % 4) + hf of superblock q / 4) from the
+ * row's raw superblock R: chunk c's 4 half2 words in h[c]. KS: the IQ2_XXS signs from the 128-byte table ks
+ * (mp_decode_chunk_ks); rep: the copy of the replicated tables this lane reads */
+template <int K, bool KS>
+MX_HD void mp_decode_half(const uint32_t *R, int q, int hf, float wsc, int rep, const uint32_t *gh,
+                          const uint32_t *sh, const uint8_t *ks, uint32_t h[4][4]) {
+    if constexpr (K == GM_IQ2_XXS) {
+        uint32_t d, a0, a1;
+        mp_iq2_sub_words(R, mp_stage_sb(q), mp_stage_sub(q, hf), &d, &a0, &a1);
+        const uint32_t dw2 = mp_dw2(d, wsc);
+        MG_UNROLL
+        for (int c = 0; c < 4; c++) {
+            if constexpr (KS)
+                mp_decode_chunk_ks(a0, a1, c, rep, gh, ks, dw2, h[c]);
+            else
+                mp_decode_chunk(a0, a1, c, rep, gh, sh, dw2, h[c]);
+        }
+    } else {
+        uint32_t w[10], dw2, nm2;
+        mp_q2k_words((const uint8_t *)R, q & 3, w); /* R holds superblock q / 4 only */
+        mp_q2k_scales(w[9], wsc, &dw2, &nm2);
+        MG_UNROLL
+        for (int c = 0; c < 4; c++) mp_q2k_chunk(w, q, hf, c, dw2, nm2, h[c]);
+    }
+}
 
 #endif

@@ -1,9 +1,8 @@
-/* The producer / consumer routed-expert products (cuda_moe_ws.cu, units cuda_moe_ws.cuh), IQ2_XXS gate/up
- * and Q2_K down:
- * the f16 path's numerics (cuda_moe_half.cuh) on warpgroup tensor cores. Built for sm_90a only.
- * Session 21: written after the session's device time was spent, checked on the host only; taken
- * only with DSV4_CUDA_MOE_WS=1 (read once): measured in session 22, gate/up still slower than mh_kernel. C++
- * callers only (the parameters are cuda_moe_half.cuh's mh_params). */
+/* The warpgroup routed-expert products (cuda_moe_ws.cu, units cuda_moe_ws.cuh), IQ2_XXS gate/up and Q2_K
+ * down: the f16 path's numerics (cuda_moe_half.cuh) on warpgroup tensor cores. Built for sm_90a only.
+ * Taken only with DSV4_CUDA_MOE_WS set (sessions 21-22: the producer / consumer form, slower than mh_kernel
+ * for gate/up; session 23: every warpgroup decodes and multiplies). C++ callers only (the parameters are
+ * cuda_moe_half.cuh's mh_params). */
 #ifndef DSV4_CUDA_MOE_WS_H
 #define DSV4_CUDA_MOE_WS_H
 
@@ -13,7 +12,9 @@
 #include "backend/cuda/cuda_moe_half.cuh"
 #include "common/status.h"
 
-/* DSV4_CUDA_MOE_WS: 0 (unset) off, 1 on, 2 on with the IQ2_XXS sign masks computed (mp_decode_chunk_ks) */
+/* DSV4_CUDA_MOE_WS (read once): unset off, 1 both products, 2 both with the IQ2_XXS sign masks computed
+ * (mp_decode_chunk_ks), down or gateup one of them; the bits below */
+enum { DSV4_MOE_WS_GATE_UP = 1, DSV4_MOE_WS_DOWN = 2, DSV4_MOE_WS_KS = 4 };
 int dsv4_cuda_moe_ws_mode(void);
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
  * device (ask once per device). */

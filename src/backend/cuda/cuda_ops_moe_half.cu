@@ -396,9 +396,10 @@ static dsv4_status mh_launch(cuda_ctx *c, int kind, mh_params *p, const cu_moe_w
     return s;
 }
 
-/* DSV4_CUDA_MOE_WS=1 or 2 on a compute capability 9.0 device that runs the producer / consumer kernel
- * (cuda_moe_ws.h; asked once per context, on its device) */
-static bool mh_ws_on(cuda_ctx *c) {
+/* DSV4_CUDA_MOE_WS asks for the warpgroup kernel for this product (down or gate/up) and a compute capability
+ * 9.0 device runs it (cuda_moe_ws.h; the device asked once per context) */
+static bool mh_ws_on(cuda_ctx *c, bool down) {
+    if (!(dsv4_cuda_moe_ws_mode() & (down ? DSV4_MOE_WS_DOWN : DSV4_MOE_WS_GATE_UP))) return false;
     if (c->moe_ws_state == 0)
         c->moe_ws_state = dsv4_cuda_moe_ws_mode() != 0 &&
                                   dsv4_cuda_moe_ws_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)
@@ -441,7 +442,7 @@ dsv4_status cu_moe_half_gate_up(cuda_ctx *c, const cu_moe_wide_args *a, uint32_t
     p.wsc[0] = plan->wsc[0], p.wsc[1] = plan->wsc[1], p.winv[0] = plan->winv[0], p.winv[1] = plan->winv[1];
     p.weights = a->weights, p.clamp = a->clamp, p.clamp_on = a->clamp > 1.0e-6f;
     p.out = a->mid, p.out_stride = a->ff;
-    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p, false)) return mh_ws_launch(c, &p, false, a, err);
+    if (mh_ws_on(c, false) && dsv4_cuda_moe_ws_ok(&p, false)) return mh_ws_launch(c, &p, false, a, err);
     return mh_launch(c, GM_IQ2_XXS, &p, a, err);
 }
 
@@ -462,6 +463,6 @@ dsv4_status cu_moe_half_down(cuda_ctx *c, const cu_moe_wide_args *a, const cu_mo
     p.xh = xh, p.xs = xs;
     p.wsc[0] = plan->dsc, p.winv[0] = plan->dinv;
     p.out = a->y, p.out_stride = a->embd;
-    if (mh_ws_on(c) && dsv4_cuda_moe_ws_ok(&p, true)) return mh_ws_launch(c, &p, true, a, err);
+    if (mh_ws_on(c, true) && dsv4_cuda_moe_ws_ok(&p, true)) return mh_ws_launch(c, &p, true, a, err);
     return mh_launch(c, GM_Q2_K, &p, a, err);
 }
