@@ -66,7 +66,7 @@ static void check_decode(int random_bytes, float dscale, int p) {
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = w + (size_t)r * rb;
         quant_dequant_row(DSV4_TYPE_IQ2_XXS, row, deq, in);
-        for (int q = 0; q < in / MP_BK; q++) {
+        for (int q = 0; q < in / 64; q++) { /* 64-k steps */
             const int S = mp_stage_sb(q);
             uint32_t R[MP_RAW_IQ2]; /* the raw superblock as the producers stage it */
             for (int k = 0; k < MP_RAW_IQ2; k++) memcpy(&R[k], row + mp_raw_src(true, S, k), 4);
@@ -132,8 +132,8 @@ static void check_decode_q2k(int p) {
     long long bad = 0, total = 0;
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = w + (size_t)r * rb;
-        for (int q = 0; q < in / MP_BK; q++) {
-            uint32_t R[MP_RAW_Q2K]; /* the raw superblock as the kernel stages it */
+        for (int q = 0; q < in / 64; q++) { /* 64-k steps */
+            uint32_t R[MP_RAW_Q2K];         /* the raw superblock as the kernel stages it */
             for (int k = 0; k < MP_RAW_Q2K; k++) memcpy(&R[k], row + mp_raw_src(false, mp_stage_sb(q), k), 4);
             for (int jj = 0; jj < 2; jj++) {
                 uint32_t h[4][4];
@@ -181,9 +181,9 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
         for (int lane = 0; lane < 32; lane++) {
             uint32_t v[mp_raw_loads(MP_RAW_Q2K)], probe[mp_raw_loads(MP_RAW_Q2K)];
             if (down)
-                mp_raw_load<false>(p, e, rb, mp_stage_sb(qq), W, lane, v);
+                mp_raw_load<false>(p, e, rb, qq / 2, W, lane, v);
             else
-                mp_raw_load<true>(p, e, rb, mp_stage_sb(qq), W, lane, v);
+                mp_raw_load<true>(p, e, rb, qq / 2, W, lane, v);
             for (int i = 0; i < mp_raw_loads(RW); i++) probe[i] = 1; /* where it lands */
             static uint32_t where[MP_ROWS * MP_RAW_Q2K];
             memset(where, 0, sizeof where);
@@ -207,7 +207,7 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
             if (row < p.n_out)
                 memcpy(&want,
                        (which ? p.w1 : p.w0) + (size_t)e * p.expert_bytes + (size_t)row * p.row_bytes +
-                           mp_raw_src(!down, mp_stage_sb(qq), k),
+                           mp_raw_src(!down, qq / 2, k),
                        4);
             *layout += raw[s * RW + k] != want;
         }
@@ -215,22 +215,26 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
     for (int t = 0; t < MP_THREADS; t++) {
         const int bpair = mp_b_pair(t), bp = bpair < mt ? bpair : mt - 1, ch = mp_b_chunk(t);
         const uint16_t *xrow = p.xh + (size_t)(pid[bp] / p.kdiv) * p.in;
-        const int boff = MP_ATILE + mp_chunk_off(bpair, ch);
-        memcpy(img + boff, (const uint8_t *)xrow + 128 * qq + 16 * ch, 16);
-        cover[boff / 16]++;
-        const int s = mp_thread_row(t), hf = mp_thread_half(t);
+        for (int h = 0; h < 2; h++) {
+            const int boff = MP_ATILE + h * MP_BHALF + mp_chunk_off(bpair, ch);
+            memcpy(img + boff, (const uint8_t *)xrow + 256 * qq + 128 * h + 16 * ch, 16);
+            cover[boff / 16]++;
+        }
+        const int s = mp_thread_row(t), hf = mp_thread_half(t), qd = mp_stage_step(qq, hf);
         int which;
         mp_staged_out(!down, s, &which);
-        uint32_t h[4][4];
-        if (down)
-            mp_decode_half<GM_Q2_K, false>(raw + s * RW, qq, hf, p.wsc[0], 0, NULL, NULL, NULL, h);
-        else
-            mp_decode_half<GM_IQ2_XXS, false>(raw + s * RW, qq, hf, which ? p.wsc[1] : p.wsc[0],
-                                              (t & 31) & (MH_REP - 1), grid_h, sign_h, NULL, h);
-        for (int c = 0; c < 4; c++) {
-            const int off = mp_chunk_off(s, 4 * hf + c);
-            memcpy(img + off, h[c], 16);
-            cover[off / 16]++;
+        for (int jj = 0; jj < 2; jj++) {
+            uint32_t h[4][4];
+            if (down)
+                mp_decode_half<GM_Q2_K, true>(raw + s * RW, qd, jj, p.wsc[0], 0, NULL, NULL, NULL, h);
+            else
+                mp_decode_half<GM_IQ2_XXS, true>(raw + s * RW, qd, jj, which ? p.wsc[1] : p.wsc[0],
+                                                 (t & 31) & (MH_REP - 1), grid_h, NULL, dsv4_ksigns_iq2xs, h);
+            for (int c = 0; c < 4; c++) {
+                const int off = hf * MP_AHALF + mp_chunk_off(s, 4 * jj + c);
+                memcpy(img + off, h[c], 16);
+                cover[off / 16]++;
+            }
         }
     }
 }
@@ -264,8 +268,8 @@ static void check_products(bool down, int in, int n_out, int n_expert, int kdiv,
     p.kdiv = kdiv, p.xh = xh;
     p.wsc[0] = down ? xb_pow2(pg) : xb_pow2(pg - 3), p.wsc[1] = xb_pow2(pu - 3);
     p.n_rb = (n_out + mp_rb_rows(dual) - 1) / mp_rb_rows(dual), p.rb_per_cta = rb_per_cta;
-    static uint8_t img[MP_STAGE];
-    static int cover[MP_STAGE / 16];
+    static uint8_t img[MP_ATILE + MP_BTILE]; /* a stage's A tile, then its B tile */
+    static int cover[(MP_ATILE + MP_BTILE) / 16];
     static double acc[MP_THREADS][32]; /* the threads' accumulators */
     int layout = 0;
     const int nq = in / MP_BK, groups = (p.n_rb + rb_per_cta - 1) / rb_per_cta;
@@ -281,18 +285,20 @@ static void check_products(bool down, int in, int n_out, int n_expert, int kdiv,
                 for (int qq = 0; qq < nq; qq++) {
                     memset(img, 0xee, sizeof img), memset(cover, 0, sizeof cover);
                     produce(p, down, e, pid, mt, rb, qq, img, cover, &layout);
-                    for (int i = 0; i < MP_STAGE / 16; i++) layout += cover[i] != 1;
+                    for (int i = 0; i < (MP_ATILE + MP_BTILE) / 16; i++) layout += cover[i] != 1;
                     for (int t = 0; t < MP_THREADS; t++) { /* warpgroup g's products on its 64 rows */
                         const int g = t / 128, w = (t / 32) % 4, lane = t % 32;
                         const uint32_t a = (uint32_t)(MP_WG_ROWS * g) * 128;
                         for (int i = 0; i < 32; i++) {
                             const int mrow = isa_row(w, lane, i), n = isa_col(lane, i);
                             layout += mp_acc_row(w, lane, i) != mrow || mp_acc_col(lane, i) != n;
-                            for (int kk = 0; kk < 4; kk++)
+                            for (int kk = 0; kk < 8; kk++) /* the kernel's descriptors' starts */
                                 for (int k = 0; k < 16; k++) {
+                                    const uint32_t ak = (kk >> 2) * MP_AHALF + 32 * (kk & 3),
+                                                   bk = MP_ATILE + (kk >> 2) * MP_BHALF + 32 * (kk & 3);
                                     uint16_t ha, hb;
-                                    memcpy(&ha, img + isa_sw128(a + 32 * kk, mrow, k), 2);
-                                    memcpy(&hb, img + isa_sw128(MP_ATILE + 32 * kk, n, k), 2);
+                                    memcpy(&ha, img + isa_sw128(a + ak, mrow, k), 2);
+                                    memcpy(&hb, img + isa_sw128(bk, n, k), 2);
                                     acc[t][i] += (double)dsv4_f16_to_f32(ha) * dsv4_f16_to_f32(hb);
                                 }
                         }

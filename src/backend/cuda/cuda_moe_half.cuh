@@ -161,6 +161,7 @@ MX_HD void mh_fill_tables(uint32_t *grid_h, uint32_t *sign_h, const uint64_t *gr
         const uint32_t b0 = (uint32_t)(gv >> (16 * k)) & 0xff, b1 = (uint32_t)(gv >> (16 * k + 8)) & 0xff;
         grid_h[i] = (uint32_t)mh_f2h((float)b0) | ((uint32_t)mh_f2h((float)b1) << 16);
     }
+    if (!sign_h) return; /* the grid alone (cuda_moe_ws.cu computes the sign masks) */
     for (int i = tid; i < 128 * MH_REP * 4; i += nthr) {
         const int e = i / (MH_REP * 4), k = i & 3;
         const uint32_t sg = signs[e];

@@ -38,20 +38,20 @@ __device__ __forceinline__ void mp_mma64(float (&d)[32], uint64_t da, uint64_t d
 #endif
 }
 
-/* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out). KS: the
- * IQ2_XXS sign masks computed from the sign bytes (mp_decode_chunk_ks). Every thread decodes half a staged
- * row a stage and every warpgroup multiplies its own 64 rows (cuda_moe_ws.cuh). Iteration q:
- *   1. copy stage q + MP_LA's B chunk (its slot's stage before it retired: `empty`);
- *   2. the next superblock's raw words in flight (loaded at q % 4 == 0, stored at q % 4 == 3);
+/* K = GM_IQ2_XXS: the gate/up product (mid rows out); GM_Q2_K: the down product (y rows out). Every thread
+ * decodes one 64-k half of a staged row a stage and every warpgroup multiplies its own 64 rows
+ * (cuda_moe_ws.cuh). Iteration q (A slot q % 2, B slot q % 3):
+ *   1. copy stage q + 1's B chunks (that slot's stage q - 2 retired by every thread: `empty`);
+ *   2. the next superblock's raw words in flight (loaded at even q, stored at odd q);
  *   3. decode stage q's half row into the A tile;
- *   4. this thread's copy of stage q + 1 landed: fence, arrive on its `full`;
+ *   4. this thread's copies of stage q + 1 landed: fence (them and the A stores), arrive on its `full`;
  *   5. the warpgroup's 128 threads meet (its A rows written and fenced);
  *   6. stage q's B tile complete (`full`, arrived in iteration q - 1);
- *   7. the 4 m64n64k16 products, retired; the row block's last stage: the outputs;
+ *   7. the 8 m64n64k16 products, retired; the row block's last stage: the outputs;
  *   8. arrive on stage q's `empty`.
- * Each wait is on something of an earlier iteration, so no cycle; every group is retired in its iteration. */
-template <int K, bool KS = false>
-__global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
+ * Each wait is on something of an earlier iteration, so no cycle; every group is retired in its iteration,
+ * and an A slot is rewritten two iterations later, after its warpgroup met past the products on it. */
+template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     constexpr bool DUAL = K == GM_IQ2_XXS;
     constexpr int RW = DUAL ? MP_RAW_IQ2 : MP_RAW_Q2K;
     extern __shared__ __align__(16) uint8_t mp_smem_raw[];
@@ -62,35 +62,32 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     const int tid = threadIdx.x, g = tid >> 7, W = tid >> 5, w = W & 3, lane = tid & 31;
     const int rb0 = (int)blockIdx.x * p.rb_per_cta, nrb = min(p.rb_per_cta, p.n_rb - rb0);
     const int nq = p.in / MP_BK, nsteps = nrb * nq, nsb = p.in / 256;
-    uint32_t *gh = (uint32_t *)(smem + mp_off_tables()), *sh = gh + MH_GRID_BYTES / 4;
+    uint32_t *gh = (uint32_t *)(smem + mp_off_tables());
     int *pid = (int *)(smem + mp_off_pid());
     float *xsc = (float *)(smem + mp_off_xsc());
-    uint64_t *full = (uint64_t *)(smem + mp_off_bars()), *empty = full + MP_STAGES;
+    uint64_t *full = (uint64_t *)(smem + mp_off_bars()), *empty = full + MP_BSLOTS;
+    uint8_t *bt = smem + mp_off_b(), *ks = smem + mp_off_ksigns();
     if (tid < mt) {
         const int pr = p.list[start + tid];
         pid[tid] = pr;
         xsc[tid] = p.xs[pr / p.kdiv];
     }
-    uint8_t *ks = smem + mp_off_ksigns();
-    if (DUAL) mh_fill_tables(gh, sh, p.grid, p.signs, tid, MP_THREADS);
-    if (KS && tid < 128) ks[tid] = p.signs[tid];
+    if (DUAL) mh_fill_tables(gh, NULL, p.grid, p.signs, tid, MP_THREADS);
+    if (DUAL && tid < 128) ks[tid] = p.signs[tid];
     if (tid == 0)
-        for (int s = 0; s < MP_STAGES; s++)
+        for (int s = 0; s < MP_BSLOTS; s++)
             ca_bar_init(full + s, MP_THREADS), ca_bar_init(empty + s, MP_THREADS);
     __syncthreads();
 
-    /* this thread's B chunk: the same pair row every stage, 128 bytes further each */
+    /* this thread's B chunks: the same pair row every stage, 256 bytes further each */
     const int bpair = mp_b_pair(tid), bch = mp_b_chunk(tid);
     const uint8_t *xsrc =
         (const uint8_t *)(p.xh + (uint64_t)(pid[bpair < mt ? bpair : mt - 1] / p.kdiv) * (uint64_t)p.in) +
         16 * bch;
-    const int boff = MP_ATILE + mp_chunk_off(bpair, bch);
-#pragma unroll 1
-    for (int s = 0; s < MP_LA; s++) {
-        if (s < nsteps) ca_cp16(smem + s * MP_STAGE + boff, xsrc + 128 * (s % nq));
-        ca_commit();
-    }
-    ca_cp_wait<MP_LA - 1>();
+    const int boff = mp_chunk_off(bpair, bch);
+    ca_cp16(bt + boff, xsrc), ca_cp16(bt + MP_BHALF + boff, xsrc + 128);
+    ca_commit();
+    ca_cp_wait<0>();
     x16_proxy_fence();
     ca_bar_arrive(full);
 
@@ -116,37 +113,47 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
     int qq = 0, r = 0;
 #pragma unroll 1
     for (int q = 0; q < nsteps; q++) {
-        const int slot = q % MP_STAGES;
-        uint8_t *st = smem + slot * MP_STAGE;
-        const int sb = q + MP_LA; /* 1 */
-        if (sb < nsteps) {
-            if (sb >= MP_STAGES) ca_bar_wait(empty + sb % MP_STAGES, (uint32_t)(sb / MP_STAGES + 1) & 1);
-            ca_cp16(smem + (sb % MP_STAGES) * MP_STAGE + boff, xsrc + 128 * (sb % nq));
+        const int bslot = q % MP_BSLOTS;
+        uint8_t *at = smem + (q & 1) * MP_ATILE;
+        if (q + 1 < nsteps) { /* 1 */
+            const int nb = (q + 1) % MP_BSLOTS, nk = (q + 1) % nq;
+            if (q + 1 >= MP_BSLOTS) ca_bar_wait(empty + nb, (uint32_t)((q + 1) / MP_BSLOTS + 1) & 1);
+            uint8_t *d = bt + nb * MP_BTILE + boff;
+            ca_cp16(d, xsrc + 256 * nk), ca_cp16(d + MP_BHALF, xsrc + 256 * nk + 128);
         }
         ca_commit();
         const bool more = lrb < rb0 + nrb; /* 2 */
-        if ((qq & 3) == 0 && more) mp_raw_load<DUAL>(p, e, lrb, ls, W, lane, pre);
-        uint32_t h[4][4]; /* 3 */
-        mp_decode_half<K, KS>(R, qq, hf, wsc, rep, gh, sh, ks, h);
+        if ((qq & 1) == 0 && more) mp_raw_load<DUAL>(p, e, lrb, ls, W, lane, pre);
+        const int qd = mp_stage_step(qq, hf); /* 3 */
+        uint8_t *ah = at + hf * MP_AHALF;
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            *(uint4 *)(st + mp_chunk_off(srow, 4 * hf + c)) = make_uint4(h[c][0], h[c][1], h[c][2], h[c][3]);
-        if ((qq & 3) == 3 && more) { /* the warp is done with this superblock's raw rows */
+        for (int jj = 0; jj < 2; jj++) {
+            uint32_t h[4][4];
+            mp_decode_half<K, true>(R, qd, jj, wsc, rep, gh, NULL, ks, h);
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                *(uint4 *)(ah + mp_chunk_off(srow, 4 * jj + c)) =
+                    make_uint4(h[c][0], h[c][1], h[c][2], h[c][3]);
+        }
+        if ((qq & 1) == 1 && more) { /* the warp is done with this superblock's raw rows */
             __syncwarp();
             mp_raw_store<DUAL>(raw, W, lane, pre);
             __syncwarp();
             if (++ls == nsb) ls = 0, lrb++;
         }
-        ca_cp_wait<MP_LA - 1>(); /* 4 */
+        ca_cp_wait<0>(); /* 4 */
         x16_proxy_fence();
-        if (q + 1 < nsteps) ca_bar_arrive(full + (q + 1) % MP_STAGES);
-        ca_named_sync(1 + g, 128);                               /* 5 */
-        ca_bar_wait(full + slot, (uint32_t)(q / MP_STAGES) & 1); /* 6 */
-        const uint32_t sa = ca_saddr(st), a = sa + MP_WG_ROWS * 128 * g, b = sa + MP_ATILE;
+        if (q + 1 < nsteps) ca_bar_arrive(full + (q + 1) % MP_BSLOTS);
+        ca_named_sync(1 + g, 128);                                /* 5 */
+        ca_bar_wait(full + bslot, (uint32_t)(q / MP_BSLOTS) & 1); /* 6 */
+        const uint32_t a = ca_saddr(at) + MP_WG_ROWS * 128 * g, b = ca_saddr(bt + bslot * MP_BTILE);
         x16_fence(); /* 7 */
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            mp_mma64(acc, x16_desc_sw(a + 32 * kk, 1024), x16_desc_sw(b + 32 * kk, 1024), qq | kk);
+        for (int kk = 0; kk < 8; kk++) {
+            const uint32_t off = (kk >> 2) * MP_AHALF + 32 * (kk & 3),
+                           boff2 = (kk >> 2) * MP_BHALF + 32 * (kk & 3);
+            mp_mma64(acc, x16_desc_sw(a + off, 1024), x16_desc_sw(b + boff2, 1024), qq | kk);
+        }
         x16_commit();
         x16_wait<0>();
         x16_pin(acc);
@@ -167,7 +174,7 @@ __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(const mh_params p) {
             }
             r++;
         }
-        ca_bar_arrive(empty + slot); /* 8 */
+        ca_bar_arrive(empty + bslot); /* 8 */
         if (++qq == nq) qq = 0;
     }
 }
@@ -182,7 +189,7 @@ int dsv4_cuda_moe_ws_mode(void) {
         const char *e = getenv("DSV4_CUDA_MOE_WS");
         v = !e                     ? 0
             : !strcmp(e, "1")      ? DSV4_MOE_WS_GATE_UP | DSV4_MOE_WS_DOWN
-            : !strcmp(e, "2")      ? DSV4_MOE_WS_GATE_UP | DSV4_MOE_WS_DOWN | DSV4_MOE_WS_KS
+            : !strcmp(e, "2")      ? DSV4_MOE_WS_GATE_UP | DSV4_MOE_WS_DOWN /* was: sign masks computed */
             : !strcmp(e, "down")   ? DSV4_MOE_WS_DOWN
             : !strcmp(e, "gateup") ? DSV4_MOE_WS_GATE_UP
                                    : 0;
@@ -194,9 +201,8 @@ bool dsv4_cuda_moe_ws_device_ok(int cc_major, size_t smem_per_block_optin) {
     if (cc_major != 9 || smem_per_block_optin < (size_t)MP_SMEM) return false;
     cudaFuncAttributes fa;
     bool ok = cudaFuncGetAttributes(&fa, (const void *)mp_kernel<GM_IQ2_XXS>) == cudaSuccess;
-    const void *k[3] = {(const void *)mp_kernel<GM_IQ2_XXS>, (const void *)mp_kernel<GM_IQ2_XXS, true>,
-                        (const void *)mp_kernel<GM_Q2_K>};
-    for (int i = 0; ok && i < 3; i++)
+    const void *k[2] = {(const void *)mp_kernel<GM_IQ2_XXS>, (const void *)mp_kernel<GM_Q2_K>};
+    for (int i = 0; ok && i < 2; i++)
         ok = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, MP_SMEM) == cudaSuccess;
     cudaGetLastError();
     return ok;
@@ -216,9 +222,7 @@ dsv4_status dsv4_cuda_moe_ws_product(const mh_params *p, bool down, unsigned gro
     if (!dsv4_cuda_moe_ws_ok(p, down))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "moe ws %s: shape not taken", down ? "down" : "gate/up");
     if (!groups || !max_tiles) return DSV4_OK;
-    const qwmp_fn fn = down                                       ? mp_kernel<GM_Q2_K>
-                       : dsv4_cuda_moe_ws_mode() & DSV4_MOE_WS_KS ? mp_kernel<GM_IQ2_XXS, true>
-                                                                  : mp_kernel<GM_IQ2_XXS>;
+    const qwmp_fn fn = down ? mp_kernel<GM_Q2_K> : mp_kernel<GM_IQ2_XXS>;
     fn<<<dim3(groups, max_tiles), MP_THREADS, MP_SMEM, stream>>>(*p);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? DSV4_OK

@@ -27,36 +27,37 @@
 #include "backend/cuda/cuda_moe_half.cuh" /* mh_* (tables, f16 helpers, mh_params), mw_*, MX_HD */
 
 enum {
-    MP_ROWS = 256,                  /* staged weight rows of a stage: 128 gate, then 128 up */
-    MP_RB_ROWS = 128,               /* output rows per row block */
-    MP_BN = 64,                     /* pairs per tile (MH_BN) */
-    MP_BK = 64,                     /* k per stage */
-    MP_ATILE = MP_ROWS * 128,       /* 32 KB */
-    MP_BTILE = MP_BN * 128,         /* 8 KB */
-    MP_STAGE = MP_ATILE + MP_BTILE, /* 40 KB: tiles stay 1024-aligned */
-    MP_STAGES = 4,
-    MP_LA = 2,        /* the B tile is copied this many stages ahead */
+    MP_ROWS = 256,    /* staged weight rows of a stage: gate/up 128 outputs (gate and up rows), down 256 */
+    MP_RB_ROWS = 128, /* gate/up output rows per row block */
+    MP_BN = 64,       /* pairs per tile (MH_BN) */
+    MP_BK = 128,      /* k per stage: half a superblock, two 64-k halves of 128-byte rows */
+    MP_AHALF = MP_ROWS * 128, /* 32 KB */
+    MP_ATILE = 2 * MP_AHALF,
+    MP_BHALF = MP_BN * 128, /* 8 KB */
+    MP_BTILE = 2 * MP_BHALF,
+    MP_ASLOTS = 2,    /* A tiles: a warpgroup's rows are its own, retired in their stage */
+    MP_BSLOTS = 3,    /* B tiles: copied a stage ahead, released by every warpgroup */
     MP_THREADS = 512, /* four warpgroups, 64 staged rows each */
     MP_WG_ROWS = 64,
-    MP_TABLES = MH_GRID_BYTES + MH_SIGN_BYTES,
     /* the raw superblock of every staged row (mp_raw_*): IQ2_XXS 17 words (the 68-byte 4-aligned window over
-     * its 66 bytes), Q2_K 21 (84 bytes); both odd, so a warp's reads of one word of its 32 rows hit 32 banks
+     * its 66 bytes), Q2_K 21 (84 bytes); both odd, so a warp's reads of one word of its 16 rows hit 16 banks
      */
     MP_RAW_IQ2 = 17,
     MP_RAW_Q2K = 21,
-    MP_RAW_BYTES =
-        MP_ROWS * MP_RAW_IQ2 * 4, /* after the tables; the Q2_K kernel's (no tables) overlays them */
-    /* stages (1024-aligned), the tables, the raw rows, pid, xsc, the full and empty barriers, the 128 sign
-     * bytes, + the alignment: 232,128 bytes of the 232,448 an H200 CTA may have */
-    MP_SMEM =
-        MP_STAGES * MP_STAGE + MP_TABLES + MP_RAW_BYTES + 4 * MP_BN + 4 * MP_BN + 16 * MP_STAGES + 128 + 1024
+    MP_RAW_BYTES = MP_ROWS * MP_RAW_IQ2 * 4, /* after the grid; the Q2_K kernel's (no grid) overlays it */
+    /* A and B tiles (1024-aligned), the replicated grid (the sign masks are computed from the 128 sign
+     * bytes: the replicated sign table does not fit beside them), the raw rows, pid, xsc, the full and empty
+     * barriers, the sign bytes, + the alignment: 232,112 bytes of the 232,448 an H200 CTA may have */
+    MP_SMEM = MP_ASLOTS * MP_ATILE + MP_BSLOTS * MP_BTILE + MH_GRID_BYTES + MP_RAW_BYTES + 4 * MP_BN +
+              4 * MP_BN + 16 * MP_BSLOTS + 128 + 1024
 };
-MX_HD int mp_off_tables(void) { return MP_STAGES * MP_STAGE; }
-MX_HD int mp_off_raw(bool dual) { return dual ? mp_off_tables() + MP_TABLES : mp_off_tables(); }
-MX_HD int mp_off_pid(void) { return mp_off_tables() + MP_TABLES + MP_RAW_BYTES; }
+MX_HD int mp_off_b(void) { return MP_ASLOTS * MP_ATILE; }
+MX_HD int mp_off_tables(void) { return mp_off_b() + MP_BSLOTS * MP_BTILE; }
+MX_HD int mp_off_raw(bool dual) { return dual ? mp_off_tables() + MH_GRID_BYTES : mp_off_tables(); }
+MX_HD int mp_off_pid(void) { return mp_off_tables() + MH_GRID_BYTES + MP_RAW_BYTES; }
 MX_HD int mp_off_xsc(void) { return mp_off_pid() + 4 * MP_BN; }
 MX_HD int mp_off_bars(void) { return mp_off_xsc() + 4 * MP_BN; }
-MX_HD int mp_off_ksigns(void) { return mp_off_bars() + 16 * MP_STAGES; }
+MX_HD int mp_off_ksigns(void) { return mp_off_bars() + 16 * MP_BSLOTS; }
 
 /* Chunk ch (8 k) of row r of a swizzled tile */
 MX_HD int mp_chunk_off(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
@@ -68,7 +69,7 @@ MX_HD int mp_staged_out(bool dual, int s, int *which) {
     *which = dual && (s & 8);
     return dual ? 8 * (s >> 4) + (s & 7) : s;
 }
-/* Thread t's staged row and half (chunks 4 h .. 4 h + 3 of the stage) */
+/* Thread t's staged row and half (its 64-k half of every stage) */
 MX_HD int mp_thread_row(int t) { return 16 * (t >> 5) + ((t & 31) >> 1); }
 MX_HD int mp_thread_half(int t) { return t & 1; }
 /* The output row within the row block of accumulator element i of warp w (of warpgroup g) and lane: down,
@@ -78,7 +79,9 @@ MX_HD int mp_epi_row(bool dual, int g, int w, int lane, int i) {
     return dual ? 32 * g + 8 * w + (lane >> 2) : MP_WG_ROWS * g + 16 * w + (lane >> 2) + 8 * ((i & 3) >> 1);
 }
 
-/* Stage q of a row block covers k 64 q .. 64 q + 63: superblock q / 4, sub-blocks 2 (q % 4) + jj */
+/* Stage q of a row block covers k 128 q .. 128 q + 127: superblock q / 2; its half hf (of 64 k) is the
+ * row's 64-k step qd = 2 q + hf. Step qd covers superblock qd / 4, sub-blocks 2 (qd % 4) + jj. */
+MX_HD int mp_stage_step(int q, int hf) { return 2 * q + hf; }
 MX_HD int mp_stage_sb(int q) { return q >> 2; }
 MX_HD int mp_stage_sub(int q, int jj) { return 2 * (q & 3) + jj; }
 
@@ -236,7 +239,8 @@ MX_HD void mp_decode_chunk_ks(uint32_t a0, uint32_t a1, int c, int rep, const ui
     for (int k = 0; k < 4; k++) h[k] = mh_hmul2(mh_hmul2(gw[k] ^ sw[k], ls2), dw2);
 }
 
-/* Thread t's B-tile copy of a stage: chunk t % 8 of pair t / 8 (clamped to the tile's last) */
+/* Thread t's B-tile copies of a stage: chunk t % 8 of both halves of pair t / 8 (clamped to the tile's last)
+ */
 MX_HD int mp_b_pair(int t) { return t >> 3; }
 MX_HD int mp_b_chunk(int t) { return t & 7; }
 
@@ -245,8 +249,8 @@ MX_HD int mp_b_chunk(int t) { return t & 7; }
 MX_HD int mp_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 * ((e & 3) >> 1); }
 MX_HD int mp_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
 
-/* Thread's 4 chunks of stage q of its staged row (sub-block 2 (q % 4) + hf of superblock q / 4) from the
- * row's raw superblock R: chunk c's 4 half2 words in h[c]. KS: the IQ2_XXS signs from the 128-byte table ks
+/* 4 chunks of 64-k step q of a staged row (sub-block 2 (q % 4) + hf of superblock q / 4) from the row's
+ * raw superblock R: chunk c's 4 half2 words in h[c]. KS: the IQ2_XXS signs from the 128-byte table ks
  * (mp_decode_chunk_ks); rep: the copy of the replicated tables this lane reads */
 template <int K, bool KS>
 MX_HD void mp_decode_half(const uint32_t *R, int q, int hf, float wsc, int rep, const uint32_t *gh,

@@ -12,9 +12,9 @@
 #include "backend/cuda/cuda_moe_half.cuh"
 #include "common/status.h"
 
-/* DSV4_CUDA_MOE_WS (read once): unset off, 1 both products, 2 both with the IQ2_XXS sign masks computed
- * (mp_decode_chunk_ks), down or gateup one of them; the bits below */
-enum { DSV4_MOE_WS_GATE_UP = 1, DSV4_MOE_WS_DOWN = 2, DSV4_MOE_WS_KS = 4 };
+/* DSV4_CUDA_MOE_WS (read once): unset off, 1 (or 2, which chose the computed IQ2_XXS sign masks before they
+ * became the only form) both products, down or gateup one of them; the bits below */
+enum { DSV4_MOE_WS_GATE_UP = 1, DSV4_MOE_WS_DOWN = 2 };
 int dsv4_cuda_moe_ws_mode(void);
 /* Compute capability 9.0, the kernel's image present and its shared memory granted on the current
  * device (ask once per device). */
