@@ -26,10 +26,11 @@ if [ $OKW = 0 ]; then
   done
   grep -ho '"moe_f16_products": [0-9]*, "moe_ws_products": [0-9]*' "$OUT"/*ws-1*.json | tee -a "$S"
   rm -f /dev/shm/flash-q2.gguf
-  ws=$(cat "$OUT"/*-ws-[12].csv | cut -d, -f3 | sort -n | head -1); mh=$(cat "$OUT"/*-mh-[12].csv | cut -d, -f3 | sort -n | tail -1)
+  ws=$(grep -hv ctx_tokens "$OUT"/*-ws-[12].csv | cut -d, -f3 | sort -n | head -1)
+  mh=$(grep -hv ctx_tokens "$OUT"/*-mh-[12].csv | cut -d, -f3 | sort -n | tail -1)
   say "slowest ws $ws, fastest mh $mh"
   if awk -v a="$ws" -v b="$mh" 'BEGIN{exit !(a>b)}'; then oracle ws DSV4_CUDA_MOE_WS=1; fi
-  for k in ws mh; do
+  for k in ${NCU_KINDS:-ws mh}; do
     [ $SECONDS -lt 480 ] || { say "SKIP ncu $k: time"; continue; }
     env $([ $k = ws ] && echo DSV4_CUDA_MOE_WS=1) X=1 timeout 100 /usr/local/cuda/bin/ncu --section SpeedOfLight \
       --section SchedulerStats --section WarpStateStats --print-details all \

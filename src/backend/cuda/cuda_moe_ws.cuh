@@ -216,9 +216,13 @@ MX_HD void mp_q2k_chunk(const uint32_t w[10], int q, int jj, int c, uint32_t dw2
 }
 
 /* The sign bits of 8 elements (sg: bit i for element i, a ksigns byte) as the 4 words of 0x8000 bits the
- * replicated sign table holds (mh_fill_tables' expression) */
+ * replicated sign table holds (mh_fill_tables' expression): word k takes bit 2 k to bit 15 and bit 2 k + 1
+ * to bit 31. One multiply and one mask a word (session 23: the shifts and masks of the plain expression were
+ * the decoder's largest ALU item): sg (8 bits) times 2^(15 - 2k) + 2^(30 - 2k) lays two copies of sg at bits
+ * 15 - 2k.. and 30 - 2k.. that do not overlap (so the sum is their OR), and the mask keeps bits 15 and 31. */
 MX_HD void mp_sign_masks(uint32_t sg, uint32_t sw[4]) {
-    for (int k = 0; k < 4; k++) sw[k] = (((sg >> (2 * k)) & 1u) << 15) | (((sg >> (2 * k + 1)) & 1u) << 31);
+    MG_UNROLL
+    for (int k = 0; k < 4; k++) sw[k] = (sg * ((1u << (15 - 2 * k)) + (1u << (30 - 2 * k)))) & 0x80008000u;
 }
 /* mp_decode_chunk with the sign masks computed from the 128-byte sign table (ksigns) instead of read from
  * the replicated 16-byte entries: 1 byte of shared memory a chunk instead of 16, some ALU more
