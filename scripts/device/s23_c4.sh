@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23 call 4: the prefill HC mix as one f32 kernel (hc_mix_rows_kernel, the default; DSV4_CUDA_HC_MIX=blas
+# Session 23 call 4 (ran at commit 950da24; the kernel it measured was removed after it, so DSV4_CUDA_HC_MIX is gone): the prefill HC mix as one f32 kernel (hc_mix_rows_kernel, the default; DSV4_CUDA_HC_MIX=blas
 # keeps the cuBLAS mix). cuda_ops_check on flash4 (the hc_pre prefill lines: the new mix against the CPU, the
 # blas variants bitwise each other); the full flash q2 2K prefill, default against blas, interleaved; the oracle
 # fixtures, tiny q2 ops and cuda_parity.sh on the default, time permitting (~8 min).

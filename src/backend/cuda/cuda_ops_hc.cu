@@ -287,92 +287,6 @@ static dim3 hc_sum_grid(uint32_t n, uint32_t n_embd) {
     return dim3(bx, n < CU_GRID_Y ? n : CU_GRID_Y);
 }
 
-/* ---- the mix of a prefill chunk in f32 (n_hc = 4: 24 mix rows) ----
- * Session 23's per-op profile of a 2K flash prefill: hc_pre took 223 us a call (two a layer, 19 ms a chunk)
- * against ~35 us to read the chunk's rows once: its mix ran as an f16 conversion of the rows (hi + lo terms)
- * into a cuBLAS product of 24 outputs. Here one warp per token reads the row once: 24 f32 dot products with
- * the f16 weights (staged as f32 in shared memory, a block's 8 tokens sharing each tile) and the row's sum of
- * squares in double, as cpu_rmsnorm_row; mix = s * dot, s = 1 / sqrtf(mean + eps) (the CPU multiplies
- * each element by s first: the same value to an f32 rounding per term). f32 products and sums, so closer to
- * the CPU's f32 dot than the f16 terms were. DSV4_CUDA_HC_MIX=blas keeps the cuBLAS product. */
-#define HCR_NM 24  /* mix rows (2 n_hc + n_hc^2, n_hc = 4) */
-#define HCR_TOK 8  /* tokens (warps) a block */
-#define HCR_KT 256 /* k of a staged weight tile */
-#define HCR_LDW 28 /* floats per staged k row: 16-byte rows, 8 lanes' rows on distinct bank groups */
-__global__ void __launch_bounds__(HCR_TOK * 32)
-    hc_mix_rows_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, uint32_t n, uint32_t hd,
-                       float rms_eps, float *mix) {
-    __shared__ __align__(16) float ws[HCR_KT * HCR_LDW];
-    const uint32_t lane = threadIdx.x & 31, tok = blockIdx.x * HCR_TOK + (threadIdx.x >> 5);
-    const float *xr = x + (uint64_t)(tok < n ? tok : n - 1) * hd;
-    constexpr uint32_t PF = HCR_NM * HCR_KT / 2 / (HCR_TOK * 32); /* half2 weights a thread stages */
-    uint32_t pf[PF];
-    const uint32_t nt = hd / HCR_KT;
-#pragma unroll
-    for (uint32_t i = 0; i < PF; i++) {
-        const uint32_t e = threadIdx.x + i * HCR_TOK * 32, m = e / (HCR_KT / 2), k2 = e % (HCR_KT / 2);
-        pf[i] = *(const uint32_t *)(fn + (uint64_t)m * fn_row_bytes + 4u * k2);
-    }
-    float acc[HCR_NM];
-#pragma unroll
-    for (uint32_t m = 0; m < HCR_NM; m++) acc[m] = 0.0f;
-    double ss = 0.0;
-#pragma unroll 1
-    for (uint32_t t = 0; t < nt; t++) {
-        __syncthreads(); /* the previous tile is used */
-#pragma unroll
-        for (uint32_t i = 0; i < PF; i++) {
-            const uint32_t e = threadIdx.x + i * HCR_TOK * 32, m = e / (HCR_KT / 2), k2 = e % (HCR_KT / 2);
-            const float2 v = __half22float2(*(const __half2 *)&pf[i]);
-            ws[(2 * k2) * HCR_LDW + m] = v.x;
-            ws[(2 * k2 + 1) * HCR_LDW + m] = v.y;
-        }
-        __syncthreads();
-        if (t + 1 < nt) /* the next tile in flight while this one is used */
-#pragma unroll
-            for (uint32_t i = 0; i < PF; i++) {
-                const uint32_t e = threadIdx.x + i * HCR_TOK * 32, m = e / (HCR_KT / 2),
-                               k2 = e % (HCR_KT / 2);
-                pf[i] =
-                    *(const uint32_t *)(fn + (uint64_t)m * fn_row_bytes + 2u * (t + 1) * HCR_KT + 4u * k2);
-            }
-        float xv[HCR_KT / 32];
-#pragma unroll
-        for (uint32_t i = 0; i < HCR_KT / 32; i++) xv[i] = xr[(uint64_t)t * HCR_KT + lane + 32 * i];
-#pragma unroll
-        for (uint32_t i = 0; i < HCR_KT / 32; i++) {
-            ss += (double)xv[i] * xv[i];
-            const float4 *w4 = (const float4 *)(ws + (lane + 32 * i) * HCR_LDW);
-#pragma unroll
-            for (uint32_t q = 0; q < HCR_NM / 4; q++) {
-                const float4 w = w4[q];
-                acc[4 * q] = fmaf(w.x, xv[i], acc[4 * q]), acc[4 * q + 1] = fmaf(w.y, xv[i], acc[4 * q + 1]);
-                acc[4 * q + 2] = fmaf(w.z, xv[i], acc[4 * q + 2]),
-                            acc[4 * q + 3] = fmaf(w.w, xv[i], acc[4 * q + 3]);
-            }
-        }
-    }
-#pragma unroll
-    for (uint32_t o = 16; o > 0; o >>= 1) {
-        ss += __shfl_xor_sync(0xffffffffu, ss, (int)o);
-#pragma unroll
-        for (uint32_t m = 0; m < HCR_NM; m++) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], (int)o);
-    }
-    if (tok >= n) return;
-    const float sc = 1.0f / sqrtf((float)(ss / (double)hd) + rms_eps);
-#pragma unroll
-    for (uint32_t m = 0; m < HCR_NM; m++)
-        if (lane == m) mix[(uint64_t)tok * HCR_NM + m] = acc[m] * sc;
-}
-
-static bool hc_rows_mix(const cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n, uint64_t hd,
-                        uint32_t n_mix) {
-    const char *e = getenv("DSV4_CUDA_HC_MIX"); /* read per call (once a prefill sublayer): tests switch it */
-    return !(e && strcmp(e, "blas") == 0) && n > 1 && n_mix == HCR_NM && c->numerics != DSV4_NUMERICS_EXACT &&
-           !c->generic_only && fn->type == DSV4_TYPE_F16 && hd % HCR_KT == 0 && hd <= 0x7fffffffull &&
-           fn->row_bytes % 4 == 0 && ((uintptr_t)x_hc & 3) == 0;
-}
-
 /* The decode mix (hc_mix_part_kernel) replaces rmsnorm + the matmul op where the op would take
  * the tuned matvec (one token, not EXACT, not DSV4_CUDA_MATVEC=generic: those keep the CPU's
  * product bit for bit) for F16 weights in whole, aligned 256-input chunks. */
@@ -412,15 +326,6 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
     float *mix = (float *)cu_scratch(c, CU_SLOT_MIX, (size_t)n * n_mix * sizeof(float), err);
     if (!mix) return DSV4_ERR_NOMEM;
     *mix_out = mix;
-    if (hc_rows_mix(c, fn, x_hc, n, hd, n_mix)) {
-        const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, fn, err);
-        if (!wd) return DSV4_ERR_INVALID;
-        if (((uintptr_t)wd & 3) == 0) {
-            hc_mix_rows_kernel<<<(n + HCR_TOK - 1) / HCR_TOK, HCR_TOK * 32, 0, c->stream>>>(
-                x_hc, wd, fn->row_bytes, n, (uint32_t)hd, rms_eps, mix);
-            return cu_launched(err, "hc mix rows");
-        }
-    }
     /* a prefill chunk: the rmsnorm inside the product's f16 conversion (same bytes, no f32 rows) */
     dsv4_status st = cu_matmul_blas_rms(c, fn, n_mix, x_hc, hd, n, rms_eps, mix, n_mix, err);
     if (st != DSV4_ERR_UNSUPPORTED) return st;
