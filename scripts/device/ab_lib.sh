@@ -30,6 +30,28 @@ ab_ops_check() {
   say "cuda_ops_check rc $?: $(tail -1 "$OUT/ops_check.txt") ($(( $(date +%s) - t0 )) s)"
   grep -E "^FAIL${1:+|$1}" "$OUT/ops_check.txt" | head -20 | tee -a "$S"
 }
+# ops_moe TAG [ENV=VAL ...]: cuda_ops_check on flash4 (DS4) under the switches into $OUT/ops-TAG.txt, its verdict,
+# failures and moe f16 lines; returns its status
+ops_moe() {
+  local tag=$1 t0; shift; t0=$(date +%s)
+  env "$@" timeout 240 "$C/cuda_ops_check" "$M" --numerics ds4 >"$OUT/ops-$tag.txt" 2>&1; local rc=$?
+  say "== cuda_ops_check $tag ($*): rc $rc, $(tail -1 "$OUT/ops-$tag.txt") ($(( $(date +%s) - t0 )) s)"
+  grep -E "^FAIL|moe f16" "$OUT/ops-$tag.txt" | cut -c1-230 | head -24 | tee -a "$S"
+  return $rc
+}
+# ncu_moe KIND LIMIT "SECTIONS" "PATTERN": ncu of the routed-expert prefill kernels (KIND ws: DSV4_CUDA_MOE_WS=1,
+# mh: the default) on flash4's first 2K chunk (gate/up and down of layer 0) into $OUT/ncu-moe-KIND.txt, skipped once
+# the script has run LIMIT seconds; the summary gets the lines matching PATTERN
+ncu_moe() {
+  local k=$1 limit=$2 sections=$3 pat=$4 sec=""
+  [ $SECONDS -lt "$limit" ] || { say "SKIP ncu $k: time"; return; }
+  for x in $sections; do sec="$sec --section $x"; done
+  env $([ "$k" = ws ] && echo DSV4_CUDA_MOE_WS=1) X=1 timeout 120 /usr/local/cuda/bin/ncu $sec --print-details all \
+    -k "regex:mp_kernel|mh_kernel" -c 2 "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 \
+    --tokens "$(cat "$W/toks-long")" --dump-logits "$W/ncu.bin" >"$OUT/ncu-moe-$k.txt" 2>&1
+  say "== ncu moe $k rc $?"
+  grep -E "$pat" "$OUT/ncu-moe-$k.txt" | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
+}
 # run TAG "BENCH ARGS" [ENV=VAL ...]: flash_bench.sh on the full flash q2 (BENCH=... runs another build)
 run() { OUT="$OUT" "$FB" "$@" 2>&1 | grep -v ^ctx_tokens | tee -a "$S"; }
 # vs_old TAG CHUNK TOKS: this build's and the older build's logits (new-TAG, old-TAG), compared

@@ -1,44 +1,6 @@
 #!/usr/bin/env bash
-# Session 23 call 1: the warpgroup routed-expert kernel rewritten so every warpgroup decodes its own 64 rows
-# and multiplies them (cuda_moe_ws.cuh). cuda_ops_check on flash4 with DSV4_CUDA_MOE_WS=1 (both products),
-# =2 (sign masks computed) and without (mh_kernel; its "moe f16 timing" line is the baseline); then, if =1
-# passed, the full flash q2 2K prefill interleaved: =1, =down (down only), =gateup, mh; ncu of both products on
-# flash4's first 2K chunk; a per-op profile (DSV4_CUDA_PROFILE=1) of the default 2K prefill (~8 min).
-set -u
-SUMMARY=${SUMMARY:-s23_c1}
-. "$(dirname "$0")/ab_lib.sh"
-ab_flash4
-ops() { # tag env...
-  local tag=$1 t0; shift; t0=$(date +%s)
-  env "$@" timeout 240 "$C/cuda_ops_check" "$M" --numerics ds4 >"$OUT/ops-$tag.txt" 2>&1; local rc=$?
-  say "== cuda_ops_check $tag ($*): rc $rc, $(tail -1 "$OUT/ops-$tag.txt") ($(( $(date +%s) - t0 )) s)"
-  grep -E "^FAIL|moe f16" "$OUT/ops-$tag.txt" | cut -c1-230 | head -24 | tee -a "$S"
-  return $rc
-}
-ops ws DSV4_CUDA_MOE_WS=1; OKW=$?
-ops ws2 DSV4_CUDA_MOE_WS=2
-ops mh X=1
-if [ $OKW = 0 ]; then
-  A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
-  for i in 1 2; do
-    run ws-$i "$A2" DSV4_CUDA_MOE_WS=1
-    run down-$i "$A2" DSV4_CUDA_MOE_WS=down
-    run gateup-$i "$A2" DSV4_CUDA_MOE_WS=gateup
-    run mh-$i "$A2" X=1
-  done
-  grep -ho '"moe_f16_products": [0-9]*, "moe_ws_products": [0-9]*' "$OUT"/*ws-1*.json | tee -a "$S"
-  [ $SECONDS -lt 420 ] && run prof "--ctx-start 2048 --ctx-max 2048 --gen-tokens 4" DSV4_CUDA_PROFILE=1
-  rm -f /dev/shm/flash-q2.gguf
-  for k in ws mh; do
-    [ $SECONDS -lt 480 ] || { say "SKIP ncu $k: time"; continue; }
-    env $([ $k = ws ] && echo DSV4_CUDA_MOE_WS=1) X=1 timeout 100 /usr/local/cuda/bin/ncu --section SpeedOfLight \
-      --section SchedulerStats --section WarpStateStats --print-details all \
-      -k "regex:mp_kernel|mh_kernel" -c 2 "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 \
-      --tokens "$(cat "$W/toks-long")" --dump-logits "$W/ncu.bin" >"$OUT/ncu-moe-$k.txt" 2>&1
-    say "== ncu moe $k rc $?"
-    grep -E "mp_kernel|mh_kernel|Duration|Issue Active|Eligible Warps|Stall (Long|Short|Wait|Barrier)|Pipe Tensor Cycles|Pipe Alu" "$OUT/ncu-moe-$k.txt" | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
-  done
-else
-  say "SKIP: the ws kernel failed its ops check"
-fi
-ab_finish "$SUMMARY"
+# Session 23 call 1 (ran at commit 5134884, where the kernel had the 4-chunk, 64-k-stage form): cuda_ops_check on
+# flash4 with DSV4_CUDA_MOE_WS=1, =2 and without; the full flash q2 2K prefill interleaved (=1, down, gateup, mh);
+# a per-op profile (DSV4_CUDA_PROFILE=1) of the default 2K prefill; ncu of both kernels. The steps are
+# s23_c2.sh's with WS2, PROF and no oracle step.
+SUMMARY=s23_c1 WS2=1 PROF=1 ORACLE=0 exec bash "$(dirname "$0")/s23_c2.sh"
