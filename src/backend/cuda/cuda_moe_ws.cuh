@@ -10,17 +10,20 @@
  * Session 21 wrote it with two producer warpgroups decoding and two consumer warpgroups running wgmma;
  * session 22 measured that form at 2.3 k cycles a stage with 8 decoding warps issuing at 0.45 a cycle
  * per scheduler (the consumers idle 80 %). Session 23's form: all four warpgroups decode and multiply.
- * Warpgroup g decodes its own 64 staged rows of each stage into the A tile (each thread half a row:
- * 4 chunks of 8 elements), syncs its 128 threads (named barrier), and runs its m64n64k16 products on
- * them while the other warpgroups decode: twice the decoding warps, no producer / consumer hand-over of
- * A. Only the B tile (the pairs' f16 activation rows, one 16-byte cp.async a thread) is CTA-wide: it is
- * copied MP_LA stages ahead and handed over through the `full` / `empty` mbarriers.
- * A stage is 64 k (two 32-element sub-blocks of a superblock): the A tile is 256 staged rows of 64 f16 =
- * 128 bytes, the B tile 64 pair rows of 128 bytes, chunk ch (8 k) of row r at r * 128 + ((ch ^ (r % 8))
- * * 16) in both (the layout the wgmma descriptors' 128-byte swizzle reads, as in cuda_gemm_q8_wg.cuh).
- * Staged rows: down, row s of the 256-row block; gate/up, warp W's 16 rows 16 W.. are gate rows
- * 8 W..8 W + 7 then the up rows of the same outputs, so a thread's accumulator holds the gate and up sums of
- * one output (rows r and r + 8 of the m64 layout) and the SwiGLU needs no exchange. */
+ * Warpgroup g decodes its own 64 staged rows of each stage into the A tile (each thread one 64-k half of
+ * a row: 8 chunks of 8 elements; 4 chunks a thread, measured first, paid the per-stage overhead twice),
+ * syncs its 128 threads (named barrier), and runs its m64n64k16 products on them while the other
+ * warpgroups decode: no producer / consumer hand-over of A. Only the B tile (the pairs' f16 activation
+ * rows, two 16-byte cp.async a thread) is CTA-wide: it is copied a stage ahead into one of three slots and
+ * handed over through the `full` / `empty` mbarriers; A has two slots.
+ * A stage is 128 k (half a superblock) in two 64-k halves: each half of the A tile is 256 staged rows of
+ * 64 f16 = 128 bytes, of the B tile 64 pair rows of 128 bytes, chunk ch (8 k) of row r at r * 128 +
+ * ((ch ^ (r % 8)) * 16) in both (the layout the wgmma descriptors' 128-byte swizzle reads, as in
+ * cuda_gemm_q8_wg.cuh). Staged rows: down, row s of the 256-row block; gate/up, warp W's 16 rows 16 W.. are
+ * gate rows 8 W..8 W + 7 then the up rows of the same outputs, so a thread's accumulator holds the gate and
+ * up sums of one output (rows r and r + 8 of the m64 layout) and the SwiGLU needs no exchange. Measured in
+ * session 23 (bench/NOTES.md): at ncu's 1.35 GHz as fast as mh_kernel, at the real clock 2 % slower; off by
+ * default. */
 #ifndef DSV4_CUDA_MOE_WS_CUH
 #define DSV4_CUDA_MOE_WS_CUH
 
