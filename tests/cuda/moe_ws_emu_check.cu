@@ -79,8 +79,8 @@ static void check_decode(int random_bytes, float dscale, int p) {
                 if ((a0 != b0 || a1 != b1 || d != d0) && bad++ < 3)
                     printf("  raw words row %d S %d j %d differ from the row's\n", r, S, j);
                 uint32_t h[4][4];
-                mp_decode_half<GM_IQ2_XXS, false>(R, q, jj, xb_pow2(p - 3), (r + jj) & (MH_REP - 1), grid_h,
-                                                  sign_h, NULL, h);
+                mp_decode_half<GM_IQ2_XXS>(R, q, jj, xb_pow2(p - 3), (r + jj) & (MH_REP - 1), grid_h,
+                                           dsv4_ksigns_iq2xs, h);
                 for (int c = 0; c < 4; c++)
                     for (int e = 0; e < 8; e++) {
                         const int k = 256 * S + 32 * j + 8 * c + e;
@@ -137,7 +137,7 @@ static void check_decode_q2k(int p) {
             for (int k = 0; k < MP_RAW_Q2K; k++) memcpy(&R[k], row + mp_raw_src(false, mp_stage_sb(q), k), 4);
             for (int jj = 0; jj < 2; jj++) {
                 uint32_t h[4][4];
-                mp_decode_half<GM_Q2_K, false>(R, q, jj, wsc, 0, NULL, NULL, NULL, h);
+                mp_decode_half<GM_Q2_K>(R, q, jj, wsc, 0, NULL, NULL, h);
                 for (int c = 0; c < 4; c++)
                     for (int e = 0; e < 8; e++) {
                         const int k = 64 * q + 32 * jj + 8 * c + e;
@@ -226,10 +226,10 @@ static void produce(const mh_params &p, bool down, int e, const int *pid, int mt
         for (int jj = 0; jj < 2; jj++) {
             uint32_t h[4][4];
             if (down)
-                mp_decode_half<GM_Q2_K, true>(raw + s * RW, qd, jj, p.wsc[0], 0, NULL, NULL, NULL, h);
+                mp_decode_half<GM_Q2_K>(raw + s * RW, qd, jj, p.wsc[0], 0, NULL, NULL, h);
             else
-                mp_decode_half<GM_IQ2_XXS, true>(raw + s * RW, qd, jj, which ? p.wsc[1] : p.wsc[0],
-                                                 (t & 31) & (MH_REP - 1), grid_h, NULL, dsv4_ksigns_iq2xs, h);
+                mp_decode_half<GM_IQ2_XXS>(raw + s * RW, qd, jj, which ? p.wsc[1] : p.wsc[0],
+                                           (t & 31) & (MH_REP - 1), grid_h, dsv4_ksigns_iq2xs, h);
             for (int c = 0; c < 4; c++) {
                 const int off = hf * MP_AHALF + mp_chunk_off(s, 4 * jj + c);
                 memcpy(img + off, h[c], 16);

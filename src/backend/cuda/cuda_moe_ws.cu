@@ -129,7 +129,7 @@ template <int K> __global__ void __launch_bounds__(MP_THREADS, 1) mp_kernel(cons
 #pragma unroll
         for (int jj = 0; jj < 2; jj++) {
             uint32_t h[4][4];
-            mp_decode_half<K, true>(R, qd, jj, wsc, rep, gh, NULL, ks, h);
+            mp_decode_half<K>(R, qd, jj, wsc, rep, gh, ks, h);
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 *(uint4 *)(ah + mp_chunk_off(srow, 4 * jj + c)) =

@@ -257,22 +257,17 @@ MX_HD int mp_acc_row(int w, int lane, int e) { return 16 * w + (lane >> 2) + 8 *
 MX_HD int mp_acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
 
 /* 4 chunks of 64-k step q of a staged row (sub-block 2 (q % 4) + hf of superblock q / 4) from the row's
- * raw superblock R: chunk c's 4 half2 words in h[c]. KS: the IQ2_XXS signs from the 128-byte table ks
- * (mp_decode_chunk_ks); rep: the copy of the replicated tables this lane reads */
-template <int K, bool KS>
+ * raw superblock R: chunk c's 4 half2 words in h[c]. IQ2_XXS: the grid from the replicated table gh (copy
+ * rep), the signs from the 128-byte table ks (mp_decode_chunk_ks) */
+template <int K>
 MX_HD void mp_decode_half(const uint32_t *R, int q, int hf, float wsc, int rep, const uint32_t *gh,
-                          const uint32_t *sh, const uint8_t *ks, uint32_t h[4][4]) {
+                          const uint8_t *ks, uint32_t h[4][4]) {
     if constexpr (K == GM_IQ2_XXS) {
         uint32_t d, a0, a1;
         mp_iq2_sub_words(R, mp_stage_sb(q), mp_stage_sub(q, hf), &d, &a0, &a1);
         const uint32_t dw2 = mp_dw2(d, wsc);
         MG_UNROLL
-        for (int c = 0; c < 4; c++) {
-            if constexpr (KS)
-                mp_decode_chunk_ks(a0, a1, c, rep, gh, ks, dw2, h[c]);
-            else
-                mp_decode_chunk(a0, a1, c, rep, gh, sh, dw2, h[c]);
-        }
+        for (int c = 0; c < 4; c++) mp_decode_chunk_ks(a0, a1, c, rep, gh, ks, dw2, h[c]);
     } else {
         uint32_t w[10], dw2, nm2;
         mp_q2k_words((const uint8_t *)R, q & 3, w); /* R holds superblock q / 4 only */

@@ -401,10 +401,7 @@ static dsv4_status mh_launch(cuda_ctx *c, int kind, mh_params *p, const cu_moe_w
 static bool mh_ws_on(cuda_ctx *c, bool down) {
     if (!(dsv4_cuda_moe_ws_mode() & (down ? DSV4_MOE_WS_DOWN : DSV4_MOE_WS_GATE_UP))) return false;
     if (c->moe_ws_state == 0)
-        c->moe_ws_state = dsv4_cuda_moe_ws_mode() != 0 &&
-                                  dsv4_cuda_moe_ws_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin)
-                              ? 1
-                              : -1;
+        c->moe_ws_state = dsv4_cuda_moe_ws_device_ok(c->caps.cc_major, c->caps.smem_per_block_optin) ? 1 : -1;
     return c->moe_ws_state > 0;
 }
 /* A product on it: mh_kernel's tiles, its own row blocks (mp_rb_rows: 128 rows of gate and of up, 256 of
