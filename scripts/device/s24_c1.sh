@@ -25,4 +25,13 @@ for k in ws mh; do
   say "   source csv: $(wc -l <"$OUT/ncu-$k-sass.csv") lines"
   grep -E "Executed Instructions|Issued Instructions|Warp Cycles Per Issued|Stall" "$OUT/ncu-$k-details.txt" | sed 's/  */ /g' | head -24 | tee -a "$S"
 done
+# the tensor-core prefill attention (ft_kernel), every layer of the first chunk: stalls per SASS line
+env X=1 timeout 150 "$NCU" --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+  --section SourceCounters --section Occupancy --import-source yes -o "$OUT/rep-ft" -k "regex:ft_kernel" -c 4 \
+  "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 --tokens "$(cat "$W/toks-long")" \
+  --dump-logits "$W/ncu.bin" >"$OUT/ncu-ft.log" 2>&1
+say "== ncu ft rc $?"
+"$NCU" -i "$OUT/rep-ft.ncu-rep" --page details --print-details all >"$OUT/ncu-ft-details.txt" 2>&1
+"$NCU" -i "$OUT/rep-ft.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-ft-sass.csv" 2>&1
+grep -E "Duration|Executed Ipc|Issue Slots Busy|Warp Cycles Per Issued|Achieved Occupancy|Pipe" "$OUT/ncu-ft-details.txt" | sed 's/  */ /g' | head -40 | tee -a "$S"
 ab_finish "$SUMMARY"

@@ -106,6 +106,9 @@ static void emu_cta(const ft_args &x, uint32_t t, uint32_t hgi) {
         for (uint32_t w = 0; w < 8; w++) { /* scores */
             const uint32_t hb = 16 * (w % 4), half = w / 4;
             float d[2][32][4] = {};
+#if FT_QSPLIT
+            float dl[2][32][4] = {}; /* the kernel's separate Q lo sums */
+#endif
             for (uint32_t ks = 0; ks < FA_D / 16; ks++) {
                 uint32_t fa[32][4], fb[32][2];
                 for (uint32_t l = 0; l < 32; l++) ft_frag_a(s.q, FT_LDK, hb, 16 * ks, l, fa[l]);
@@ -117,13 +120,17 @@ static void emu_cta(const ft_args &x, uint32_t t, uint32_t hgi) {
                     for (uint32_t l = 0; l < 32; l++) ft_frag_k(kv, 16 * half + 8 * nt, 16 * ks, l, fb[l]);
                     emu_mma(d[nt], fa, fb);
 #if FT_QSPLIT
-                    emu_mma(d[nt], fl, fb);
+                    emu_mma(dl[nt], fl, fb);
 #endif
                 }
             }
             for (uint32_t nt = 0; nt < 2; nt++)
-                for (uint32_t l = 0; l < 32; l++)
+                for (uint32_t l = 0; l < 32; l++) {
+#if FT_QSPLIT
+                    ft_add_lo(d[nt][l], dl[nt][l]);
+#endif
                     ft_store_scores(s.sc, s.rowp[b], hb, 16 * half + 8 * nt, l, d[nt][l], a.kq_scale);
+                }
         }
         /* barrier; softmax: groups of 4 threads (one head) */
         for (uint32_t h = 0; h < FT_H; h++) {
@@ -164,10 +171,11 @@ static void emu_cta(const ft_args &x, uint32_t t, uint32_t hgi) {
         }
     }
     float *out = a.out + ((uint64_t)t * a.n_head + hg) * FA_D;
+    for (uint32_t h = 0; h < FT_H; h++) ft_head_scales(s.f, s.m, s.l, a.sinks + hg, h);
     for (uint32_t w = 0; w < 8; w++)
         for (uint32_t j = 0; j < 32; j++)
             for (uint32_t l = 0; l < 32; l++)
-                ft_store_out(out, s.m, s.l, a.sinks + hg, 16 * (w % 4), 256 * (w / 4) + 8 * j, l, o[w][l][j]);
+                ft_store_out(out, s.f, 16 * (w % 4), 256 * (w / 4) + 8 * j, l, o[w][l][j]);
 }
 
 /* ---- float64 reference over rows from the contract ---- */

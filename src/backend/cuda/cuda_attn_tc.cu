@@ -100,24 +100,44 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
         __syncthreads(); /* tile i landed; tile i-1 consumed (its buffer, sc, p free) */
         if (i + 1 < n_tiles) ft_issue(s, x, k, i + 1, b ^ 1u, tid);
         const uint16_t *kv = s.kv[b];
-        { /* scores: heads hb..+15 x rows 16*half..+15 */
-            float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        { /* scores: heads hb..+15 x rows 16*half..+15; Q hi and lo into separate sums (four independent
+           * chains instead of two), the next k-step's fragments loaded before this one's products */
+            float dh[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#if FT_QSPLIT
+            float dl[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+            uint32_t al[4];
+            ft_ldm(al, ft_ldm_a(s.qlo, FT_LDK, hb, 0, lane));
+#endif
+            uint32_t ah[4], bk[4];
+            ft_ldm(ah, ft_ldm_a(s.q, FT_LDK, hb, 0, lane));
+            ft_ldm(bk, ft_ldm_k(kv, 16 * half, 0, lane));
 #pragma unroll 4
             for (uint32_t ks = 0; ks < FA_D / 16; ks++) {
-                uint32_t fa[4], fb[4];
-                ft_ldm(fa, ft_ldm_a(s.q, FT_LDK, hb, 16 * ks, lane));
-                ft_ldm(fb, ft_ldm_k(kv, 16 * half, 16 * ks, lane));
-                ft_mma(d[0], fa, fb);
-                ft_mma(d[1], fa, fb + 2);
+                const uint32_t kn =
+                    16 * (ks + 1 < FA_D / 16 ? ks + 1 : ks); /* the last step reloads its own */
+                uint32_t nah[4], nbk[4];
+                ft_ldm(nah, ft_ldm_a(s.q, FT_LDK, hb, kn, lane));
+                ft_ldm(nbk, ft_ldm_k(kv, 16 * half, kn, lane));
+                ft_mma(dh[0], ah, bk);
+                ft_mma(dh[1], ah, bk + 2);
 #if FT_QSPLIT
-                ft_ldm(fa, ft_ldm_a(s.qlo, FT_LDK, hb, 16 * ks, lane));
-                ft_mma(d[0], fa, fb);
-                ft_mma(d[1], fa, fb + 2);
+                uint32_t nal[4];
+                ft_ldm(nal, ft_ldm_a(s.qlo, FT_LDK, hb, kn, lane));
+                ft_mma(dl[0], al, bk);
+                ft_mma(dl[1], al, bk + 2);
+#pragma unroll
+                for (uint32_t i = 0; i < 4; i++) al[i] = nal[i];
 #endif
+#pragma unroll
+                for (uint32_t i = 0; i < 4; i++) ah[i] = nah[i], bk[i] = nbk[i];
             }
 #pragma unroll
-            for (uint32_t nt = 0; nt < 2; nt++)
-                ft_store_scores(s.sc, s.rowp[b], hb, 16 * half + 8 * nt, lane, d[nt], a.kq_scale);
+            for (uint32_t nt = 0; nt < 2; nt++) {
+#if FT_QSPLIT
+                ft_add_lo(dh[nt], dl[nt]);
+#endif
+                ft_store_scores(s.sc, s.rowp[b], hb, 16 * half + 8 * nt, lane, dh[nt], a.kq_scale);
+            }
         }
         __syncthreads();
         { /* online softmax: 4 threads per head */
@@ -139,6 +159,16 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
         __syncthreads();
         { /* values: heads hb..+15 x dims 256*half..+255 */
             const float f0 = s.f[hb + lane / 4], f1 = s.f[hb + lane / 4 + 8];
+            /* o *= f only where a head's max moved (f == 1 leaves every value as it is) */
+            if (__any_sync(0xffffffffu, f0 != 1.0f || f1 != 1.0f)) {
+#pragma unroll
+                for (uint32_t j = 0; j < 32; j++) {
+                    o[j][0] *= f0;
+                    o[j][1] *= f0;
+                    o[j][2] *= f1;
+                    o[j][3] *= f1;
+                }
+            }
             uint32_t fa[2][4];
 #pragma unroll
             for (uint32_t ks = 0; ks < 2; ks++) ft_ldm(fa[ks], ft_ldm_a(s.p, FT_LDP, hb, 16 * ks, lane));
@@ -149,23 +179,18 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
                 for (uint32_t ks = 0; ks < 2; ks++)
                     ft_ldm_t(fb[ks], ft_ldm_v(kv, 256 * half + 8 * j, 16 * ks, lane));
 #pragma unroll
-                for (uint32_t jj = 0; jj < 2; jj++) {
-                    float *oj = o[j + jj];
-                    oj[0] *= f0;
-                    oj[1] *= f0;
-                    oj[2] *= f1;
-                    oj[3] *= f1;
+                for (uint32_t jj = 0; jj < 2; jj++)
 #pragma unroll
-                    for (uint32_t ks = 0; ks < 2; ks++) ft_mma(oj, fa[ks], fb[ks] + 2 * jj);
-                }
+                    for (uint32_t ks = 0; ks < 2; ks++) ft_mma(o[j + jj], fa[ks], fb[ks] + 2 * jj);
             }
         }
     }
-    __syncthreads(); /* m, l final (the empty token: the values set above) */
+    __syncthreads(); /* m, l final (the empty token: the values set above); f free */
+    if (tid < FT_H) ft_head_scales(s.f, s.m, s.l, a.sinks + hg, tid);
+    __syncthreads();
     float *out = a.out + ((uint64_t)t * a.n_head + hg) * FA_D;
 #pragma unroll
-    for (uint32_t j = 0; j < 32; j++)
-        ft_store_out(out, s.m, s.l, a.sinks + hg, hb, 256 * half + 8 * j, lane, o[j]);
+    for (uint32_t j = 0; j < 32; j++) ft_store_out(out, s.f, hb, 256 * half + 8 * j, lane, o[j]);
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

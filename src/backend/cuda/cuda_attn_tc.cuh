@@ -8,12 +8,15 @@
  * selected rows; the selection case runs here too). Shared memory (~210 KB): Q (64 x 512) as f16
  * hi and lo, two tiles of FT_TR = 32 KV rows (f16, masked rows zero), scores, f16 weights. Per tile:
  *   scores: warp w: heads 16*(w%4)..+15, rows 16*(w/4)..+15 (two n8 tiles), 32 k-steps of
- *     mma.m16n8k16 (f16 x f16 -> f32) on Q hi then Q lo; s = acc * kq_scale, -inf for a masked row;
+ *     mma.m16n8k16 (f16 x f16 -> f32), Q hi and Q lo into separate sums added at the end (session
+ *     24: four independent chains); s = (hi + lo) * kq_scale, -inf for a masked row;
  *   online softmax: 4 threads per head, 8 rows each: tile max, running max m, p = expf(s - m)
  *     rounded to f16 (the PV operand), l = l * e^(m_old - m) + sum of the rounded p;
  *   values: warp w: heads 16*(w%4)..+15, dims 256*(w/4)..+255 (32 n8 tiles, 128 f32 accumulators
- *     per lane), rescaled by e^(m_old - m), then 2 k-steps (32 rows) of P x V.
- * End: out = O * e^(m - M*) / (e^(sink - M*) + l e^(m - M*)), M* = max(sink, m) (fa_finish_scale).
+ *     per lane), rescaled by e^(m_old - m) (skipped by a warp whose 16 factors are all 1), then 2
+ *     k-steps (32 rows) of P x V.
+ * End: out = O * e^(m - M*) / (e^(sink - M*) + l e^(m - M*)), M* = max(sink, m) (fa_finish_scale,
+ * once per head: ft_head_scales).
  * The chunk's own f32 rows are rounded to f16 by the launcher into a scratch (ft_kv16_kernel), so
  * that every row is copied by cp.async, or by the issuing threads without one (bitwise the same).
  * CTAs run the widest tokens (the last) first.
@@ -202,6 +205,11 @@ FA_HD const uint16_t *ft_ldm_v(const uint16_t *kv, uint32_t n0, uint32_t k0, uin
     return kv + (size_t)(k0 + (lane & 7) + 8 * (j & 1)) * FT_LDK + n0 + 8 * (j >> 1);
 }
 
+/* The score sums of Q hi and of Q lo, kept apart over the k-steps, added once: d += lo. */
+FA_HD void ft_add_lo(float d[4], const float lo[4]) {
+    for (uint32_t i = 0; i < 4; i++) d[i] += lo[i];
+}
+
 /* The scores of one n8 tile (heads from h0, rows from r0) into sc, masked rows -inf. */
 FA_HD void ft_store_scores(float *sc, const fa_rowref *rowp, uint32_t h0, uint32_t r0, uint32_t lane,
                            const float d[4], float kq_scale) {
@@ -232,13 +240,27 @@ FA_HD float ft_sm_weights(const float *sc, uint16_t *p, uint32_t tid, float m_ne
     return ps;
 }
 
-/* Output of one n8 tile of the values (heads from h0, dims from d0): out row stride FA_D. */
-FA_HD void ft_store_out(float *out, const float *m, const float *l, const float *sinks, uint32_t h0,
-                        uint32_t d0, uint32_t lane, const float d[4]) {
+/* The output factor of each head, fa_finish_scale once per head (the epilogue used to evaluate it,
+ * two expf and a division, for each of a lane's 128 outputs: half the kernel's instructions on the
+ * dense layers, session 24's ncu). sc[h] for h < FT_H; the values are the same bits. */
+FA_HD void ft_head_scales(float *sc, const float *m, const float *l, const float *sinks, uint32_t h) {
+    sc[h] = fa_finish_scale(sinks[h], m[h], l[h]);
+}
+/* Output of one n8 tile of the values (heads from h0, dims from d0) times its head's factor sc[h]:
+ * out row stride FA_D; the two columns of a lane's row are adjacent (one 8-byte store). */
+FA_HD void ft_store_out(float *out, const float *sc, uint32_t h0, uint32_t d0, uint32_t lane,
+                        const float d[4]) {
     const uint32_t g = lane >> 2, c = d0 + 2 * (lane & 3);
-    for (uint32_t i = 0; i < 4; i++) {
+    for (uint32_t i = 0; i < 4; i += 2) {
         const uint32_t h = h0 + g + (i >= 2 ? 8 : 0);
-        out[(size_t)h * FA_D + c + (i & 1)] = d[i] * fa_finish_scale(sinks[h], m[h], l[h]);
+        const float f = sc[h];
+        float *o = out + (size_t)h * FA_D + c;
+#ifdef __CUDA_ARCH__
+        *(float2 *)o = make_float2(d[i] * f, d[i + 1] * f);
+#else
+        o[0] = d[i] * f;
+        o[1] = d[i + 1] * f;
+#endif
     }
 }
 
