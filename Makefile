@@ -183,7 +183,7 @@ CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check m
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
 	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check q8_wg_emu_check \
-	moe_ws_emu_check
+	moe_ws_emu_check hc_mix_tc_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -207,6 +207,10 @@ $(BUILD)/cuda/iscore_tiled_emu_check: tests/cuda/iscore_tiled_emu_check.cu src/b
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
 $(BUILD)/cuda/hc_tail_emu_check: tests/cuda/hc_tail_emu_check.cu src/backend/cuda/cuda_hc_tail_units.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
+# Host-only replay of the prefill HC mix on TF32 tensor cores against float64.
+$(BUILD)/cuda/hc_mix_tc_emu_check: tests/cuda/hc_mix_tc_emu_check.cu src/backend/cuda/cuda_hc_mix_tc.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) --fmad=false -o $@ $< -lm
 # Host-only emulation of the tensor-core prefill attention against float64 (runs anywhere).

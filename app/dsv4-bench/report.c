@@ -157,7 +157,8 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
             "\"updated\": %llu, \"instantiated\": %llu, \"update_refused\": %llu, \"failed\": %llu, "
             "\"stale\": %llu, \"host_ms\": {\"capture\": %.3f, \"pdl\": %.3f, \"update\": %.3f, "
             "\"instantiate\": %.3f}}, \"blas\": {\"ready\": %s, \"products\": %llu, \"conversions_shared\": "
-            "%llu, \"hc_mix_rms_folded\": %llu}, \"q8_wg_products\": %llu, \"moe_f16_products\": %llu, "
+            "%llu, \"hc_mix_rms_folded\": %llu}, \"hc_mix_tc\": %llu, \"q8_wg_products\": %llu, "
+            "\"moe_f16_products\": %llu, "
             "\"moe_ws_products\": %llu, \"moe_x16_products\": %llu, "
             "\"moe_x16_steps\": %llu, \"moe_x16_heavy_steps\": %llu}",
             (unsigned long long)di.total_mem, (unsigned long long)di.free_mem,
@@ -170,10 +171,10 @@ static void write_engine_stats(FILE *f, const dsv4_engine *e) {
             di.steps_capture_us * 1e-3, di.steps_pdl_us * 1e-3, di.steps_update_us * 1e-3,
             di.steps_instantiate_us * 1e-3, di.blas_loaded ? "true" : "false",
             (unsigned long long)di.blas_products, (unsigned long long)di.blas_shared,
-            (unsigned long long)di.blas_hc_mix_folded, (unsigned long long)di.q8_wg_products,
-            (unsigned long long)di.moe_f16_products, (unsigned long long)di.moe_ws_products,
-            (unsigned long long)di.moe_x16_products, (unsigned long long)di.moe_x16_steps,
-            (unsigned long long)di.moe_x16_heavy_steps);
+            (unsigned long long)di.blas_hc_mix_folded, (unsigned long long)di.hc_mix_tc,
+            (unsigned long long)di.q8_wg_products, (unsigned long long)di.moe_f16_products,
+            (unsigned long long)di.moe_ws_products, (unsigned long long)di.moe_x16_products,
+            (unsigned long long)di.moe_x16_steps, (unsigned long long)di.moe_x16_heavy_steps);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -63,6 +63,7 @@ typedef struct dsv4_device_info {
     bool blas_loaded;
     uint64_t blas_products, blas_shared;
     uint64_t blas_hc_mix_folded; /* of them, HC mixes with the rmsnorm in the f16 conversion */
+    uint64_t hc_mix_tc;          /* HC mixes of prefill chunks on the TF32 kernel (CUDA, cuda_hc_mix_tc.h) */
     uint64_t q8_wg_products;     /* Q8_0 prefill products on the exact warpgroup path (CUDA, sm_90) */
     uint64_t moe_f16_products;   /* routed gate/up products on the f16 path (CUDA) */
     uint64_t moe_ws_products;    /* of them, on the producer / consumer warpgroup kernel (CUDA, sm_90) */

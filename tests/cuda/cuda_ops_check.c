@@ -368,10 +368,12 @@ static uint64_t q8wg_calls(chk *c) {
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.q8_wg_products : 0;
 }
 
-/* The HC pre step of a prefill chunk (n >= 256, the cuBLAS mix): its rmsnorm folded into the f16
- * conversion of the mix operand (default) must give the bytes of the rmsnorm-then-product pair
- * (DSV4_CUDA_HC_MIX_FOLD=0), and the weighted sum one block per token (default) those of 4 blocks per
- * token (DSV4_CUDA_HC_SUM_BLOCKS=4): u and split bitwise, the fold counted; both close to the CPU's. */
+/* The HC pre step of a prefill chunk (n >= 256). Four runs: the default (the TF32 mix kernel,
+ * cuda_hc_mix_tc.h), DSV4_CUDA_HC_SUM_BLOCKS=4 (the weighted sum over 4 blocks a token), and the cuBLAS
+ * mix (DSV4_CUDA_HC_MIX=blas) with its rmsnorm folded into the f16 conversion and without
+ * (DSV4_CUDA_HC_MIX_FOLD=0). Required: the default counted on the TF32 kernel and the cuBLAS run as
+ * folded (at the flash width), run 1 bitwise run 0 and run 3 bitwise run 2 (u and split), the TF32
+ * run within 1e-4 and the cuBLAS run within 2e-3 (f16 operands) of the CPU. */
 static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
     const dsv4_config *cf = &m->cfg;
     const dsv4_layer_weights *L0 = &m->layers[0];
@@ -381,41 +383,49 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
     float *x = hrand(c, (size_t)n * HD, 2.0f), *u = calloc((size_t)n * E, 4),
           *sp = calloc((size_t)n * MIX, 4);
     float *dx = dcopy(c, x, (size_t)n * HD * 4);
-    float *du[3], *dsp[3], *gu[3], *gs[3];
-    const char *cfg_env[3][2] = {
-        {NULL, NULL}, {"DSV4_CUDA_HC_MIX_FOLD", "0"}, {"DSV4_CUDA_HC_SUM_BLOCKS", "4"}};
-    dsv4_device_info di0, di1;
-    memset(&di0, 0, sizeof di0), memset(&di1, 0, sizeof di1);
+    enum { RUNS = 4 };
+    float *du[RUNS], *dsp[RUNS], *gu[RUNS], *gs[RUNS];
+    const char *cfg_env[RUNS][2][2] = {{{NULL, NULL}, {NULL, NULL}},
+                                       {{"DSV4_CUDA_HC_SUM_BLOCKS", "4"}, {NULL, NULL}},
+                                       {{"DSV4_CUDA_HC_MIX", "blas"}, {NULL, NULL}},
+                                       {{"DSV4_CUDA_HC_MIX", "blas"}, {"DSV4_CUDA_HC_MIX_FOLD", "0"}}};
+    const char *run_name[RUNS] = {"TF32 mix", "HC_SUM_BLOCKS=4", "cuBLAS mix", "cuBLAS mix, HC_MIX_FOLD=0"};
+    dsv4_device_info di[RUNS][2];
+    memset(di, 0, sizeof di);
     bool ok = true;
-    for (int k = 0; k < 3 && ok; k++) {
+    for (int k = 0; k < RUNS && ok; k++) {
         du[k] = dcopy(c, u, (size_t)n * E * 4), dsp[k] = dcopy(c, sp, (size_t)n * MIX * 4);
         gu[k] = malloc((size_t)n * E * 4), gs[k] = malloc((size_t)n * MIX * 4);
-        env_saved es = {0};
-        if (cfg_env[k][0]) es = env_set(cfg_env[k][0], cfg_env[k][1]);
-        if (k == 0) dsv4_backend_device_info(&c->gpu, &di0, &c->err);
+        env_saved es[2] = {{0}, {0}};
+        for (int v = 0; v < 2; v++)
+            if (cfg_env[k][v][0]) es[v] = env_set(cfg_env[k][v][0], cfg_env[k][v][1]);
+        dsv4_backend_device_info(&c->gpu, &di[k][0], &c->err);
         const dsv4_status st =
             c->gpu.ops->hc_pre(c->gpu.ctx, &L0->hc_attn_fn, &L0->hc_attn_scale, &L0->hc_attn_base, dx, n, HC,
                                E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, du[k], dsp[k], &c->err);
-        if (k == 0) dsv4_backend_device_info(&c->gpu, &di1, &c->err);
-        if (cfg_env[k][0]) env_restore(&es);
+        dsv4_backend_device_info(&c->gpu, &di[k][1], &c->err);
+        for (int v = 1; v >= 0; v--)
+            if (cfg_env[k][v][0]) env_restore(&es[v]);
         ok = ran(c, "hc_pre prefill", DSV4_OK, st, &ec) &&
              c->gpu.ops->read(c->gpu.ctx, gu[k], du[k], (size_t)n * E * 4, &c->err) == DSV4_OK &&
              c->gpu.ops->read(c->gpu.ctx, gs[k], dsp[k], (size_t)n * MIX * 4, &c->err) == DSV4_OK;
     }
     if (ok) {
-        const uint64_t folded = di1.blas_hc_mix_folded - di0.blas_hc_mix_folded;
-        const bool fold_ok = c->flash ? folded == 1 : folded <= 1; /* required at the flash width */
-        printf("%s %-34s n=%-8u %llu folded HC mixes (required: %s)\n", fold_ok ? "ok  " : "FAIL",
-               "hc_pre prefill mix rms fold", n, (unsigned long long)folded, c->flash ? "1" : "0 or 1");
-        c->fails += !fold_ok, c->checks++;
-        for (int k = 1; k < 3; k++) {
+        const uint64_t tc = di[0][1].hc_mix_tc - di[0][0].hc_mix_tc,
+                       folded = di[2][1].blas_hc_mix_folded - di[2][0].blas_hc_mix_folded;
+        const bool counts_ok = c->flash ? tc == 1 && folded == 1 : tc <= 1 && folded <= 1;
+        printf("%s %-34s n=%-8u %llu on the TF32 kernel, %llu folded cuBLAS (required: %s)\n",
+               counts_ok ? "ok  " : "FAIL", "hc_pre prefill mix paths", n, (unsigned long long)tc,
+               (unsigned long long)folded, c->flash ? "1 and 1" : "0 or 1 each");
+        c->fails += !counts_ok, c->checks++;
+        for (int k = 1; k < RUNS; k += 2) { /* run 1 against run 0, run 3 against run 2 */
             size_t differ = 0;
-            for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[0][i], &gu[k][i], 4) != 0;
-            for (size_t i = 0; i < (size_t)n * MIX; i++) differ += memcmp(&gs[0][i], &gs[k][i], 4) != 0;
+            for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[k - 1][i], &gu[k][i], 4) != 0;
+            for (size_t i = 0; i < (size_t)n * MIX; i++) differ += memcmp(&gs[k - 1][i], &gs[k][i], 4) != 0;
             char lb[64];
-            snprintf(lb, sizeof lb, "hc_pre prefill vs %s=%s", cfg_env[k][0] + 10, cfg_env[k][1]);
-            printf("%s %-34s n=%-8u %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ", lb,
-                   n, differ, (size_t)n * (E + MIX));
+            snprintf(lb, sizeof lb, "hc_pre prefill %s", run_name[k]);
+            printf("%s %-34s n=%-8u %zu of %zu values differ from the %s (required: 0)\n",
+                   differ ? "FAIL" : "ok  ", lb, n, differ, (size_t)n * (E + MIX), run_name[k - 1]);
             c->fails += differ != 0, c->checks++;
         }
         if (ran(c, "hc_pre prefill cpu",
@@ -424,15 +434,17 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
                 DSV4_OK, &ec)) {
             char lb[64];
             const double tol = c->tol;
-            c->tol = 2e-3; /* the mix on f16 operands (check_matmul_blas's bound) */
-            snprintf(lb, sizeof lb, "hc_pre n=%u u (cuBLAS mix)", n);
-            cmp_f(c, lb, u, du[0], (size_t)n * E);
-            snprintf(lb, sizeof lb, "hc_pre n=%u split (cuBLAS mix)", n);
-            cmp_f(c, lb, sp, dsp[0], (size_t)n * MIX);
+            for (int k = 0; k < RUNS; k += 2) {
+                c->tol = k == 0 ? 1e-4 : 2e-3; /* TF32 hi + lo operands; f16 operands (check_matmul_blas's) */
+                snprintf(lb, sizeof lb, "hc_pre n=%u u (%s)", n, run_name[k]);
+                cmp_f(c, lb, u, du[k], (size_t)n * E);
+                snprintf(lb, sizeof lb, "hc_pre n=%u split (%s)", n, run_name[k]);
+                cmp_f(c, lb, sp, dsp[k], (size_t)n * MIX);
+            }
             c->tol = tol;
         }
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < RUNS; k++)
         if (k == 0 || ok) dfree(c, du[k]), dfree(c, dsp[k]), free(gu[k]), free(gs[k]);
     free(x), free(u), free(sp), dfree(c, dx);
 }

@@ -544,6 +544,7 @@ extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4
     out->blas_products = c->blas_calls;
     out->blas_shared = c->blas_shared;
     out->blas_hc_mix_folded = c->hc_mix_folded;
+    out->hc_mix_tc = c->hc_mix_tc;
     out->q8_wg_products = c->q8wg_calls;
     out->moe_f16_products = c->moe_half_calls;
     out->moe_ws_products = c->moe_ws_calls;

@@ -155,6 +155,7 @@ typedef struct cuda_ctx {
     int bx_q8;
     uint64_t blas_shared;   /* conversions saved */
     uint64_t hc_mix_folded; /* HC mixes of prefill chunks with the rmsnorm in the f16 conversion */
+    uint64_t hc_mix_tc;     /* HC mixes of prefill chunks on the TF32 kernel (cuda_hc_mix_tc.h) */
     void *w16_cache;        /* the f16 rows of the Q8_0 layer matrices (one allocation), or NULL */
     uint64_t w16_cache_bytes;
     /* the f16 MoE gate/up (cuda_moe_half.h): its kernels' shared-memory limits raised, products run */
@@ -294,6 +295,10 @@ dsv4_status cu_matmul_blas(cuda_ctx *c, const dsv4_tensor *w, const uint8_t *wsl
 dsv4_status cu_matmul_blas_rms(cuda_ctx *c, const dsv4_tensor *w, uint64_t rows, const float *x,
                                uint64_t width, uint32_t n, float eps, float *y, uint64_t y_stride,
                                dsv4_error *err);
+/* May a product of n tokens leave the CPU's bits (DS4 numerics, not generic-only, not a recorded
+ * step, n >= DSV4_CUDA_BLAS_MIN_N, default 256: the parity checks' small chunks stay bitwise)? The
+ * cuBLAS path's own gate adds its library and types to this. */
+bool cu_prefill_inexact_ok(const cuda_ctx *c, uint32_t n);
 /* At backend creation, after the upload (DS4 numerics, cuBLAS found, not DSV4_CUDA_BLAS=0): the
  * handle, the f16 bound of every Q8_0 tensor (one scan each, one wait) and, for a prefill chunk
  * >= the path's minimum, one GEMM of `chunk` tokens per distinct product shape of the uploaded

@@ -284,10 +284,13 @@ void cu_blas_prepare(cuda_ctx *c, const dsv4_model *m, uint32_t chunk) {
     if ((ok || nq == 0) && m && chunk >= blas_min_n()) blas_warm(c, m, chunk);
 }
 
+bool cu_prefill_inexact_ok(const cuda_ctx *c, uint32_t n) {
+    return n >= blas_min_n() && c->numerics == DSV4_NUMERICS_DS4 && !c->generic_only && !c->step_capturing;
+}
 /* The path's gate for a product of n tokens whose shape `shape_ok` says the kernels take. */
 static bool blas_takes(cuda_ctx *c, const dsv4_tensor *w, uint32_t n, bool shape_ok) {
-    return n >= blas_min_n() && c->numerics == DSV4_NUMERICS_DS4 && !c->generic_only && !c->step_capturing &&
-           blas_type_on(w->type) && shape_ok && blas_ready(c) && blas_weight_ok(c, w);
+    return cu_prefill_inexact_ok(c, n) && blas_type_on(w->type) && shape_ok && blas_ready(c) &&
+           blas_weight_ok(c, w);
 }
 /* The product's status; cuBLAS refusing (DSV4_ERR_UNSUPPORTED: the conversions wrote scratch only)
  * turns the path off for this context. */

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_hc_mix_tc.h"
 #include "backend/cuda/cuda_hc_tail_units.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
@@ -297,6 +298,18 @@ static bool hc_fast_mix(const cuda_ctx *c, const dsv4_tensor *fn, const float *x
            ((uintptr_t)x_hc & 15) == 0;
 }
 
+/* The prefill mix on the TF32 kernel: an F16 mix of a chunk that may leave the CPU's bits, not
+ * DSV4_CUDA_HC_MIX=blas (the cuBLAS path) or =rows (the rmsnorm rows, then the matmul op; read per call). */
+static bool hc_mix_tc_takes(const cuda_ctx *c, const dsv4_tensor *fn, uint32_t n) {
+    const char *v = getenv("DSV4_CUDA_HC_MIX");
+    if (v && (!strcmp(v, "blas") || !strcmp(v, "rows"))) return false;
+    return n > 1 && fn->type == DSV4_TYPE_F16 && cu_prefill_inexact_ok(c, n);
+}
+static bool hc_mix_exact_env(void) {
+    const char *v = getenv("DSV4_CUDA_HC_MIX");
+    return v && !strcmp(v, "rows");
+}
+
 /* The mix of n token rows: either partial dots (*part_out, *p_out chunks per token: the decode
  * path) or the mix matrix (*mix_out, n x n_mix) from rmsnorm_noweight and the matmul op. */
 static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc, uint32_t n, uint64_t hd,
@@ -326,8 +339,22 @@ static dsv4_status hc_mix(cuda_ctx *c, const dsv4_tensor *fn, const float *x_hc,
     float *mix = (float *)cu_scratch(c, CU_SLOT_MIX, (size_t)n * n_mix * sizeof(float), err);
     if (!mix) return DSV4_ERR_NOMEM;
     *mix_out = mix;
+    if (hc_mix_tc_takes(c, fn, n)) { /* a prefill chunk: one read of the rows (cuda_hc_mix_tc.cuh) */
+        const uint8_t *wd = (const uint8_t *)cu_weight_dev(c, fn, err);
+        if (!wd) return DSV4_ERR_INVALID;
+        if (dsv4_cuda_hc_mix_tc_ok(x_hc, hd, n, wd, fn->row_bytes, n_mix)) {
+            const int rc = dsv4_cuda_hc_mix_tc((dsv4_cuda_stream)c->stream, x_hc, hd, n, wd, fn->row_bytes,
+                                               n_mix, rms_eps, mix);
+            if (rc != 0)
+                return dsv4_fail(err, DSV4_ERR_IO, "hc mix (tf32): %s", cudaGetErrorString((cudaError_t)rc));
+            c->hc_mix_tc++;
+            return DSV4_OK;
+        }
+    }
     /* a prefill chunk: the rmsnorm inside the product's f16 conversion (same bytes, no f32 rows) */
-    dsv4_status st = cu_matmul_blas_rms(c, fn, n_mix, x_hc, hd, n, rms_eps, mix, n_mix, err);
+    dsv4_status st = hc_mix_exact_env()
+                         ? DSV4_ERR_UNSUPPORTED
+                         : cu_matmul_blas_rms(c, fn, n_mix, x_hc, hd, n, rms_eps, mix, n_mix, err);
     if (st != DSV4_ERR_UNSUPPORTED) return st;
     dsv4_error_clear(err);
     float *flat = (float *)cu_scratch(c, CU_SLOT_FLAT, (size_t)n * hd * sizeof(float), err);
