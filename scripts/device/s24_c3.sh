@@ -21,4 +21,12 @@ grep -E "^(moe |attention_chunk|hc_pre |matmul|sum of GPU)" "$OUT"/*prof.err | c
 rm -f /dev/shm/flash-q2.gguf
 oracle tf32 X=1
 [ $SECONDS -lt 430 ] && parity_run 150
+# the prefill attention after call 2's change: per-SASS-line counts and stalls of layer 0 (dense) and layer 2 (ratio 4)
+NCU=/usr/local/cuda/bin/ncu
+env X=1 timeout 100 "$NCU" --section WarpStateStats --section SourceCounters --import-source yes -o "$OUT/rep-ft" \
+  -k "regex:ft_kernel" -c 3 "$C/dsv4" -m "$M" --backend cuda --chunk 2048 --ctx 4096 --tokens "$(cat "$W/toks-long")" \
+  --dump-logits "$W/ncu.bin" >"$OUT/ncu-ft.log" 2>&1
+say "== ncu ft rc $?"
+"$NCU" -i "$OUT/rep-ft.ncu-rep" --page source --csv --print-source sass 2>&1 | xz >"$OUT/ncu-ft-sass.csv.xz"
+rm -f "$OUT/rep-ft.ncu-rep"
 ab_finish "$SUMMARY"

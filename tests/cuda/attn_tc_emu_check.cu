@@ -175,7 +175,7 @@ static void emu_cta(const ft_args &x, uint32_t t, uint32_t hgi) {
     for (uint32_t w = 0; w < 8; w++)
         for (uint32_t j = 0; j < 32; j++)
             for (uint32_t l = 0; l < 32; l++)
-                ft_store_out(out, s.f, 16 * (w % 4), 256 * (w / 4) + 8 * j, l, o[w][l][j]);
+                ft_store_out(out, FA_D, s.f, 16 * (w % 4), 256 * (w / 4) + 8 * j, l, o[w][l][j]);
 }
 
 /* ---- float64 reference over rows from the contract ---- */

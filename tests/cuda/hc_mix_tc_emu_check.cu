@@ -61,7 +61,8 @@ static void emu_mma(float d[32][4], const float a[32][4], const float b[32][2]) 
 
 /* The chunk's mix as the kernel computes it (mode: the kernel, or a control) */
 static void emu_chunk(const std::vector<float> &x, uint64_t hd, uint32_t n, const std::vector<float> &w,
-                      uint32_t n_mix, float eps, int mode, std::vector<float> &mix, std::vector<int> &writes) {
+                      uint32_t n_mix, float eps, int mode, std::vector<float> &mix,
+                      std::vector<int> &writes) {
     const uint32_t nt_n = (n_mix + 7) / 8;
     const uint64_t kper = hd / HMT_WARPS;
     static float part[HMT_WARPS][HMT_TOK][HMT_MIX_MAX];
@@ -119,7 +120,8 @@ static void emu_chunk(const std::vector<float> &x, uint64_t hd, uint32_t n, cons
                 }
             for (uint32_t nt = 0; nt < nt_n; nt++)
                 for (uint32_t l = 0; l < 32; l++)
-                    for (uint32_t i = 0; i < 4; i++) part[wp][hmt_acc_tok(l, i)][hmt_acc_mix(l, nt, i)] = acc[nt][l][i];
+                    for (uint32_t i = 0; i < 4; i++)
+                        part[wp][hmt_acc_tok(l, i)][hmt_acc_mix(l, nt, i)] = acc[nt][l][i];
         }
         for (uint32_t i = 0; i < HMT_TOK * n_mix; i++) {
             const uint32_t tk = i / n_mix, j = i % n_mix;

@@ -76,15 +76,25 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
 
     if (n_tiles) ft_issue(s, x, k, 0, 0, tid);
     const float *qg = a.q + ((uint64_t)t * a.n_head + hg) * FA_D;
-    for (uint32_t e = tid; e < FT_H * FA_D / 4; e += FT_T) {
-        const uint32_t h = e / (FA_D / 4), c = e % (FA_D / 4);
-        const float4 v = *(const float4 *)(qg + (size_t)h * FA_D + 4 * c);
-        const uint16_t h0 = ft_f16(v.x), h1 = ft_f16(v.y), h2 = ft_f16(v.z), h3 = ft_f16(v.w);
-        *(uint2 *)(s.q + h * FT_LDK + 4 * c) = make_uint2(ft_pack(h0, h1), ft_pack(h2, h3));
+    /* 16 loads a thread in flight, then their conversions (session 24: one load at a time, the
+     * conversions waited on each) */
+    constexpr uint32_t QB = 16;
+    static_assert(FT_H * FA_D / 4 % (QB * FT_T) == 0, "whole batches of Q loads");
+    for (uint32_t e0 = 0; e0 < FT_H * FA_D / 4; e0 += QB * FT_T) {
+        float4 qv[QB];
+#pragma unroll
+        for (uint32_t i = 0; i < QB; i++) qv[i] = __ldg((const float4 *)qg + e0 + i * FT_T + tid);
+#pragma unroll
+        for (uint32_t i = 0; i < QB; i++) {
+            const uint32_t e = e0 + i * FT_T + tid, h = e / (FA_D / 4), c = e % (FA_D / 4);
+            const float4 v = qv[i];
+            const uint16_t h0 = ft_f16(v.x), h1 = ft_f16(v.y), h2 = ft_f16(v.z), h3 = ft_f16(v.w);
+            *(uint2 *)(s.q + h * FT_LDK + 4 * c) = make_uint2(ft_pack(h0, h1), ft_pack(h2, h3));
 #if FT_QSPLIT
-        *(uint2 *)(s.qlo + h * FT_LDK + 4 * c) = make_uint2(ft_pack(ft_q_lo(v.x, h0), ft_q_lo(v.y, h1)),
-                                                            ft_pack(ft_q_lo(v.z, h2), ft_q_lo(v.w, h3)));
+            *(uint2 *)(s.qlo + h * FT_LDK + 4 * c) = make_uint2(ft_pack(ft_q_lo(v.x, h0), ft_q_lo(v.y, h1)),
+                                                                ft_pack(ft_q_lo(v.z, h2), ft_q_lo(v.w, h3)));
 #endif
+        }
     }
     if (tid < FT_H) {
         s.m[tid] = -INFINITY;
@@ -189,8 +199,21 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
     if (tid < FT_H) ft_head_scales(s.f, s.m, s.l, a.sinks + hg, tid);
     __syncthreads();
     float *out = a.out + ((uint64_t)t * a.n_head + hg) * FA_D;
+#if FT_QSPLIT
+    /* through shared memory (Q's space, free now), then whole rows: a warp's fragment stores touched 8
+     * rows of 32 bytes each and held the CTA a quarter of its time on the dense layers (session 24) */
+    float *ob = reinterpret_cast<float *>(s.q);
 #pragma unroll
-    for (uint32_t j = 0; j < 32; j++) ft_store_out(out, s.f, hb, 256 * half + 8 * j, lane, o[j]);
+    for (uint32_t j = 0; j < 32; j++) ft_store_out(ob, FT_LDO, s.f, hb, 256 * half + 8 * j, lane, o[j]);
+    __syncthreads();
+    for (uint32_t e = tid; e < FT_H * FA_D / 4; e += FT_T) {
+        const uint32_t h = e / (FA_D / 4), c = e % (FA_D / 4);
+        *((float4 *)(out + (size_t)h * FA_D) + c) = *(const float4 *)(ob + h * FT_LDO + 4 * c);
+    }
+#else
+#pragma unroll
+    for (uint32_t j = 0; j < 32; j++) ft_store_out(out, FA_D, s.f, hb, 256 * half + 8 * j, lane, o[j]);
+#endif
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

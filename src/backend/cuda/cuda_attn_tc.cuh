@@ -34,6 +34,7 @@
 
 #include "backend/cuda/cuda_attn_fast.cuh"
 
+#include <stddef.h>
 #include <string.h>
 
 constexpr uint32_t FT_H = 64;          /* heads of a CTA */
@@ -43,6 +44,9 @@ constexpr uint32_t FT_LDK = FA_D + 8;  /* halves per staged row (Q and KV): 1040
 constexpr uint32_t FT_LDP = FT_TR + 8; /* halves per P row */
 constexpr uint32_t FT_LDS = FT_TR + 1; /* floats per score row */
 constexpr uint32_t FT_CH = FA_D / 8;   /* 16-byte chunks (8 halves) of a row */
+/* floats per row of the output staged in Q's space (hi and lo: 2 x 64 x FT_LDK halves); 520 = 8 mod
+ * 32, so a half warp's 8-byte fragment stores hit 32 distinct banks */
+constexpr uint32_t FT_LDO = FA_D + 8;
 
 /* Q as hi + lo f16 pairs (x = hi + lo to ~2^-22): the scores take two products, so that only the
  * weights' f16 rounding is left (see the header comment); 0: Q rounded once to f16. */
@@ -54,7 +58,7 @@ static_assert(FT_T / 32 == (FT_H / 16) * (FT_TR / 16), "warps = head blocks x ro
 static_assert(FT_T / 32 == (FT_H / 16) * 2, "warps = head blocks x dim halves");
 static_assert(FT_T == FT_H * 4, "4 softmax threads per head");
 
-struct ft_smem {
+struct ft_smem {               /* q and qlo first and adjacent: the output staging (FT_LDO) reuses them */
     uint16_t q[FT_H * FT_LDK]; /* Q of the token, f16 (hi) */
 #if FT_QSPLIT
     uint16_t qlo[FT_H * FT_LDK]; /* lo = f16(x - hi) */
@@ -65,6 +69,11 @@ struct ft_smem {
     float m[FT_H], l[FT_H], f[FT_H]; /* running max and sum; this tile's rescale */
     fa_rowref rowp[2][FT_TR];        /* row references of the tiles */
 };
+#if FT_QSPLIT
+static_assert(offsetof(ft_smem, qlo) == sizeof(uint16_t) * FT_H * FT_LDK &&
+                  sizeof(float) * FT_H * FT_LDO <= 2 * sizeof(uint16_t) * FT_H * FT_LDK,
+              "the staged output fits Q hi and lo");
+#endif
 
 /* f32 -> f16 bits, round to nearest even (as __float2half_rn), host and device. */
 FA_HD uint16_t ft_f16(float x) {
@@ -247,14 +256,15 @@ FA_HD void ft_head_scales(float *sc, const float *m, const float *l, const float
     sc[h] = fa_finish_scale(sinks[h], m[h], l[h]);
 }
 /* Output of one n8 tile of the values (heads from h0, dims from d0) times its head's factor sc[h]:
- * out row stride FA_D; the two columns of a lane's row are adjacent (one 8-byte store). */
-FA_HD void ft_store_out(float *out, const float *sc, uint32_t h0, uint32_t d0, uint32_t lane,
+ * out row stride ld floats (FA_D, or FT_LDO where the kernel stages it); the two columns of a lane's row are
+ * adjacent (one 8-byte store). */
+FA_HD void ft_store_out(float *out, uint32_t ld, const float *sc, uint32_t h0, uint32_t d0, uint32_t lane,
                         const float d[4]) {
     const uint32_t g = lane >> 2, c = d0 + 2 * (lane & 3);
     for (uint32_t i = 0; i < 4; i += 2) {
         const uint32_t h = h0 + g + (i >= 2 ? 8 : 0);
         const float f = sc[h];
-        float *o = out + (size_t)h * FA_D + c;
+        float *o = out + (size_t)h * ld + c;
 #ifdef __CUDA_ARCH__
         *(float2 *)o = make_float2(d[i] * f, d[i + 1] * f);
 #else

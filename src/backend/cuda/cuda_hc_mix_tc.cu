@@ -25,8 +25,8 @@ __device__ __forceinline__ float hmt_el(const float4 &v, uint32_t i) {
 /* One step: the A terms of tokens g (xa) and g + 8 (xb), the B values of the n8 tiles (w[nt]: 4
  * halves), sums of squares. */
 template <int NT>
-__device__ __forceinline__ void hmt_step(const float4 &xa, const float4 &xb, const uint2 *w, float (&acc)[NT][4],
-                                         double &ssa, double &ssb) {
+__device__ __forceinline__ void hmt_step(const float4 &xa, const float4 &xb, const uint2 *w,
+                                         float (&acc)[NT][4], double &ssa, double &ssb) {
 #pragma unroll
     for (uint32_t i = 0; i < 4; i++) {
         const float va = hmt_el(xa, i), vb = hmt_el(xb, i);
@@ -58,8 +58,8 @@ __device__ __forceinline__ void hmt_step(const float4 &xa, const float4 &xb, con
 
 template <int NT, int U>
 __global__ void __launch_bounds__(HMT_WARPS * 32)
-    hmt_kernel(const float *x, uint64_t hd, uint32_t n, const uint8_t *w, uint64_t w_row_bytes, uint32_t n_mix,
-               float eps, float *mix) {
+    hmt_kernel(const float *x, uint64_t hd, uint32_t n, const uint8_t *w, uint64_t w_row_bytes,
+               uint32_t n_mix, float eps, float *mix) {
     __shared__ float part[HMT_WARPS][HMT_TOK][HMT_MIX_MAX];
     __shared__ double ssw[HMT_WARPS][HMT_TOK];
     const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(HMT_WARPS * 32)
             ra[u] = va ? __ldg((const float4 *)(xa + o)) : z4;
             rb[u] = vb ? __ldg((const float4 *)(xb + o)) : z4;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) rw[u][nt] = vw[nt] ? __ldg((const uint2 *)(wr[nt] + o)) : make_uint2(0, 0);
+            for (int nt = 0; nt < NT; nt++)
+                rw[u][nt] = vw[nt] ? __ldg((const uint2 *)(wr[nt] + o)) : make_uint2(0, 0);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) hmt_step<NT>(ra[u], rb[u], rw[u], acc, ssa, ssb);
@@ -101,7 +102,8 @@ __global__ void __launch_bounds__(HMT_WARPS * 32)
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (uint32_t i = 0; i < 4; i++) part[warp][hmt_acc_tok(lane, i)][hmt_acc_mix(lane, nt, i)] = acc[nt][i];
+        for (uint32_t i = 0; i < 4; i++)
+            part[warp][hmt_acc_tok(lane, i)][hmt_acc_mix(lane, nt, i)] = acc[nt][i];
     __syncthreads();
     for (uint32_t i = tid; i < HMT_TOK * n_mix; i += HMT_WARPS * 32) {
         const uint32_t tk = i / n_mix, j = i % n_mix;
@@ -115,8 +117,8 @@ __global__ void __launch_bounds__(HMT_WARPS * 32)
 
 } // namespace
 
-extern "C" bool dsv4_cuda_hc_mix_tc_ok(const void *x, uint64_t hd, uint32_t n, const void *w, uint64_t w_row_bytes,
-                                       uint32_t n_mix) {
+extern "C" bool dsv4_cuda_hc_mix_tc_ok(const void *x, uint64_t hd, uint32_t n, const void *w,
+                                       uint64_t w_row_bytes, uint32_t n_mix) {
     return n > 0 && hmt_shape_ok(hd, n_mix) && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 7) == 0 &&
            w_row_bytes % 8 == 0 && w_row_bytes >= 2 * hd && (uint64_t)n * hd <= (1ull << 40);
 }
@@ -130,8 +132,9 @@ extern "C" int dsv4_cuda_hc_mix_tc(dsv4_cuda_stream s, const float *x, uint64_t 
     const char *ue = getenv("DSV4_CUDA_HC_MIX_UNROLL"); /* =4: the short form where 8 would do (A/B) */
     const bool u8 = hmt_unroll(hd) == 8 && !(ue && !strcmp(ue, "4"));
     void (*k)(const float *, uint64_t, uint32_t, const uint8_t *, uint64_t, uint32_t, float, float *) =
-        nt == 1 ? (u8 ? hmt_kernel<1, 8> : hmt_kernel<1, 4>)
-                : nt == 2 ? (u8 ? hmt_kernel<2, 8> : hmt_kernel<2, 4>) : (u8 ? hmt_kernel<3, 8> : hmt_kernel<3, 4>);
+        nt == 1   ? (u8 ? hmt_kernel<1, 8> : hmt_kernel<1, 4>)
+        : nt == 2 ? (u8 ? hmt_kernel<2, 8> : hmt_kernel<2, 4>)
+                  : (u8 ? hmt_kernel<3, 8> : hmt_kernel<3, 4>);
     k<<<blocks, HMT_WARPS * 32, 0, st>>>(x, hd, n, wb, w_row_bytes, n_mix, eps, mix);
     return (int)cudaGetLastError();
 }

@@ -41,8 +41,8 @@ enum {
 
 /* Does the kernel take the shape? hd a multiple of HMT_WARPS x HMT_STEP x HMT_UNROLL, n_mix <= 24. */
 HMT_HD bool hmt_shape_ok(uint64_t hd, uint32_t n_mix) {
-    return hd > 0 && hd % ((uint64_t)HMT_WARPS * HMT_STEP * HMT_UNROLL) == 0 && hd <= 0x7fffffffull && n_mix > 0 &&
-           n_mix <= HMT_MIX_MAX;
+    return hd > 0 && hd % ((uint64_t)HMT_WARPS * HMT_STEP * HMT_UNROLL) == 0 && hd <= 0x7fffffffull &&
+           n_mix > 0 && n_mix <= HMT_MIX_MAX;
 }
 
 /* Steps whose loads the kernel issues together: 8 where every warp's slice holds a whole number
@@ -94,6 +94,8 @@ HMT_HD void hmt_frag_b(const float w[4], uint32_t s, float b[2]) { b[0] = w[2 * 
 /* Where an accumulator lands: register i of n8 tile nt of lane (g, t) is token g + 8 (i >> 1), mix
  * row 8 nt + 2 t + (i & 1). */
 HMT_HD uint32_t hmt_acc_tok(uint32_t lane, uint32_t i) { return (lane >> 2) + 8 * (i >> 1); }
-HMT_HD uint32_t hmt_acc_mix(uint32_t lane, uint32_t nt, uint32_t i) { return 8 * nt + 2 * (lane & 3) + (i & 1); }
+HMT_HD uint32_t hmt_acc_mix(uint32_t lane, uint32_t nt, uint32_t i) {
+    return 8 * nt + 2 * (lane & 3) + (i & 1);
+}
 
 #endif
