@@ -368,12 +368,13 @@ static uint64_t q8wg_calls(chk *c) {
     return dsv4_backend_device_info(&c->gpu, &di, &c->err) == DSV4_OK ? di.q8_wg_products : 0;
 }
 
-/* The HC pre step of a prefill chunk (n >= 256). Four runs: the default (the TF32 mix kernel,
- * cuda_hc_mix_tc.h), DSV4_CUDA_HC_SUM_BLOCKS=4 (the weighted sum over 4 blocks a token), and the cuBLAS
+/* The HC pre step of a prefill chunk (n >= 256). Five runs: the default (the TF32 mix kernel,
+ * cuda_hc_mix_tc.h), DSV4_CUDA_HC_SUM_BLOCKS=4 (the weighted sum over 4 blocks a token), the cuBLAS
  * mix (DSV4_CUDA_HC_MIX=blas) with its rmsnorm folded into the f16 conversion and without
- * (DSV4_CUDA_HC_MIX_FOLD=0). Required: the default counted on the TF32 kernel and the cuBLAS run as
- * folded (at the flash width), run 1 bitwise run 0 and run 3 bitwise run 2 (u and split), the TF32
- * run within 1e-4 and the cuBLAS run within 2e-3 (f16 operands) of the CPU. */
+ * (DSV4_CUDA_HC_MIX_FOLD=0), and DSV4_CUDA_HC_SUM_VEC=0 (the weighted sum's scalar loop). Required: the
+ * default counted on the TF32 kernel and the cuBLAS run as folded (at the flash width), runs 1 and 4
+ * bitwise run 0 and run 3 bitwise run 2 (u and split), the TF32 run within 1e-4 and the cuBLAS run
+ * within 2e-3 (f16 operands) of the CPU. */
 static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
     const dsv4_config *cf = &m->cfg;
     const dsv4_layer_weights *L0 = &m->layers[0];
@@ -383,13 +384,16 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
     float *x = hrand(c, (size_t)n * HD, 2.0f), *u = calloc((size_t)n * E, 4),
           *sp = calloc((size_t)n * MIX, 4);
     float *dx = dcopy(c, x, (size_t)n * HD * 4);
-    enum { RUNS = 4 };
+    enum { RUNS = 5 };
     float *du[RUNS], *dsp[RUNS], *gu[RUNS], *gs[RUNS];
     const char *cfg_env[RUNS][2][2] = {{{NULL, NULL}, {NULL, NULL}},
                                        {{"DSV4_CUDA_HC_SUM_BLOCKS", "4"}, {NULL, NULL}},
                                        {{"DSV4_CUDA_HC_MIX", "blas"}, {NULL, NULL}},
-                                       {{"DSV4_CUDA_HC_MIX", "blas"}, {"DSV4_CUDA_HC_MIX_FOLD", "0"}}};
-    const char *run_name[RUNS] = {"TF32 mix", "HC_SUM_BLOCKS=4", "cuBLAS mix", "cuBLAS mix, HC_MIX_FOLD=0"};
+                                       {{"DSV4_CUDA_HC_MIX", "blas"}, {"DSV4_CUDA_HC_MIX_FOLD", "0"}},
+                                       {{"DSV4_CUDA_HC_SUM_VEC", "0"}, {NULL, NULL}}};
+    const char *run_name[RUNS] = {"TF32 mix", "HC_SUM_BLOCKS=4", "cuBLAS mix", "cuBLAS mix, HC_MIX_FOLD=0",
+                                  "HC_SUM_VEC=0"};
+    const int ref_of[RUNS] = {-1, 0, -1, 2, 0}; /* the run each must equal bit for bit */
     dsv4_device_info di[RUNS][2];
     memset(di, 0, sizeof di);
     bool ok = true;
@@ -418,14 +422,16 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
                counts_ok ? "ok  " : "FAIL", "hc_pre prefill mix paths", n, (unsigned long long)tc,
                (unsigned long long)folded, c->flash ? "1 and 1" : "0 or 1 each");
         c->fails += !counts_ok, c->checks++;
-        for (int k = 1; k < RUNS; k += 2) { /* run 1 against run 0, run 3 against run 2 */
+        for (int k = 1; k < RUNS; k++) {
+            const int r = ref_of[k];
+            if (r < 0) continue;
             size_t differ = 0;
-            for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[k - 1][i], &gu[k][i], 4) != 0;
-            for (size_t i = 0; i < (size_t)n * MIX; i++) differ += memcmp(&gs[k - 1][i], &gs[k][i], 4) != 0;
+            for (size_t i = 0; i < (size_t)n * E; i++) differ += memcmp(&gu[r][i], &gu[k][i], 4) != 0;
+            for (size_t i = 0; i < (size_t)n * MIX; i++) differ += memcmp(&gs[r][i], &gs[k][i], 4) != 0;
             char lb[64];
             snprintf(lb, sizeof lb, "hc_pre prefill %s", run_name[k]);
             printf("%s %-34s n=%-8u %zu of %zu values differ from the %s (required: 0)\n",
-                   differ ? "FAIL" : "ok  ", lb, n, differ, (size_t)n * (E + MIX), run_name[k - 1]);
+                   differ ? "FAIL" : "ok  ", lb, n, differ, (size_t)n * (E + MIX), run_name[r]);
             c->fails += differ != 0, c->checks++;
         }
         if (ran(c, "hc_pre prefill cpu",
@@ -434,7 +440,7 @@ static void check_hc_pre_prefill(chk *c, const dsv4_model *m, uint32_t n) {
                 DSV4_OK, &ec)) {
             char lb[64];
             const double tol = c->tol;
-            for (int k = 0; k < RUNS; k += 2) {
+            for (int k = 0; k <= 2; k += 2) {
                 c->tol = k == 0 ? 1e-4 : 2e-3; /* TF32 hi + lo operands; f16 operands (check_matmul_blas's) */
                 snprintf(lb, sizeof lb, "hc_pre n=%u u (%s)", n, run_name[k]);
                 cmp_f(c, lb, u, du[k], (size_t)n * E);

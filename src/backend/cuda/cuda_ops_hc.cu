@@ -97,6 +97,9 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
 
 #define HCM_CHUNK 256 /* inputs per block of the decode mix: 32 lanes x 8 */
 #define HCS_THREADS 256
+#define HCS_PF                                                                                               \
+    4 /* float4s of each stream a thread of hc_weights_sum_kernel loads ahead (n_embd <= 4096 at one block)  \
+       */
 
 #define HCM_PREFETCH 3 /* mix rows per warp whose weights load before the row's sum of squares */
 
@@ -229,12 +232,24 @@ template <bool HEAD>
 __global__ void __launch_bounds__(HCS_THREADS)
     hc_weights_sum_kernel(const float *mix_in, const double *part, uint32_t P, const float *x,
                           const float *scale, const float *base, uint32_t n, uint32_t n_hc, uint32_t n_embd,
-                          uint32_t iters, float eps, float *split_out, float *u) {
+                          uint32_t iters, float eps, float *split_out, float *u, bool vec_on) {
     __shared__ float mix[2 * HC_MAX + HC_MAX * HC_MAX];
     __shared__ float wts[2 * HC_MAX + HC_MAX * HC_MAX];
     const uint32_t n_mix = HEAD ? n_hc : 2 * n_hc + n_hc * n_hc;
     const uint64_t hd = (uint64_t)n_hc * n_embd;
+    /* Four streams in float4s, at most HCS_PF a thread: the token's rows are prefetched into L2 before
+     * its weights are computed (the split warp's Sinkhorn passes), then loaded all at once; each
+     * output keeps the loop's expression (the same bits). */
+    const uint32_t ne4 = n_embd / 4, stride = gridDim.x * blockDim.x,
+                   d4 = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool vec = vec_on && n_hc == 4 && (n_embd & 3) == 0 && ((uintptr_t)x & 15) == 0 &&
+                     ((uintptr_t)u & 15) == 0 && ne4 <= HCS_PF * stride;
     for (uint32_t t = blockIdx.y; t < n; t += gridDim.y) {
+        const float *xt = x + (uint64_t)t * hd;
+        if (vec) /* the token's rows into L2 while its weights are computed: a 128-byte line a thread */
+            for (uint64_t b = (uint64_t)(blockIdx.x * blockDim.x + threadIdx.x) * 128; b < hd * 4;
+                 b += (uint64_t)stride * 128)
+                cu_prefetch_l2((const uint8_t *)xt + b);
         for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x) {
             if (part) {
                 const double *pp = part + (uint64_t)t * P * n_mix + m;
@@ -259,12 +274,37 @@ __global__ void __launch_bounds__(HCS_THREADS)
         if (split_out && blockIdx.x == 0)
             for (uint32_t m = threadIdx.x; m < n_mix; m += blockDim.x)
                 split_out[(uint64_t)t * n_mix + m] = wts[m];
-        const float *xt = x + (uint64_t)t * hd;
-        for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < n_embd; d += gridDim.x * blockDim.x) {
-            float acc = 0.0f;
+        if (vec) {
+            /* stream by stream (the outputs' order of terms), each stream's HCS_PF loads issued together */
+            float4 a[HCS_PF];
+#pragma unroll
+            for (uint32_t i = 0; i < HCS_PF; i++) a[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (uint32_t h = 0; h < 4; h++) {
+                const float w = wts[h];
+                const float4 *xr = (const float4 *)(xt + (uint64_t)h * n_embd) + d4;
+                float4 v[HCS_PF];
+#pragma unroll
+                for (uint32_t i = 0; i < HCS_PF; i++)
+                    v[i] =
+                        d4 + i * stride < ne4 ? __ldg(xr + i * stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+                for (uint32_t i = 0; i < HCS_PF; i++) {
+                    a[i].x += v[i].x * w, a[i].y += v[i].y * w;
+                    a[i].z += v[i].z * w, a[i].w += v[i].w * w;
+                }
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < HCS_PF; i++)
+                if (d4 + i * stride < ne4) *((float4 *)(u + (uint64_t)t * n_embd) + d4 + i * stride) = a[i];
+        } else {
+            for (uint32_t d = blockIdx.x * blockDim.x + threadIdx.x; d < n_embd;
+                 d += gridDim.x * blockDim.x) {
+                float acc = 0.0f;
 #pragma unroll 4
-            for (uint32_t h = 0; h < n_hc; h++) acc += xt[(uint64_t)h * n_embd + d] * wts[h];
-            u[(uint64_t)t * n_embd + d] = acc;
+                for (uint32_t h = 0; h < n_hc; h++) acc += xt[(uint64_t)h * n_embd + d] * wts[h];
+                u[(uint64_t)t * n_embd + d] = acc;
+            }
         }
         __syncthreads(); /* mix and wts are reused by the next token */
     }
@@ -281,6 +321,15 @@ static unsigned hc_sum_blocks_env(void) {
         v = e && atoi(e) > 0 ? atoi(e) : 0;
     }
     return (unsigned)v;
+}
+/* DSV4_CUDA_HC_SUM_VEC=0: the weighted sum's scalar loop (the A/B of the float4 form; the same bits) */
+static bool hc_sum_vec(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_HC_SUM_VEC");
+        v = !(e && !strcmp(e, "0"));
+    }
+    return v != 0;
 }
 static dim3 hc_sum_grid(uint32_t n, uint32_t n_embd) {
     unsigned bx = n <= 4 ? cu_blocks(n_embd, HCS_THREADS) : n < 64 ? cu_blocks(n_embd, 4 * HCS_THREADS) : 1;
@@ -962,7 +1011,7 @@ dsv4_status cu_hc_pre(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *scal
     uint32_t P;
     if ((st = hc_mix(c, fn, x_hc, n, hd, n_mix, rms_eps, &mix, &part, &P, err)) != DSV4_OK) return st;
     hc_weights_sum_kernel<false><<<hc_sum_grid(n, n_embd), HCS_THREADS, 0, c->stream>>>(
-        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, iters, hc_eps, split, u);
+        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, iters, hc_eps, split, u, hc_sum_vec());
     return cu_launched(err, "hc pre split and sum");
 }
 
@@ -1189,7 +1238,7 @@ dsv4_status cu_hc_head(void *vctx, const dsv4_tensor *fn, const dsv4_tensor *sca
     uint32_t P;
     if ((st = hc_mix(c, fn, x_hc, n, hd, n_hc, rms_eps, &mix, &part, &P, err)) != DSV4_OK) return st;
     hc_weights_sum_kernel<true><<<hc_sum_grid(n, n_embd), HCS_THREADS, 0, c->stream>>>(
-        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, 0, hc_eps, NULL, y);
+        mix, part, P, x_hc, sv, bv, n, n_hc, n_embd, 0, hc_eps, NULL, y, hc_sum_vec());
     return cu_launched(err, "hc head weights and sum");
 }
 
