@@ -96,8 +96,20 @@ dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         sel = w->isel;
         if (h && h->on_indexer) GB(indexer_hook(g, il, p0 + t_idx, m, s, h, err));
     }
-    GB(OPS->attention_chunk(BCTX, w->q, n, H, Dh, p0, w->kv, kvt, raw, cap, R ? KVP(K->comp) : NULL, R, sel,
-                            sel ? k : 0, &L->attn_sinks, kq_scale, w->heads, err));
+    bool done = false;
+    if (g->q_raw) { /* the queries are raw: normed and rotated inside the attention, else here first */
+        g->q_raw = false;
+        const dsv4_status st = OPS->attention_chunk_qnr(
+            BCTX, w->q, n, H, Dh, p0, w->kv, kvt, raw, cap, R ? KVP(K->comp) : NULL, R, sel, sel ? k : 0,
+            &L->attn_sinks, kq_scale, c->rms_eps, &g->rope[il], w->heads, err);
+        float *const outs[1] = {w->heads};
+        const size_t n_outs[1] = {(size_t)n * H * Dh};
+        done = graph_fusion_result(g, DSV4_FUSED_ATTN_CHUNK_QNR, st, outs, n_outs, 1, err);
+        if (!done) GB(graph_q_norm_rope(g, L, &g->rope[il], n, p0, err));
+    }
+    if (!done)
+        GB(OPS->attention_chunk(BCTX, w->q, n, H, Dh, p0, w->kv, kvt, raw, cap, R ? KVP(K->comp) : NULL, R,
+                                sel, sel ? k : 0, &L->attn_sinks, kq_scale, w->heads, err));
 
     /* the ring ends as the loop leaves it: the chunk's last min(n, cap) rows, one store per
      * contiguous run of slots */

@@ -51,6 +51,7 @@ struct dsv4_graph {
     bool force_bounce;
     dsv4_bounce bounce;
     bool fusion;
+    bool q_raw; /* this layer's chunk queries in w.q are raw: attention_chunk_qnr norms and rotates them */
     uint32_t fusion_disable, fusion_fault;
     bool record_steps;  /* decode steps go through step_begin/step_end when the backend offers them */
     bool prepare_ahead; /* record decode step p+1 while step p runs */
@@ -92,6 +93,20 @@ struct dsv4_graph {
 /* Make tier t active. mode DECODE / BATCH copies the n rows of hc_cur from the active tier's
  * workspace to t's; NOCOPY copies nothing. Counted only when the tier changes. */
 dsv4_status graph_switch_tier(dsv4_graph *g, uint32_t t, dsv4_tier_mode mode, uint32_t n, dsv4_error *err);
+/* The fused-op protocol (graph_fusion.c): the query a fused op's gate is asked (this call's shapes and
+ * types, the mode and the placement); whether the fused op may run (the switches, then the backend's
+ * gate); after it ran with status st, whether its result stands (else the caller runs the unfused
+ * sequence; an injected fault poisons the n_out_bufs outputs first). */
+dsv4_fused_query graph_fused_query(const dsv4_graph *g, uint32_t n, uint32_t width, uint32_t weight_type,
+                                   uint32_t aux_type, uint32_t width2);
+bool graph_fusion_wanted(dsv4_graph *g, dsv4_fused_op op, bool offered, const dsv4_fused_query *q);
+bool graph_fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float *const *outs,
+                         const size_t *n_outs, uint32_t n_out_bufs, dsv4_error *err);
+/* q_norm_rope of a chunk's (or token's) query heads in g->w.q: the fused op when it may, else rmsnorm +
+ * rope_tail (graph_layer.c) */
+dsv4_status graph_q_norm_rope(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
+                              uint32_t p0, dsv4_error *err);
+
 /* Layer il's KV pointer for layout byte offset off (on the layer's tier). */
 void *graph_kv_ptr(const dsv4_kv_state *kv, uint32_t tier, uint64_t off);
 

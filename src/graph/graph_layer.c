@@ -8,52 +8,6 @@
 #define OPS g->b->ops
 #define BCTX g->b->ctx
 
-/* What a fused op's gate is asked: this call's shapes and types, the mode and the placement. */
-static dsv4_fused_query fused_query(const dsv4_graph *g, uint32_t n, uint32_t width, uint32_t weight_type,
-                                    uint32_t aux_type, uint32_t width2) {
-    return (dsv4_fused_query){.n_tokens = n,
-                              .width = width,
-                              .weight_type = weight_type,
-                              .mode = g->mode,
-                              .n_hc = g->cfg->n_hc,
-                              .aux_type = aux_type,
-                              .tier = g->active,
-                              .n_tiers = g->n_tiers,
-                              .width2 = width2};
-}
-
-/* Fused-op protocol: ask whether the fused op may run here (switches, then the backend's gate on
- * its device caps, mode, shapes, types and placement); run it; on failure (or an injected fault)
- * the caller runs the unfused sequence, which rewrites every output the fused op may have touched
- * and changes no state, tokens or counters other than this fusion's own. */
-static bool fusion_wanted(dsv4_graph *g, dsv4_fused_op op, bool offered, const dsv4_fused_query *q) {
-    if (!offered || !g->fusion || (g->fusion_disable >> op & 1u) || !OPS->fused_available ||
-        !OPS->fused_available(BCTX, op, q)) {
-        g->stats.fusion[op].skipped++;
-        return false;
-    }
-    return true;
-}
-
-/* After the fused op ran (st): true when its result stands. A fault makes it fail as a partial
- * run would: its outputs are poisoned (NaN) before the fallback overwrites them. */
-static bool fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float *const *outs,
-                          const size_t *n_outs, uint32_t n_out_bufs, dsv4_error *err) {
-    if (st == DSV4_OK && (g->fusion_fault >> op & 1u)) {
-        for (uint32_t i = 0; i < n_out_bufs; i++)
-            if (OPS->fill_f32(BCTX, outs[i], NAN, n_outs[i], err) != DSV4_OK) break;
-        g->stats.fusion[op].faulted++;
-        st = DSV4_ERR_IO;
-    }
-    if (st == DSV4_OK) {
-        g->stats.fusion[op].selected++;
-        return true;
-    }
-    g->stats.fusion[op].fallback++;
-    dsv4_error_clear(err);
-    return false;
-}
-
 /* Independent products in one backend call when the backend offers it (same values). */
 static dsv4_status matmuls(dsv4_graph *g, const dsv4_matmul_item *it, uint32_t n_items, uint32_t n,
                            dsv4_error *err) {
@@ -69,14 +23,14 @@ static dsv4_status hc_pre_normed(dsv4_graph *g, const dsv4_tensor *fn, const dsv
                                  const dsv4_tensor *base, const dsv4_tensor *norm, const float *x_hc,
                                  uint32_t n, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
-    const dsv4_fused_query fq = fused_query(g, n, c->n_embd, fn->type, norm->type, 0);
-    if (fusion_wanted(g, DSV4_FUSED_HC_PRE_NORM, OPS->hc_pre_norm != NULL, &fq)) {
+    const dsv4_fused_query fq = graph_fused_query(g, n, c->n_embd, fn->type, norm->type, 0);
+    if (graph_fusion_wanted(g, DSV4_FUSED_HC_PRE_NORM, OPS->hc_pre_norm != NULL, &fq)) {
         const dsv4_status st =
             OPS->hc_pre_norm(BCTX, fn, scale, base, norm, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter,
                              c->rms_eps, c->hc_eps, g->w.xn, g->w.split, err);
         float *const outs[2] = {g->w.xn, g->w.split};
         const size_t n_outs[2] = {(size_t)n * c->n_embd, (size_t)n * dsv4_cfg_hc_mix(c)};
-        if (fusion_result(g, DSV4_FUSED_HC_PRE_NORM, st, outs, n_outs, 2, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_HC_PRE_NORM, st, outs, n_outs, 2, err)) return DSV4_OK;
     }
     GB(OPS->hc_pre(BCTX, fn, scale, base, x_hc, n, c->n_hc, c->n_embd, c->hc_sinkhorn_iter, c->rms_eps,
                    c->hc_eps, g->w.u, g->w.split, err));
@@ -101,24 +55,33 @@ static dsv4_status q_projected(dsv4_graph *g, const dsv4_layer_weights *L, const
     *idx_done = false;
     /* one decode token with the indexer: its queries' RoPE and Hadamard/FP4 in the query heads'
      * norm + RoPE pass (one launch instead of three); in place, so the fallback redoes both products */
-    const dsv4_fused_query iq = fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, c->idx_head_dim);
-    if (idx && n == 1 && fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE_IDX, OPS->q_norm_rope_idx != NULL, &iq)) {
+    const dsv4_fused_query iq = graph_fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, c->idx_head_dim);
+    if (idx && n == 1 &&
+        graph_fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE_IDX, OPS->q_norm_rope_idx != NULL, &iq)) {
         const dsv4_status st = OPS->q_norm_rope_idx(BCTX, g->w.q, H, Dh, c->rms_eps, g->w.iq, c->idx_n_head,
                                                     c->idx_head_dim, p0, rope, err);
         float *const outs[2] = {g->w.q, g->w.iq};
         const size_t n_outs[2] = {QD, IQD};
-        if (fusion_result(g, DSV4_FUSED_Q_NORM_ROPE_IDX, st, outs, n_outs, 2, err)) {
+        if (graph_fusion_result(g, DSV4_FUSED_Q_NORM_ROPE_IDX, st, outs, n_outs, 2, err)) {
             *idx_done = true;
             return DSV4_OK;
         }
         GB(matmuls(g, it, 2, n, err));
     }
-    const dsv4_fused_query fq = fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, 0);
-    if (fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE, OPS->q_norm_rope != NULL, &fq)) {
+    if (g->q_raw) return DSV4_OK; /* normed and rotated inside attention_chunk_qnr (or before the pair) */
+    return graph_q_norm_rope(g, L, rope, n, p0, err);
+}
+
+dsv4_status graph_q_norm_rope(dsv4_graph *g, const dsv4_layer_weights *L, const dsv4_rope *rope, uint32_t n,
+                              uint32_t p0, dsv4_error *err) {
+    const dsv4_config *c = g->cfg;
+    const uint32_t Dh = c->head_dim, H = c->n_head, QL = c->q_lora_rank, QD = H * Dh;
+    const dsv4_fused_query fq = graph_fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, 0);
+    if (graph_fusion_wanted(g, DSV4_FUSED_Q_NORM_ROPE, OPS->q_norm_rope != NULL, &fq)) {
         const dsv4_status st = OPS->q_norm_rope(BCTX, g->w.q, n, H, Dh, c->rms_eps, p0, 1, rope, err);
         float *const outs[1] = {g->w.q};
         const size_t n_outs[1] = {(size_t)n * QD};
-        if (fusion_result(g, DSV4_FUSED_Q_NORM_ROPE, st, outs, n_outs, 1, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_Q_NORM_ROPE, st, outs, n_outs, 1, err)) return DSV4_OK;
         GB(OPS->matmul(BCTX, &L->attn_q_b, 0, QD, g->w.qr, QL, n, g->w.q, QD, err));
     }
     GB(OPS->rmsnorm(BCTX, g->w.q, NULL, n * H, Dh, c->rms_eps, g->w.q, err)); /* per-head norm, no weight */
@@ -132,13 +95,13 @@ static dsv4_status kv_projected(dsv4_graph *g, const dsv4_layer_weights *L, cons
     const dsv4_config *c = g->cfg;
     const uint32_t E = c->n_embd, Dh = c->head_dim, nope = Dh - c->n_rot;
     const dsv4_tensor *norm = &L->attn_kv_a_norm;
-    const dsv4_fused_query fq = fused_query(g, n, Dh, L->attn_kv.type, norm->type, 0);
-    if (fusion_wanted(g, DSV4_FUSED_KV_NORM_ROPE_FP8, OPS->kv_norm_rope_fp8 != NULL, &fq)) {
+    const dsv4_fused_query fq = graph_fused_query(g, n, Dh, L->attn_kv.type, norm->type, 0);
+    if (graph_fusion_wanted(g, DSV4_FUSED_KV_NORM_ROPE_FP8, OPS->kv_norm_rope_fp8 != NULL, &fq)) {
         const dsv4_status st =
             OPS->kv_norm_rope_fp8(BCTX, g->w.kv, norm, n, Dh, c->rms_eps, p0, 1, rope, nope, err);
         float *const outs[1] = {g->w.kv};
         const size_t n_outs[1] = {(size_t)n * Dh};
-        if (fusion_result(g, DSV4_FUSED_KV_NORM_ROPE_FP8, st, outs, n_outs, 1, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_KV_NORM_ROPE_FP8, st, outs, n_outs, 1, err)) return DSV4_OK;
         GB(OPS->matmul(BCTX, &L->attn_kv, 0, Dh, g->w.xn, E, n, g->w.kv, Dh, err));
     }
     GB(OPS->rmsnorm(BCTX, g->w.kv, norm, n, Dh, c->rms_eps, g->w.kv, err));
@@ -152,14 +115,14 @@ static dsv4_status emit_row(dsv4_graph *g, uint32_t il, const dsv4_tensor *norm,
                             bool indexer, void *dst, uint32_t dst_type, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     /* the four ops in one pass; out of place (pooled stays), so the fallback simply runs them */
-    const dsv4_fused_query fq = fused_query(g, 1, width, DSV4_TYPE_F32, norm->type, dst_type);
-    if (fusion_wanted(g, DSV4_FUSED_EMIT_ROW, OPS->emit_row != NULL, &fq)) {
+    const dsv4_fused_query fq = graph_fused_query(g, 1, width, DSV4_TYPE_F32, norm->type, dst_type);
+    if (graph_fusion_wanted(g, DSV4_FUSED_EMIT_ROW, OPS->emit_row != NULL, &fq)) {
         const dsv4_status st =
             OPS->emit_row(BCTX, g->w.pooled, norm, width, c->rms_eps, pos, &g->rope[il], indexer,
                           indexer ? 0 : width - c->n_rot, g->w.crow, dst, dst_type, err);
         float *const outs[1] = {g->w.crow}; /* the cache row is rewritten whole by the fallback's store */
         const size_t n_outs[1] = {width};
-        if (fusion_result(g, DSV4_FUSED_EMIT_ROW, st, outs, n_outs, 1, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_EMIT_ROW, st, outs, n_outs, 1, err)) return DSV4_OK;
     }
     GB(OPS->rmsnorm(BCTX, g->w.pooled, norm, 1, width, c->rms_eps, g->w.crow, err));
     GB(OPS->rope_tail(BCTX, g->w.crow, 1, 1, width, pos, 0, &g->rope[il], false, err));
@@ -256,13 +219,13 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
                                          .aux_type = kvt,
                                          .tier = g->active,
                                          .n_tiers = g->n_tiers};
-            if (fusion_wanted(g, DSV4_FUSED_ATTN_ROPE, OPS->attention_rope != NULL, &fq)) {
+            if (graph_fusion_wanted(g, DSV4_FUSED_ATTN_ROPE, OPS->attention_rope != NULL, &fq)) {
                 const dsv4_status st = OPS->attention_rope(
                     BCTX, w->q, H, Dh, kvt, raw, cap, raw_start, n_raw, R ? KVP(K->comp) : NULL, n_comp, sel,
                     n_sel, &L->attn_sinks, kq_scale, p, &g->rope[il], w->heads, err);
                 float *const outs[1] = {w->heads};
                 const size_t n_outs[1] = {(size_t)QD};
-                if (fusion_result(g, DSV4_FUSED_ATTN_ROPE, st, outs, n_outs, 1, err)) {
+                if (graph_fusion_result(g, DSV4_FUSED_ATTN_ROPE, st, outs, n_outs, 1, err)) {
                     *roped = true;
                     continue;
                 }
@@ -347,6 +310,10 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     GB(matmuls(g, it, ni, n, err));
     const bool chunked = n > 1 && !g->prefill_serial && OPS->compressor_chunk && OPS->indexer_topk_chunk &&
                          OPS->attention_chunk;
+    /* a chunk's queries normed and rotated inside the attention (they stay raw in w->q until then) */
+    const dsv4_fused_query aq = graph_fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, H);
+    g->q_raw =
+        chunked && graph_fusion_wanted(g, DSV4_FUSED_ATTN_CHUNK_QNR, OPS->attention_chunk_qnr != NULL, &aq);
     bool pushed = false; /* token 0's KV side done on a lane (decode) */
     if (n == 1) {
         /* The KV side (norm, RoPE, FP8, cache push, compressors) shares no buffer with the query
@@ -354,8 +321,8 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
          * operands. It advances KV state, so it cannot be redone: the fusion fails (and falls back)
          * only before it starts (the lanes not opened, or an injected fault); an op's error after
          * that is returned, as in the unfused sequence. */
-        const dsv4_fused_query fq = fused_query(g, n, Dh, L->attn_kv.type, L->attn_kv_a_norm.type, 0);
-        if (fusion_wanted(g, DSV4_FUSED_PARALLEL_ATTN, OPS->lanes != NULL, &fq)) {
+        const dsv4_fused_query fq = graph_fused_query(g, n, Dh, L->attn_kv.type, L->attn_kv_a_norm.type, 0);
+        if (graph_fusion_wanted(g, DSV4_FUSED_PARALLEL_ATTN, OPS->lanes != NULL, &fq)) {
             dsv4_status st = g->fusion_fault >> DSV4_FUSED_PARALLEL_ATTN & 1u ? DSV4_ERR_IO : DSV4_OK;
             if (st != DSV4_OK) g->stats.fusion[DSV4_FUSED_PARALLEL_ATTN].faulted++;
             if (st == DSV4_OK) st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
@@ -403,9 +370,9 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     }
     GB(OPS->matmul(BCTX, &L->attn_output_b, 0, E, w->low, (uint64_t)G * OL, n, w->attn_out, E, err));
     /* one decode token: the post is formed inside the FFN's pre step (its fallback runs it there) */
-    const dsv4_fused_query pq = fused_query(g, n, E, L->hc_ffn_fn.type, L->ffn_norm.type, 0);
+    const dsv4_fused_query pq = graph_fused_query(g, n, E, L->hc_ffn_fn.type, L->ffn_norm.type, 0);
     if (n == 1 && post_pending &&
-        fusion_wanted(g, DSV4_FUSED_HC_POST_PRE_NORM, OPS->hc_post_pre_norm != NULL, &pq)) {
+        graph_fusion_wanted(g, DSV4_FUSED_HC_POST_PRE_NORM, OPS->hc_post_pre_norm != NULL, &pq)) {
         *post_pending = true;
         return DSV4_OK;
     }
@@ -446,7 +413,7 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
                                   c->hc_sinkhorn_iter, c->rms_eps, c->hc_eps, w->xn, w->split2, err);
         float *const outs[3] = {w->hc_mid, w->xn, w->split2};
         const size_t n_outs[3] = {(size_t)c->n_hc * E, E, dsv4_cfg_hc_mix(c)};
-        pre_done = fusion_result(g, DSV4_FUSED_HC_POST_PRE_NORM, st, outs, n_outs, 3, err);
+        pre_done = graph_fusion_result(g, DSV4_FUSED_HC_POST_PRE_NORM, st, outs, n_outs, 3, err);
         if (pre_done)
             split = w->split2;
         else
@@ -466,15 +433,15 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     const dsv4_tensor *bias = !hash && dsv4_tensor_present(&L->exp_probs_b) ? &L->exp_probs_b : NULL;
     /* one decode token of a top-k layer: the selection inside the products' call */
     const dsv4_fused_query rq =
-        fused_query(g, n, c->n_expert, L->ffn_gate_inp.type, bias ? bias->type : DSV4_TYPE_F32, k);
+        graph_fused_query(g, n, c->n_expert, L->ffn_gate_inp.type, bias ? bias->type : DSV4_TYPE_F32, k);
     bool routed = false;
-    if (n == 1 && !hash && fusion_wanted(g, DSV4_FUSED_ROUTER_TOPK, OPS->matmuls_router != NULL, &rq)) {
+    if (n == 1 && !hash && graph_fusion_wanted(g, DSV4_FUSED_ROUTER_TOPK, OPS->matmuls_router != NULL, &rq)) {
         const dsv4_status st = OPS->matmuls_router(BCTX, it, shared ? 3 : 1, n, c->n_expert, k, bias,
                                                    c->expert_weights_scale, w->rsel, w->rw, err);
         /* the ids are poisoned as floats (NaN bits: no expert), the fallback rewrites them */
         float *const outs[3] = {w->rlog, w->rw, (float *)w->rsel};
         const size_t n_outs[3] = {c->n_expert, k, k};
-        routed = fusion_result(g, DSV4_FUSED_ROUTER_TOPK, st, outs, n_outs, 3, err);
+        routed = graph_fusion_result(g, DSV4_FUSED_ROUTER_TOPK, st, outs, n_outs, 3, err);
     }
     if (!routed) {
         GB(matmuls(g, it, shared ? 3 : 1, n, err));
@@ -488,15 +455,15 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
     }
     /* One decode token: the routed slots summed inside the FFN's post (moe_sum_post), one launch
      * less; the unfused moe and post below when it may not run or fails. */
-    const dsv4_fused_query sq =
-        fused_query(g, n, E, L->ffn_down_exps.type, L->ffn_gate_exps.type, (uint32_t)L->ffn_gate_exps.ne[1]);
+    const dsv4_fused_query sq = graph_fused_query(g, n, E, L->ffn_down_exps.type, L->ffn_gate_exps.type,
+                                                  (uint32_t)L->ffn_gate_exps.ne[1]);
     bool slots = n == 1 && k * E > 0 &&
-                 fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
+                 graph_fusion_wanted(g, DSV4_FUSED_MOE_SUM_POST, OPS->moe_slots && OPS->hc_post_slots, &sq);
     /* The shared expert on a side lane while the routed experts run: the same ops on disjoint
      * buffers, so the same values; a failure joins the lanes and reruns both in order. */
-    const dsv4_fused_query fq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
+    const dsv4_fused_query fq = graph_fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_gate_exps.type, 0);
     bool done = false;
-    if (fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
+    if (graph_fusion_wanted(g, DSV4_FUSED_PARALLEL_FFN, OPS->lanes != NULL, &fq)) {
         dsv4_status st = OPS->lanes(BCTX, DSV4_LANE_SIDE, err);
         const bool forked = st == DSV4_OK;
         if (st == DSV4_OK) st = OPS->swiglu(BCTX, w->sg, w->su, (size_t)n * ff, clamp, w->sm, err);
@@ -514,7 +481,7 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
         }
         float *const outs[3] = {w->sm, w->shared, slots ? w->slots : w->routed};
         const size_t n_outs[3] = {(size_t)n * ff, (size_t)n * E, (size_t)n * (slots ? k : 1) * E};
-        done = fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
+        done = graph_fusion_result(g, DSV4_FUSED_PARALLEL_FFN, st, outs, n_outs, 3, err);
     }
     if (!done) {
         GB(routed_experts(g, L, n, k, clamp, &slots, err));
@@ -526,19 +493,19 @@ dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, u
             OPS->hc_post_slots(BCTX, w->slots, k, w->shared, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
         float *const outs[1] = {w->hc_cur};
         const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
-        if (fusion_result(g, DSV4_FUSED_MOE_SUM_POST, st, outs, n_outs, 1, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_MOE_SUM_POST, st, outs, n_outs, 1, err)) return DSV4_OK;
         /* the unfused sequence from the routed sum on (moe is a function of its inputs) */
         GB(OPS->moe(BCTX, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, w->xn, n, w->rsel, w->rw, k,
                     clamp, w->routed, err));
     }
     /* routed + shared inside the HC post (the add's float sums, then the post's expression) */
-    const dsv4_fused_query pq = fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_down_exps.type, 0);
-    if (fusion_wanted(g, DSV4_FUSED_HC_POST_ADD, OPS->hc_post_add != NULL, &pq)) {
+    const dsv4_fused_query pq = graph_fused_query(g, n, E, L->ffn_down_shexp.type, L->ffn_down_exps.type, 0);
+    if (graph_fusion_wanted(g, DSV4_FUSED_HC_POST_ADD, OPS->hc_post_add != NULL, &pq)) {
         const dsv4_status st =
             OPS->hc_post_add(BCTX, w->routed, w->shared, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);
         float *const outs[1] = {w->hc_cur};
         const size_t n_outs[1] = {(size_t)n * c->n_hc * E};
-        if (fusion_result(g, DSV4_FUSED_HC_POST_ADD, st, outs, n_outs, 1, err)) return DSV4_OK;
+        if (graph_fusion_result(g, DSV4_FUSED_HC_POST_ADD, st, outs, n_outs, 1, err)) return DSV4_OK;
     }
     GB(OPS->add(BCTX, w->routed, w->shared, (size_t)n * E, w->f, err));
     return OPS->hc_post(BCTX, w->f, w->hc_mid, split, n, c->n_hc, E, w->hc_cur, err);

@@ -813,9 +813,36 @@ double tc_chunk_check(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32
         /* run 0 through the f16 copy of the chunk's rows, run 1 without it: bitwise the same */
         launch_ok(dsv4_cuda_attention_chunk_tc(s, dq.p, n, n_head, 512, pos0, dckv.p, DSV4_TYPE_F16, draw.p,
                                                raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dtc.p,
-                                               k == 0 ? (void *)scratch.p : nullptr, scratch.n),
+                                               k == 0 ? (void *)scratch.p : nullptr, scratch.n, 0.0f,
+                                               nullptr),
                   "attention_chunk_tc");
         runs[k] = dtc.get();
+    }
+    /* the queries' norm + RoPE in the query load (DSV4_FUSED_ATTN_CHUNK_QNR) against q_norm_rope, then the
+     * kernel: bitwise, q left raw; rotations at the chunk's positions (YaRN ramp on) */
+    bool qnr_ok = true;
+    {
+        const dsv4_rope rp = rope_yarn(64);
+        dbuf<float> dqn(q), dqr(q), dnr(q.size());
+        const float eps = 1e-6f;
+        launch_ok(dsv4_cuda_q_norm_rope(s, dqn.p, n, n_head, 512, eps, pos0, 1, &rp), "q_norm_rope");
+        std::vector<float> outs[2];
+        for (int k = 0; k < 2; k++) {
+            CUDA_OK(cudaMemset(dnr.p, 0xff, dnr.n * 4));
+            launch_ok(dsv4_cuda_attention_chunk_tc(s, k ? dqr.p : dqn.p, n, n_head, 512, pos0, dckv.p,
+                                                   DSV4_TYPE_F16, draw.p, raw_cap, pc, ratio, ps, n_sel,
+                                                   dsinks.p, kq, dnr.p, scratch.p, scratch.n, eps,
+                                                   k ? &rp : nullptr),
+                      "attention_chunk_tc qnr");
+            outs[k] = dnr.get();
+        }
+        qnr_ok = bits_equal(outs[0], outs[1]) && bits_equal(dqr.get(), q);
+        if (!qnr_ok || print)
+            printf("%-4s %-16s %uh n %u @%u r%u sel %u: fused query norm + RoPE %s q_norm_rope first, q %s\n",
+                   qnr_ok ? "PASS" : "FAIL", "chunk tc qnr", n_head, n, pos0, ratio, n_sel,
+                   bits_equal(outs[0], outs[1]) ? "bitwise" : "DIFFERS FROM",
+                   bits_equal(dqr.get(), q) ? "unchanged" : "CHANGED");
+        (qnr_ok ? g_pass : g_fail)++;
     }
     const std::vector<float> fa = dfa.get();
     double td = 0, fd = 0, tf = 0;
@@ -1129,7 +1156,7 @@ void tc_timings(rng &r) {
             [&] {
                 return dsv4_cuda_attention_chunk_tc(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16, draw.p,
                                                     128, dcomp.p, c.ratio, nullptr, 0, sinks.p, kq, out.p,
-                                                    scratch.p, scratch.n);
+                                                    scratch.p, scratch.n, 0.0f, nullptr);
             },
             per, reps);
         printf("RESULT %s %.2f %.2f\n", c.name, fast_us, tc_us);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_attn_kvnum.cuh"
+#include "backend/cuda/cuda_attn_qnr.cuh"
 #include "backend/cuda/cuda_attn_rope.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
@@ -69,49 +70,24 @@ __global__ void __launch_bounds__(RMS_THREADS)
 }
 
 /* Prefill chunks of 512-wide heads (session 14): a warp per head, 8 heads of one token per block, no
- * block barrier after the angles. The sum is cu_row_sumsq's over RMS_THREADS threads, emulated: lane l
- * holds the float4 groups of threads l, l + 32, l + 64, l + 96 (the only ones with a group at width
- * 512), each summed as that thread sums it, each warp's butterfly done on its own value (every lane
- * ends with the warp's sum, addition being commutative), the 8 warp sums added in order from 0.0 (the
- * 4 empty warps add +0.0, which leaves a sum of squares unchanged). Then norm_rope_row's products
- * and rotation per element, from the registers. The same bits as q_norm_rope_kernel. */
+ * block barrier after the angles; the head's norm and rotation are qnr_head512's (cuda_attn_qnr.cuh:
+ * cu_row_sumsq's tree emulated, then norm_rope_row's products and rotation per element, from the
+ * registers). The same bits as q_norm_rope_kernel. */
 __global__ void __launch_bounds__(256) q_norm_rope_warp_kernel(float *x, float eps, rope_args a) {
     cu_pdl_trigger();
-    constexpr uint32_t W = 512, GR = W / 4 / 32; /* float4 groups per lane */
     __shared__ float cs[256], sn[256];
     const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = blockDim.x >> 5;
     const uint32_t hb = a.n_head / per; /* blocks per token */
     const uint64_t t = blockIdx.x / hb, r = t * a.n_head + (uint64_t)(blockIdx.x % hb) * per + warp;
     rope_angles(a, a.pos0 + (uint32_t)t * a.pos_step, cs, sn);
     __syncthreads(); /* the angles */
-    float4 *xr = (float4 *)(x + r * W);
-    float4 v[GR];
-    double part[GR];
+    float4 *xr = (float4 *)(x + r * QNR_W);
+    float4 v[QNR_GR];
 #pragma unroll
-    for (uint32_t k = 0; k < GR; k++) {
-        v[k] = xr[k * 32 + lane];
-        double ss = 0.0;
-        ss = __dadd_rn(ss, __dmul_rn((double)v[k].x, (double)v[k].x));
-        ss = __dadd_rn(ss, __dmul_rn((double)v[k].y, (double)v[k].y));
-        ss = __dadd_rn(ss, __dmul_rn((double)v[k].z, (double)v[k].z));
-        ss = __dadd_rn(ss, __dmul_rn((double)v[k].w, (double)v[k].w));
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        part[k] = ss;
-    }
-    double tot = 0.0;
+    for (uint32_t k = 0; k < QNR_GR; k++) v[k] = xr[k * 32 + lane];
+    qnr_head512(v, lane, eps, a.half, cs, sn);
 #pragma unroll
-    for (uint32_t k = 0; k < GR; k++) tot += part[k];
-    for (uint32_t k = GR; k < RMS_THREADS / 32; k++) tot += 0.0;
-    const float s = cu_rms_inv(tot, W, eps);
-    const uint32_t nope = W - 2 * a.half;
-#pragma unroll
-    for (uint32_t k = 0; k < GR; k++) {
-        const uint32_t i = 4 * (k * 32 + lane); /* pairs (i, i + 1) and (i + 2, i + 3) */
-        float y[4] = {__fmul_rn(v[k].x, s), __fmul_rn(v[k].y, s), __fmul_rn(v[k].z, s), __fmul_rn(v[k].w, s)};
-        if (i >= nope) rope_rotate(&y[0], &y[1], cs[(i - nope) / 2], sn[(i - nope) / 2]);
-        if (i + 2 >= nope) rope_rotate(&y[2], &y[3], cs[(i + 2 - nope) / 2], sn[(i + 2 - nope) / 2]);
-        xr[k * 32 + lane] = make_float4(y[0], y[1], y[2], y[3]);
-    }
+    for (uint32_t k = 0; k < QNR_GR; k++) xr[k * 32 + lane] = v[k];
 }
 
 __global__ void __launch_bounds__(RMS_THREADS)

@@ -5,9 +5,18 @@
  * the issue); three barriers per tile. Checked on the H200 by test_cuda_attn; host emulation:
  * attn_tc_emu_check. */
 #include "backend/cuda/cuda_attn_common.cuh"
+#include "backend/cuda/cuda_attn_qnr.cuh"
 #include "backend/cuda/cuda_attn_tc.cuh"
 
 namespace {
+
+/* The queries' per-head norm + RoPE inside the query load (DSV4_FUSED_ATTN_CHUNK_QNR): on = 0 reads q
+ * as it is (normed by q_norm_rope before the call). */
+struct ft_qnr {
+    uint32_t on;
+    float eps;
+    rope_args a;
+};
 
 __device__ __forceinline__ void ft_cp16(void *dst, const void *src) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -64,7 +73,62 @@ __global__ void ft_kv16_kernel(const float *kv, uint16_t *kv16, uint64_t n) {
         kv16[i] = ft_f16(kv[i]);
 }
 
-__global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
+/* Q value group c (4 values) of head h into shared memory: f16 hi and lo */
+__device__ __forceinline__ void ft_put_q(ft_smem &s, uint32_t h, uint32_t c, const float4 &v) {
+    const uint16_t h0 = ft_f16(v.x), h1 = ft_f16(v.y), h2 = ft_f16(v.z), h3 = ft_f16(v.w);
+    *(uint2 *)(s.q + h * FT_LDK + 4 * c) = make_uint2(ft_pack(h0, h1), ft_pack(h2, h3));
+#if FT_QSPLIT
+    *(uint2 *)(s.qlo + h * FT_LDK + 4 * c) =
+        make_uint2(ft_pack(ft_q_lo(v.x, h0), ft_q_lo(v.y, h1)), ft_pack(ft_q_lo(v.z, h2), ft_q_lo(v.w, h3)));
+#endif
+}
+
+/* The token's 64 query heads as they are (normed before the call): 16 loads a thread in flight, then
+ * their conversions (session 24: one load at a time, the conversions waited on each) */
+__device__ __forceinline__ void ft_load_q(ft_smem &s, const float *qg, uint32_t tid) {
+    constexpr uint32_t QB = 16;
+    static_assert(FT_H * FA_D / 4 % (QB * FT_T) == 0, "whole batches of Q loads");
+    for (uint32_t e0 = 0; e0 < FT_H * FA_D / 4; e0 += QB * FT_T) {
+        float4 qv[QB];
+#pragma unroll
+        for (uint32_t i = 0; i < QB; i++) qv[i] = __ldg((const float4 *)qg + e0 + i * FT_T + tid);
+#pragma unroll
+        for (uint32_t i = 0; i < QB; i++) {
+            const uint32_t e = e0 + i * FT_T + tid;
+            ft_put_q(s, e / (FA_D / 4), e % (FA_D / 4), qv[i]);
+        }
+    }
+}
+
+/* The token's 64 raw query heads, normed and rotated on the way in (qnr_head512: the q_norm_rope op's
+ * bits): the pair angles into the score space (free until the first tile's scores), then a warp per
+ * head, 4 heads' loads in flight. */
+__device__ __forceinline__ void ft_load_q_normed(ft_smem &s, const float *qg, const ft_qnr &r, uint32_t t,
+                                                 uint32_t tid) {
+    static_assert(FA_D == QNR_W && FT_H * FT_LDS >= 512, "512-wide heads; angles fit the scores");
+    const uint32_t lane = tid & 31, w = tid >> 5, pos = r.a.pos0 + t * r.a.pos_step;
+    float *cs = s.sc, *sn = s.sc + 256;
+    for (uint32_t k = tid; k < r.a.half; k += FT_T) rope_pair_cs_sn(r.a, pos, k, &cs[k], &sn[k]);
+    __syncthreads();
+    constexpr uint32_t QH = 4, NW = FT_T / 32;
+    static_assert(FT_H % (QH * NW) == 0, "whole batches of heads");
+    for (uint32_t h0 = w; h0 < FT_H; h0 += QH * NW) {
+        float4 v[QH][QNR_GR];
+#pragma unroll
+        for (uint32_t j = 0; j < QH; j++)
+#pragma unroll
+            for (uint32_t k = 0; k < QNR_GR; k++)
+                v[j][k] = __ldg((const float4 *)(qg + (uint64_t)(h0 + j * NW) * FA_D) + k * 32 + lane);
+#pragma unroll
+        for (uint32_t j = 0; j < QH; j++) {
+            qnr_head512(v[j], lane, r.eps, r.a.half, cs, sn);
+#pragma unroll
+            for (uint32_t k = 0; k < QNR_GR; k++) ft_put_q(s, h0 + j * NW, k * 32 + lane, v[j][k]);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x, ft_qnr r) {
     const fa_args &a = x.a;
     extern __shared__ __align__(16) unsigned char ft_dyn[];
     ft_smem &s = *reinterpret_cast<ft_smem *>(ft_dyn);
@@ -76,26 +140,10 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x) {
 
     if (n_tiles) ft_issue(s, x, k, 0, 0, tid);
     const float *qg = a.q + ((uint64_t)t * a.n_head + hg) * FA_D;
-    /* 16 loads a thread in flight, then their conversions (session 24: one load at a time, the
-     * conversions waited on each) */
-    constexpr uint32_t QB = 16;
-    static_assert(FT_H * FA_D / 4 % (QB * FT_T) == 0, "whole batches of Q loads");
-    for (uint32_t e0 = 0; e0 < FT_H * FA_D / 4; e0 += QB * FT_T) {
-        float4 qv[QB];
-#pragma unroll
-        for (uint32_t i = 0; i < QB; i++) qv[i] = __ldg((const float4 *)qg + e0 + i * FT_T + tid);
-#pragma unroll
-        for (uint32_t i = 0; i < QB; i++) {
-            const uint32_t e = e0 + i * FT_T + tid, h = e / (FA_D / 4), c = e % (FA_D / 4);
-            const float4 v = qv[i];
-            const uint16_t h0 = ft_f16(v.x), h1 = ft_f16(v.y), h2 = ft_f16(v.z), h3 = ft_f16(v.w);
-            *(uint2 *)(s.q + h * FT_LDK + 4 * c) = make_uint2(ft_pack(h0, h1), ft_pack(h2, h3));
-#if FT_QSPLIT
-            *(uint2 *)(s.qlo + h * FT_LDK + 4 * c) = make_uint2(ft_pack(ft_q_lo(v.x, h0), ft_q_lo(v.y, h1)),
-                                                                ft_pack(ft_q_lo(v.z, h2), ft_q_lo(v.w, h3)));
-#endif
-        }
-    }
+    if (r.on)
+        ft_load_q_normed(s, qg, r, t, tid);
+    else
+        ft_load_q(s, qg, tid);
     if (tid < FT_H) {
         s.m[tid] = -INFINITY;
         s.l[tid] = 0.0f;
@@ -237,14 +285,26 @@ extern "C" bool dsv4_cuda_attention_chunk_tc_ok(uint32_t n, uint32_t n_head, uin
            aligned16(raw) && aligned16(comp) && aligned16(chunk_kv) && smem_fits();
 }
 
+extern "C" bool dsv4_cuda_attention_chunk_tc_qnr_ok(const dsv4_rope *rope) {
+    return rope && rope->n_rot % 2 == 0 && rope->n_rot <= FA_D && rope->n_rot / 2 <= 256;
+}
+
 extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
                                             uint32_t head_dim, uint32_t pos0, const float *chunk_kv,
                                             uint32_t kv_type, const void *raw, uint32_t raw_cap,
                                             const void *comp, uint32_t ratio, const int32_t *sel,
                                             uint32_t n_sel, const float *sinks_dev, float kq_scale,
-                                            float *out, void *scratch, size_t scratch_bytes) {
-    if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv))
+                                            float *out, void *scratch, size_t scratch_bytes, float qnr_eps,
+                                            const dsv4_rope *qnr_rope) {
+    if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv) ||
+        (qnr_rope && !dsv4_cuda_attention_chunk_tc_qnr_ok(qnr_rope)))
         return (int)cudaErrorInvalidValue;
+    ft_qnr r;
+    memset(&r, 0, sizeof r);
+    if (qnr_rope) {
+        r.on = 1, r.eps = qnr_eps;
+        r.a = rope_args_make(qnr_rope, false, n_head, head_dim, pos0, 1);
+    }
     fa_args a = fa_chunk_args(q, raw, comp, sel, sinks_dev, out, chunk_kv, n_head, raw_cap, pos0, ratio,
                               n_sel, kq_scale, true);
     const size_t smem = sizeof(ft_smem);
@@ -259,6 +319,6 @@ extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, 
         ft_kv16_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, (cudaStream_t)s>>>(
             chunk_kv, (uint16_t *)scratch, nkv);
     }
-    ft_kernel<<<dim3(n, n_head / FT_H), FT_T, smem, (cudaStream_t)s>>>(x);
+    ft_kernel<<<dim3(n, n_head / FT_H), FT_T, smem, (cudaStream_t)s>>>(x, r);
     return attn_launch_status();
 }

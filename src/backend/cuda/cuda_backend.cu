@@ -253,6 +253,7 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_PARALLEL_ATTN: return c->side_stream && c->lane == 0 && q->n_tokens == 1;
     case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0 && q->n_hc <= 16; /* HC_MAX */
     case DSV4_FUSED_ATTN_ROPE: return cu_attention_rope_ok(c, q->n_tokens, q->width);
+    case DSV4_FUSED_ATTN_CHUNK_QNR: return cu_attention_chunk_qnr_ok(c, q->n_tokens, q->width, q->width2);
     case DSV4_FUSED_MOE_SUM_POST:
         return q->n_hc > 0 && q->n_hc <= 16 &&
                cu_moe_slots_ok(c, q->n_tokens, q->aux_type, q->weight_type, q->width, q->width2);
@@ -347,6 +348,7 @@ static const dsv4_backend_ops cuda_ops = {
     .compressor_chunk = cu_compressor_chunk,
     .indexer_topk_chunk = cu_indexer_topk_chunk,
     .attention_chunk = cu_attention_chunk,
+    .attention_chunk_qnr = cu_attention_chunk_qnr,
     .activate = cu_activate,
     .copy_from = cu_copy_from,
     .host_alloc = cu_host_alloc,

@@ -345,7 +345,7 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
         if (!scr) return DSV4_ERR_NOMEM;
         return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv,
                                                     kv_type, raw, raw_cap, comp, ratio, sel, n_sel, sd,
-                                                    kq_scale, out, scr, sb),
+                                                    kq_scale, out, scr, sb, 0.0f, NULL),
                        "attention_chunk (tc)", err);
     }
     if (n > 0 && attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv)) {
@@ -359,4 +359,36 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
     return attn_rc(dsv4_cuda_attention_chunk(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type, raw,
                                              raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out),
                    "attention_chunk", err);
+}
+
+/* Gate of attn_chunk_qnr: a prefill chunk the tensor-core attention takes (DS4 numerics, not
+ * DSV4_CUDA_ATTN=fast / exact; 512-wide heads in blocks of 64); the call itself checks the rest
+ * (alignment, row types, the rotation) and declines with DSV4_ERR_UNSUPPORTED. */
+bool cu_attention_chunk_qnr_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim, uint32_t n_head) {
+    return n_tokens > 1 && attn_fast(c) && c->attn_tc && head_dim == 512 && n_head > 0 && n_head % 64 == 0;
+}
+
+dsv4_status cu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
+                                   uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
+                                   uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
+                                   uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float eps,
+                                   const dsv4_rope *rope, float *out, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)vctx;
+    if (!cu_attention_chunk_qnr_ok(c, n, head_dim, n_head) || n > 65535 ||
+        !dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv) ||
+        !dsv4_cuda_attention_chunk_tc_qnr_ok(rope))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
+                         "attention_chunk_qnr: %u queries of %u heads of %u not taken", n, n_head, head_dim);
+    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk_qnr: sinks %s must be F32 with %u values",
+                         sinks->name ? sinks->name : "?", n_head);
+    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    if (!sd) return DSV4_ERR_INVALID;
+    const size_t sb = dsv4_cuda_attention_fast_scratch_bytes();
+    void *scr = cu_scratch(c, CU_SLOT_ATTN, sb, err);
+    if (!scr) return DSV4_ERR_NOMEM;
+    return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type,
+                                                raw, raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out, scr,
+                                                sb, eps, rope),
+                   "attention_chunk_qnr (tc)", err);
 }

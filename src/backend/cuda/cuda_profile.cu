@@ -172,6 +172,7 @@ PW_NAME(kv_norm_rope_fp8)
 PW_NAME(compressor_chunk)
 PW_NAME(indexer_topk_chunk)
 PW_NAME(attention_chunk)
+PW_NAME(attention_chunk_qnr)
 PW_NAME(hc_post_add)
 PW_NAME(attention_rope)
 PW_NAME(activate)
@@ -329,6 +330,7 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(compressor_chunk, PW(compressor_chunk, true));
     PW_SET(indexer_topk_chunk, PW(indexer_topk_chunk, true));
     PW_SET(attention_chunk, PW(attention_chunk, true));
+    PW_SET(attention_chunk_qnr, PW(attention_chunk_qnr, true));
     PW_SET(hc_post_add, PW(hc_post_add, true));
     PW_SET(attention_rope, PW(attention_rope, true));
     PW_SET(activate, PW(activate, false));
