@@ -9,7 +9,7 @@
 
 /* What a fused op's gate is asked: this call's shapes and types, the mode and the placement. */
 dsv4_fused_query graph_fused_query(const dsv4_graph *g, uint32_t n, uint32_t width, uint32_t weight_type,
-                                    uint32_t aux_type, uint32_t width2) {
+                                   uint32_t aux_type, uint32_t width2) {
     return (dsv4_fused_query){.n_tokens = n,
                               .width = width,
                               .weight_type = weight_type,
@@ -37,7 +37,7 @@ bool graph_fusion_wanted(dsv4_graph *g, dsv4_fused_op op, bool offered, const ds
 /* After the fused op ran (st): true when its result stands. A fault makes it fail as a partial
  * run would: its outputs are poisoned (NaN) before the fallback overwrites them. */
 bool graph_fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float *const *outs,
-                          const size_t *n_outs, uint32_t n_out_bufs, dsv4_error *err) {
+                         const size_t *n_outs, uint32_t n_out_bufs, dsv4_error *err) {
     if (st == DSV4_OK && (g->fusion_fault >> op & 1u)) {
         for (uint32_t i = 0; i < n_out_bufs; i++)
             if (OPS->fill_f32(BCTX, outs[i], NAN, n_outs[i], err) != DSV4_OK) break;
@@ -52,4 +52,3 @@ bool graph_fusion_result(dsv4_graph *g, dsv4_fused_op op, dsv4_status st, float 
     dsv4_error_clear(err);
     return false;
 }
-

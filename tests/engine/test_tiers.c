@@ -374,21 +374,26 @@ static void test_fusion_on_off_fault(void **state) {
     /* hc_post_pre_norm: the FFN halves of the decode steps (the attention's post in the FFN's pre step;
      * hc_pre_norm is then not asked there) */
     const uint64_t hcpp = dec;
+    /* attn_chunk_qnr: the attention halves of the prefill chunks (68 tokens in chunks of 7: 10 chunks, all
+     * of 2+ tokens); q_norm_rope is then not asked there, except on its fallback */
+    const uint64_t qnr = (uint64_t)g_layers * ((N_TOK - 4 + 6) / 7);
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
                         PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
                         AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST,
                         QI = DSV4_FUSED_Q_NORM_ROPE_IDX, ER = DSV4_FUSED_EMIT_ROW,
-                        RT = DSV4_FUSED_ROUTER_TOPK, HP = DSV4_FUSED_HC_POST_PRE_NORM;
+                        RT = DSV4_FUSED_ROUTER_TOPK, HP = DSV4_FUSED_HC_POST_PRE_NORM,
+                        QN = DSV4_FUSED_ATTN_CHUNK_QNR;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
     eng_opts o_off = {TIERS3, false, false, NULL, NULL};
     /* disabled by name: q_norm_rope stays on (the names act one by one) */
     eng_opts o_dis = {TIERS3, true, false, "hc_pre_norm,kv_norm_rope_fp8,parallel_ffn", NULL};
-    eng_opts o_flt = {TIERS3, true, false, NULL,
-                      "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
-                      "rope,moe_sum_post,q_norm_rope_idx,emit_row,router_topk,hc_post_pre_norm"};
+    eng_opts o_flt = {
+        TIERS3, true, false, NULL,
+        "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
+        "rope,moe_sum_post,q_norm_rope_idx,emit_row,router_topk,hc_post_pre_norm,attn_chunk_qnr"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -406,19 +411,19 @@ static void test_fusion_on_off_fault(void **state) {
     assert_memory_equal(s_on, s_flt, b_on);
     assert_memory_equal(s_on, s_flt1, b_on);
     expect_counts(&on, HC, calls - hcpp, 0, 0, 0);
-    expect_counts(&on, Q, attn - idxd, 0, 0, 0);
+    expect_counts(&on, Q, attn - idxd - qnr, 0, 0, 0);
     expect_counts(&on, KV, attn, 0, 0, 0);
     expect_counts(&off, HC, 0, 0, 0, calls);
     expect_counts(&off, Q, 0, 0, 0, attn);
     expect_counts(&off, KV, 0, 0, 0, attn);
     expect_counts(&dis, HC, 0, 0, 0, calls - hcpp);
-    expect_counts(&dis, Q, attn - idxd, 0, 0, 0);
+    expect_counts(&dis, Q, attn - idxd - qnr, 0, 0, 0);
     expect_counts(&dis, KV, 0, 0, 0, attn);
     expect_counts(&flt, HC, 0, calls, calls, 0);
     expect_counts(&flt, Q, 0, attn, attn, 0);
     expect_counts(&flt, KV, 0, attn, attn, 0);
     expect_counts(&flt1, HC, calls - hcpp, 0, 0, 0);
-    expect_counts(&flt1, Q, attn - idxd, 0, 0, 0);
+    expect_counts(&flt1, Q, attn - idxd - qnr, 0, 0, 0);
     expect_counts(&flt1, KV, 0, attn, attn, 0);
     /* parallel_ffn (disabled by name in `dis`), parallel_attn, attn_rope and moe_sum_post (the decode
      * halves) */
@@ -431,6 +436,8 @@ static void test_fusion_on_off_fault(void **state) {
     expect_run_counts(&on, &off, &dis, &flt, &flt1, ER, emits, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, RT, topk, false);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, HP, hcpp, false);
+    /* attn_chunk_qnr; where it falls back (faulted), q_norm_rope runs before the attention (faulted too) */
+    expect_run_counts(&on, &off, &dis, &flt, &flt1, QN, qnr, false);
     /* hc_post_add: every FFN half (all have a shared expert) but the decode ones moe_sum_post took;
      * where that one falls back (faulted), the decode halves ask for hc_post_add too */
     expect_counts(&on, PA2, ffn - dec, 0, 0, 0);

@@ -128,6 +128,7 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
     case DSV4_FUSED_ROUTER_TOPK:
         return q->n_tokens == 1 && q->width > 0 && q->width2 > 0 && q->width2 <= q->width;
+    case DSV4_FUSED_ATTN_CHUNK_QNR: return q->n_tokens > 1 && q->width > 0 && q->width % 2 == 0;
     case DSV4_FUSED_EMIT_ROW:
         return q->n_tokens == 1 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
@@ -195,6 +196,7 @@ static const dsv4_backend_ops cpu_ops = {
     .compressor_chunk = cpu_compressor_chunk,
     .indexer_topk_chunk = cpu_indexer_topk_chunk,
     .attention_chunk = cpu_attention_chunk,
+    .attention_chunk_qnr = cpu_attention_chunk_qnr,
     .destroy = cpu_destroy,
 };
 
