@@ -63,7 +63,8 @@ typedef enum dsv4_fused_op {
                                          the same call (the router + shared gate/up matmul_multi) */
     DSV4_FUSED_HC_POST_PRE_NORM = 11, /* decode: the attention's hc_post inside the FFN's hc_pre_norm */
     DSV4_FUSED_ATTN_CHUNK_QNR = 12,   /* prefill chunks: the queries' per-head norm + rope_tail (q_norm_rope)
-                                         inside attention_chunk, which reads them raw */
+                                         inside attention_chunk, which reads them raw, and the heads'
+                                         inverse rope_tail on its way out */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -349,7 +350,9 @@ typedef struct dsv4_backend_ops {
                                    dsv4_error *err);
     /* attention_chunk with q holding the raw query heads: each head row normed (no weight, eps) and
      * rotated (rope at pos0 + t, as q_norm_rope(q, n, n_head, head_dim, eps, pos0, 1, rope)) on the way
-     * in, q itself left as it is; out equals q_norm_rope then attention_chunk bit for bit. Optional
+     * in, q itself left as it is; with rope_out the heads also get their inverse RoPE on the way out
+     * (rope_tail(out, n, n_head, head_dim, pos0, 1, rope, true)); out equals the ops in that order bit
+     * for bit. Optional
      * (DSV4_FUSED_ATTN_CHUNK_QNR); DSV4_ERR_UNSUPPORTED where the call's shapes are not taken (the
      * graph then runs the pair). */
     dsv4_status (*attention_chunk_qnr)(void *ctx, const float *q, uint32_t n, uint32_t n_head,
@@ -357,7 +360,7 @@ typedef struct dsv4_backend_ops {
                                        uint32_t kv_type, const void *raw, uint32_t raw_cap, const void *comp,
                                        uint32_t ratio, const int32_t *sel, uint32_t n_sel,
                                        const dsv4_tensor *sinks, float kq_scale, float eps,
-                                       const dsv4_rope *rope, float *out, dsv4_error *err);
+                                       const dsv4_rope *rope, bool rope_out, float *out, dsv4_error *err);
 
     /* ---- tiers (optional; NULL when the backend has a single device / host memory) ---- */
     /* Make this backend's device current for the calling thread (a tier switch). */

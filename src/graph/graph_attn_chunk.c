@@ -54,7 +54,7 @@ static dsv4_status indexer_hook(dsv4_graph *g, uint32_t il, uint32_t p_first, ui
 }
 
 dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, uint32_t t_idx,
-                                  const dsv4_graph_hooks *h, dsv4_error *err) {
+                                  const dsv4_graph_hooks *h, bool *roped, dsv4_error *err) {
     const dsv4_config *c = g->cfg;
     const dsv4_layer_weights *L = &g->m->layers[il];
     const dsv4_kv_layer *K = &kv->layout.layers[il];
@@ -97,14 +97,16 @@ dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
         if (h && h->on_indexer) GB(indexer_hook(g, il, p0 + t_idx, m, s, h, err));
     }
     bool done = false;
+    *roped = false;
     if (g->q_raw) { /* the queries are raw: normed and rotated inside the attention, else here first */
         g->q_raw = false;
         const dsv4_status st = OPS->attention_chunk_qnr(
             BCTX, w->q, n, H, Dh, p0, w->kv, kvt, raw, cap, R ? KVP(K->comp) : NULL, R, sel, sel ? k : 0,
-            &L->attn_sinks, kq_scale, c->rms_eps, &g->rope[il], w->heads, err);
+            &L->attn_sinks, kq_scale, c->rms_eps, &g->rope[il], true, w->heads, err);
         float *const outs[1] = {w->heads};
         const size_t n_outs[1] = {(size_t)n * H * Dh};
         done = graph_fusion_result(g, DSV4_FUSED_ATTN_CHUNK_QNR, st, outs, n_outs, 1, err);
+        *roped = done; /* the heads came out with their inverse RoPE */
         if (!done) GB(graph_q_norm_rope(g, L, &g->rope[il], n, p0, err));
     }
     if (!done)

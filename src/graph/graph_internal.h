@@ -116,9 +116,10 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
                                   const dsv4_graph_hooks *h, bool *post_pending, dsv4_error *err);
 /* The sequential part of layer il's attention for a chunk of n > 1 tokens with the batched ops
  * (compressor_chunk, indexer_topk_chunk, attention_chunk): the same KV state, head outputs and
- * on_indexer calls as the per-token loop. t_idx: the first chunk row that runs the indexer. */
+ * on_indexer calls as the per-token loop. t_idx: the first chunk row that runs the indexer. *roped: the
+ * heads came out with their inverse RoPE (attn_chunk_qnr took them). */
 dsv4_status graph_attention_chunk(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il, uint32_t n, uint32_t t_idx,
-                                  const dsv4_graph_hooks *h, dsv4_error *err);
+                                  const dsv4_graph_hooks *h, bool *roped, dsv4_error *err);
 dsv4_status graph_layer_ffn(dsv4_graph *g, uint32_t il, const int32_t *tokens, uint32_t n, bool post_pending,
                             dsv4_error *err);
 

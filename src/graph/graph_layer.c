@@ -352,7 +352,7 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     /* ---- per chunk (batched ops) or per token: cache push, compressors, indexer, attention ---- */
     bool roped = false; /* the heads came out of the attention with their inverse RoPE (attn_rope) */
     if (chunked) {
-        GB(graph_attention_chunk(g, kv, il, n, t_idx, h, err));
+        GB(graph_attention_chunk(g, kv, il, n, t_idx, h, &roped, err));
         g->stats.attn_chunks++;
     } else {
         GB(attention_per_token(g, kv, il, n, pushed, h, &roped, err));

@@ -813,7 +813,7 @@ double tc_chunk_check(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32
         /* run 0 through the f16 copy of the chunk's rows, run 1 without it: bitwise the same */
         launch_ok(dsv4_cuda_attention_chunk_tc(s, dq.p, n, n_head, 512, pos0, dckv.p, DSV4_TYPE_F16, draw.p,
                                                raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dtc.p,
-                                               k == 0 ? (void *)scratch.p : nullptr, scratch.n, 0.0f,
+                                               k == 0 ? (void *)scratch.p : nullptr, scratch.n, 0.0f, nullptr,
                                                nullptr),
                   "attention_chunk_tc");
         runs[k] = dtc.get();
@@ -832,16 +832,28 @@ double tc_chunk_check(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32
             launch_ok(dsv4_cuda_attention_chunk_tc(s, k ? dqr.p : dqn.p, n, n_head, 512, pos0, dckv.p,
                                                    DSV4_TYPE_F16, draw.p, raw_cap, pc, ratio, ps, n_sel,
                                                    dsinks.p, kq, dnr.p, scratch.p, scratch.n, eps,
-                                                   k ? &rp : nullptr),
+                                                   k ? &rp : nullptr, nullptr),
                       "attention_chunk_tc qnr");
             outs[k] = dnr.get();
         }
-        qnr_ok = bits_equal(outs[0], outs[1]) && bits_equal(dqr.get(), q);
+        /* and the heads' inverse RoPE on the way out against the rope op after the kernel */
+        CUDA_OK(cudaMemcpy(dnr.p, outs[0].data(), dnr.n * 4, cudaMemcpyHostToDevice));
+        launch_ok(dsv4_cuda_rope_tail(s, dnr.p, n, n_head, 512, pos0, 1, &rp, true), "rope_tail inverse");
+        const std::vector<float> rref = dnr.get();
+        CUDA_OK(cudaMemset(dnr.p, 0xff, dnr.n * 4));
+        launch_ok(dsv4_cuda_attention_chunk_tc(s, dqr.p, n, n_head, 512, pos0, dckv.p, DSV4_TYPE_F16, draw.p,
+                                               raw_cap, pc, ratio, ps, n_sel, dsinks.p, kq, dnr.p, scratch.p,
+                                               scratch.n, eps, &rp, &rp),
+                  "attention_chunk_tc qnr + out rope");
+        const bool rope_same = bits_equal(dnr.get(), rref);
+        qnr_ok = bits_equal(outs[0], outs[1]) && bits_equal(dqr.get(), q) && rope_same;
         if (!qnr_ok || print)
-            printf("%-4s %-16s %uh n %u @%u r%u sel %u: fused query norm + RoPE %s q_norm_rope first, q %s\n",
+            printf("%-4s %-16s %uh n %u @%u r%u sel %u: fused query norm + RoPE %s q_norm_rope first, q %s, "
+                   "output inverse RoPE %s rope_tail after\n",
                    qnr_ok ? "PASS" : "FAIL", "chunk tc qnr", n_head, n, pos0, ratio, n_sel,
                    bits_equal(outs[0], outs[1]) ? "bitwise" : "DIFFERS FROM",
-                   bits_equal(dqr.get(), q) ? "unchanged" : "CHANGED");
+                   bits_equal(dqr.get(), q) ? "unchanged" : "CHANGED",
+                   rope_same ? "bitwise" : "DIFFERS FROM");
         (qnr_ok ? g_pass : g_fail)++;
     }
     const std::vector<float> fa = dfa.get();
@@ -1156,7 +1168,7 @@ void tc_timings(rng &r) {
             [&] {
                 return dsv4_cuda_attention_chunk_tc(s, q.p, c.n, H, 512, c.pos0, ckv.p, DSV4_TYPE_F16, draw.p,
                                                     128, dcomp.p, c.ratio, nullptr, 0, sinks.p, kq, out.p,
-                                                    scratch.p, scratch.n, 0.0f, nullptr);
+                                                    scratch.p, scratch.n, 0.0f, nullptr, nullptr);
             },
             per, reps);
         printf("RESULT %s %.2f %.2f\n", c.name, fast_us, tc_us);

@@ -214,14 +214,15 @@ dsv4_status cpu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t
     return DSV4_OK;
 }
 
-/* The fused op's reference: q_norm_rope on a copy of the raw queries, then attention_chunk (the same
- * two ops in their order, so the graph's fusion protocol runs on the CPU too). */
+/* The fused op's reference: q_norm_rope on a copy of the raw queries, attention_chunk, then (rope_out)
+ * the heads' inverse rope_tail: the ops in their order, so the graph's fusion protocol runs on the CPU
+ * too. */
 dsv4_status cpu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint32_t n_head,
                                     uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
                                     const void *kraw, uint32_t raw_cap, const void *kcomp, uint32_t ratio,
                                     const int32_t *sel, uint32_t n_sel, const dsv4_tensor *sinks,
-                                    float kq_scale, float eps, const dsv4_rope *rope, float *out,
-                                    dsv4_error *err) {
+                                    float kq_scale, float eps, const dsv4_rope *rope, bool rope_out,
+                                    float *out, dsv4_error *err) {
     const size_t nq = (size_t)n * n_head * head_dim;
     if (nq == 0) return DSV4_OK;
     float *qn = malloc(nq * sizeof(float));
@@ -231,6 +232,8 @@ dsv4_status cpu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint
     if (st == DSV4_OK)
         st = cpu_attention_chunk(vctx, qn, n, n_head, head_dim, pos0, chunk_kv, kv_type, kraw, raw_cap, kcomp,
                                  ratio, sel, n_sel, sinks, kq_scale, out, err);
+    if (st == DSV4_OK && rope_out)
+        st = cpu_rope_tail(vctx, out, n, n_head, head_dim, pos0, 1, rope, true, err);
     free(qn);
     return st;
 }

@@ -122,7 +122,9 @@ int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t 
  * bitwise the same result either way. qnr_rope (or nullptr): q holds the raw query heads, normed (no
  * weight, qnr_eps) and rotated at positions pos0.. on the way in, q itself left as it is: the same bits as
  * dsv4_cuda_q_norm_rope(q, n, n_head, head_dim, qnr_eps, pos0, 1, qnr_rope) before the call
- * (DSV4_FUSED_ATTN_CHUNK_QNR; _qnr_ok: the rotations it takes). */
+ * (DSV4_FUSED_ATTN_CHUNK_QNR; _qnr_ok: the rotations it takes). out_rope (or nullptr): the heads' inverse
+ * RoPE on the way out, the same bits as dsv4_cuda_rope_tail(out, n, n_head, head_dim, pos0, 1, out_rope,
+ * true) after the call. */
 bool dsv4_cuda_attention_chunk_tc_ok(uint32_t n, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
                                      const void *q, const void *out, const void *raw, const void *comp,
                                      const void *chunk_kv);
@@ -131,7 +133,7 @@ int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, uint32_t n,
                                  const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,
                                  const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale,
                                  float *out, void *scratch, size_t scratch_bytes, float qnr_eps,
-                                 const dsv4_rope *qnr_rope);
+                                 const dsv4_rope *qnr_rope, const dsv4_rope *out_rope);
 bool dsv4_cuda_attention_chunk_tc_qnr_ok(const dsv4_rope *rope);
 
 #ifdef __cplusplus

@@ -11,11 +11,12 @@
 namespace {
 
 /* The queries' per-head norm + RoPE inside the query load (DSV4_FUSED_ATTN_CHUNK_QNR): on = 0 reads q
- * as it is (normed by q_norm_rope before the call). */
+ * as it is (normed by q_norm_rope before the call); out_on: the heads' inverse RoPE (ai: the rope op's
+ * inverse arguments) on the output's way out. */
 struct ft_qnr {
-    uint32_t on;
+    uint32_t on, out_on;
     float eps;
-    rope_args a;
+    rope_args a, ai;
 };
 
 __device__ __forceinline__ void ft_cp16(void *dst, const void *src) {
@@ -243,8 +244,12 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x, ft_qnr r) {
             }
         }
     }
-    __syncthreads(); /* m, l final (the empty token: the values set above); f free */
+    __syncthreads(); /* m, l final (the empty token: the values set above); f free; scores free */
     if (tid < FT_H) ft_head_scales(s.f, s.m, s.l, a.sinks + hg, tid);
+    float *ocs = s.sc, *osn = s.sc + 256; /* the output's inverse-RoPE angles (the rope op's) */
+    if (r.out_on)
+        for (uint32_t k = tid; k < r.ai.half; k += FT_T)
+            rope_pair_cs_sn(r.ai, r.ai.pos0 + t * r.ai.pos_step, k, &ocs[k], &osn[k]);
     __syncthreads();
     float *out = a.out + ((uint64_t)t * a.n_head + hg) * FA_D;
 #if FT_QSPLIT
@@ -254,9 +259,16 @@ __global__ void __launch_bounds__(FT_T, 1) ft_kernel(ft_args x, ft_qnr r) {
 #pragma unroll
     for (uint32_t j = 0; j < 32; j++) ft_store_out(ob, FT_LDO, s.f, hb, 256 * half + 8 * j, lane, o[j]);
     __syncthreads();
+    const uint32_t onope = FA_D - 2 * r.ai.half;
     for (uint32_t e = tid; e < FT_H * FA_D / 4; e += FT_T) {
-        const uint32_t h = e / (FA_D / 4), c = e % (FA_D / 4);
-        *((float4 *)(out + (size_t)h * FA_D) + c) = *(const float4 *)(ob + h * FT_LDO + 4 * c);
+        const uint32_t h = e / (FA_D / 4), c = e % (FA_D / 4), i = 4 * c;
+        float4 v = *(const float4 *)(ob + h * FT_LDO + i);
+        if (r.out_on &&
+            i + 2 >= onope) { /* pairs (i, i + 1) and (i + 2, i + 3), as rope_kernel rotates them */
+            if (i >= onope) rope_rotate(&v.x, &v.y, ocs[(i - onope) / 2], osn[(i - onope) / 2]);
+            rope_rotate(&v.z, &v.w, ocs[(i + 2 - onope) / 2], osn[(i + 2 - onope) / 2]);
+        }
+        *((float4 *)(out + (size_t)h * FA_D) + c) = v;
     }
 #else
 #pragma unroll
@@ -295,15 +307,20 @@ extern "C" int dsv4_cuda_attention_chunk_tc(dsv4_cuda_stream s, const float *q, 
                                             const void *comp, uint32_t ratio, const int32_t *sel,
                                             uint32_t n_sel, const float *sinks_dev, float kq_scale,
                                             float *out, void *scratch, size_t scratch_bytes, float qnr_eps,
-                                            const dsv4_rope *qnr_rope) {
+                                            const dsv4_rope *qnr_rope, const dsv4_rope *out_rope) {
     if (!dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv) ||
-        (qnr_rope && !dsv4_cuda_attention_chunk_tc_qnr_ok(qnr_rope)))
+        (qnr_rope && !dsv4_cuda_attention_chunk_tc_qnr_ok(qnr_rope)) ||
+        (out_rope && (!FT_QSPLIT || !dsv4_cuda_attention_chunk_tc_qnr_ok(out_rope))))
         return (int)cudaErrorInvalidValue;
     ft_qnr r;
     memset(&r, 0, sizeof r);
     if (qnr_rope) {
         r.on = 1, r.eps = qnr_eps;
         r.a = rope_args_make(qnr_rope, false, n_head, head_dim, pos0, 1);
+    }
+    if (out_rope) {
+        r.out_on = 1;
+        r.ai = rope_args_make(out_rope, true, n_head, head_dim, pos0, 1);
     }
     fa_args a = fa_chunk_args(q, raw, comp, sel, sinks_dev, out, chunk_kv, n_head, raw_cap, pos0, ratio,
                               n_sel, kq_scale, true);

@@ -460,7 +460,7 @@ dsv4_status cu_attention_chunk_qnr(void *ctx, const float *q, uint32_t n, uint32
                                    uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
                                    uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
                                    uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float eps,
-                                   const dsv4_rope *rope, float *out, dsv4_error *err);
+                                   const dsv4_rope *rope, bool rope_out, float *out, dsv4_error *err);
 dsv4_status cu_router_select(void *ctx, const float *logits, uint32_t n, uint32_t n_expert, uint32_t k,
                              const dsv4_tensor *bias, const dsv4_tensor *tid2eid, const int32_t *host_tokens,
                              float scale, int32_t *sel, float *weights, dsv4_error *err);

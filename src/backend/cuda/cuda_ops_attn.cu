@@ -345,7 +345,7 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
         if (!scr) return DSV4_ERR_NOMEM;
         return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv,
                                                     kv_type, raw, raw_cap, comp, ratio, sel, n_sel, sd,
-                                                    kq_scale, out, scr, sb, 0.0f, NULL),
+                                                    kq_scale, out, scr, sb, 0.0f, NULL, NULL),
                        "attention_chunk (tc)", err);
     }
     if (n > 0 && attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv)) {
@@ -372,7 +372,7 @@ dsv4_status cu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint3
                                    uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
                                    uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
                                    uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float eps,
-                                   const dsv4_rope *rope, float *out, dsv4_error *err) {
+                                   const dsv4_rope *rope, bool rope_out, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     if (!cu_attention_chunk_qnr_ok(c, n, head_dim, n_head) || n > 65535 ||
         !dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv) ||
@@ -389,6 +389,6 @@ dsv4_status cu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint3
     if (!scr) return DSV4_ERR_NOMEM;
     return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type,
                                                 raw, raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out, scr,
-                                                sb, eps, rope),
+                                                sb, eps, rope, rope_out ? rope : NULL),
                    "attention_chunk_qnr (tc)", err);
 }
