@@ -322,6 +322,35 @@ dsv4_status cu_indexer_topk_chunk(void *vctx, const float *q, const float *w, fl
                    "indexer_topk_chunk", err);
 }
 
+/* The device copy of an attention op's F32 sinks (at least n_head values), or NULL with err set. */
+static const float *chunk_sinks(cuda_ctx *c, const dsv4_tensor *sinks, uint32_t n_head, const char *op,
+                                dsv4_error *err) {
+    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32) {
+        dsv4_fail(err, DSV4_ERR_INVALID, "%s: sinks %s must be F32 with %u values", op,
+                  sinks->name ? sinks->name : "?", n_head);
+        return NULL;
+    }
+    return (const float *)cu_weight_dev(c, sinks, err);
+}
+
+/* The tensor-core prefill attention (qrope / orope: the queries' norm + RoPE in, the heads' inverse RoPE
+ * out, or NULL), in the fast kernel's scratch slot at its fixed size (never regrown here): the chunk's
+ * f16 rows when they fit (n <= 8224), else the kernel rounds them itself. */
+static dsv4_status chunk_tc(cuda_ctx *c, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
+                            uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
+                            uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
+                            uint32_t n_sel, const float *sd, float kq_scale, float eps,
+                            const dsv4_rope *qrope, const dsv4_rope *orope, float *out, const char *what,
+                            dsv4_error *err) {
+    const size_t sb = dsv4_cuda_attention_fast_scratch_bytes();
+    void *scr = cu_scratch(c, CU_SLOT_ATTN, sb, err);
+    if (!scr) return DSV4_ERR_NOMEM;
+    return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type,
+                                                raw, raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out, scr,
+                                                sb, eps, qrope, orope),
+                   what, err);
+}
+
 dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t n_head, uint32_t head_dim,
                                uint32_t pos0, const float *chunk_kv, uint32_t kv_type, const void *raw,
                                uint32_t raw_cap, const void *comp, uint32_t ratio, const int32_t *sel,
@@ -329,25 +358,14 @@ dsv4_status cu_attention_chunk(void *vctx, const float *q, uint32_t n, uint32_t 
                                dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)vctx;
     GCU(kv_type_ok(kv_type, head_dim, false, "attention_chunk", err));
-    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: sinks %s must be F32 with %u values",
-                         sinks->name ? sinks->name : "?", n_head);
     if (n > 65535) return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk: %u queries (at most 65535)", n);
-    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    const float *sd = chunk_sinks(c, sinks, n_head, "attention_chunk", err);
     if (!sd) return DSV4_ERR_INVALID;
     /* DSV4_CUDA_ATTN=tc: the tensor-core kernel where it applies (else the fast kernel) */
     if (attn_fast(c) && c->attn_tc &&
-        dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv)) {
-        /* the fast kernel's slot at its fixed size (never regrown here): the chunk's f16 rows when
-         * they fit (n <= 8224), else the kernel rounds them itself */
-        const size_t sb = dsv4_cuda_attention_fast_scratch_bytes();
-        void *scr = cu_scratch(c, CU_SLOT_ATTN, sb, err);
-        if (!scr) return DSV4_ERR_NOMEM;
-        return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv,
-                                                    kv_type, raw, raw_cap, comp, ratio, sel, n_sel, sd,
-                                                    kq_scale, out, scr, sb, 0.0f, NULL, NULL),
-                       "attention_chunk (tc)", err);
-    }
+        dsv4_cuda_attention_chunk_tc_ok(n, n_head, head_dim, kv_type, q, out, raw, comp, chunk_kv))
+        return chunk_tc(c, q, n, n_head, head_dim, pos0, chunk_kv, kv_type, raw, raw_cap, comp, ratio, sel,
+                        n_sel, sd, kq_scale, 0.0f, NULL, NULL, out, "attention_chunk (tc)", err);
     if (n > 0 && attn_fast(c) && dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, chunk_kv)) {
         void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
         if (!scr) return DSV4_ERR_NOMEM;
@@ -379,16 +397,8 @@ dsv4_status cu_attention_chunk_qnr(void *vctx, const float *q, uint32_t n, uint3
         !dsv4_cuda_attention_chunk_tc_qnr_ok(rope))
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED,
                          "attention_chunk_qnr: %u queries of %u heads of %u not taken", n, n_head, head_dim);
-    if (sinks->ne[0] < n_head || sinks->type != DSV4_TYPE_F32)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "attention_chunk_qnr: sinks %s must be F32 with %u values",
-                         sinks->name ? sinks->name : "?", n_head);
-    const float *sd = (const float *)cu_weight_dev(c, sinks, err);
+    const float *sd = chunk_sinks(c, sinks, n_head, "attention_chunk_qnr", err);
     if (!sd) return DSV4_ERR_INVALID;
-    const size_t sb = dsv4_cuda_attention_fast_scratch_bytes();
-    void *scr = cu_scratch(c, CU_SLOT_ATTN, sb, err);
-    if (!scr) return DSV4_ERR_NOMEM;
-    return attn_rc(dsv4_cuda_attention_chunk_tc(STREAM(c), q, n, n_head, head_dim, pos0, chunk_kv, kv_type,
-                                                raw, raw_cap, comp, ratio, sel, n_sel, sd, kq_scale, out, scr,
-                                                sb, eps, rope, rope_out ? rope : NULL),
-                   "attention_chunk_qnr (tc)", err);
+    return chunk_tc(c, q, n, n_head, head_dim, pos0, chunk_kv, kv_type, raw, raw_cap, comp, ratio, sel, n_sel,
+                    sd, kq_scale, eps, rope, rope_out ? rope : NULL, out, "attention_chunk_qnr (tc)", err);
 }
