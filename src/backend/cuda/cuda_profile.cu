@@ -18,7 +18,26 @@ extern "C" {
 #include "common/types.h"
 }
 
-enum { CU_PROF_PAIRS = 4096 };
+enum { CU_PROF_PAIRS = 4096, CU_PROF_STAMPS = 1u << 21 };
+
+/* DSV4_CUDA_PROFILE=graph: a one-thread kernel before and after each op stamps the GPU's global
+ * timer into a device log instead of events, so the ops can stay inside recorded decode steps
+ * (events cannot be timed there) and every replay leaves its stamps. The stamps end programmatic
+ * launches between ops (each op then starts after the stamp after the op before), so an op's time
+ * is its kernels' time at the real clock and cache state with no overlap. */
+typedef struct cu_stamp {
+    unsigned long long t; /* %globaltimer, ns */
+    uint32_t slot;        /* the op's key */
+    uint32_t tag;         /* scope instance << 1 | (1: after the op) */
+} cu_stamp;
+
+static __global__ void prof_stamp_kernel(cu_stamp *log, unsigned *count, unsigned cap, uint32_t slot,
+                                         uint32_t tag) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    const unsigned i = atomicAdd(count, 1u);
+    if (i < cap) log[i] = cu_stamp{t, slot, tag};
+}
 
 typedef struct cu_prof_pair {
     cudaEvent_t a, b;
@@ -40,6 +59,12 @@ struct cu_prof {
     double self_ms; /* host time of the profiler itself around the calls */
     uint64_t tokens, steps, flushes, lost;
     uint64_t sync0[CU_SYNC_KINDS]; /* counters when profiling began */
+    bool stamps;                   /* DSV4_CUDA_PROFILE=graph */
+    cu_stamp *d_log;
+    unsigned *d_count;
+    uint32_t n_scopes; /* stamp scope instances handed out */
+    uint64_t embeds_direct; /* embed calls run as issued (not recorded into a step) */
+    int32_t embed_slot;
 };
 
 static double now_ms(void) {
@@ -81,7 +106,11 @@ class prof_scope {
     prof_scope(cuda_ctx *c, const char *key, bool gpu) : p_(c->prof), pair_(-1) {
         const double enter = now_ms();
         slot_ = dsv4_opprof_slot(&p_->agg, key);
-        if (gpu && !p_->gpu_off && slot_ >= 0) {
+        if (p_->stamps && gpu && !p_->gpu_off && slot_ >= 0) {
+            scope_ = p_->n_scopes++;
+            stream_ = c->stream;
+            stamp(0);
+        } else if (gpu && !p_->gpu_off && slot_ >= 0) {
             if (p_->n == p_->n_events) harvest(p_);
             if (!p_->gpu_off) {
                 cudaError_t e = cudaSuccess;
@@ -104,6 +133,7 @@ class prof_scope {
     ~prof_scope() {
         const double t1 = now_ms();
         dsv4_opprof_add_call(&p_->agg, slot_, (t1 - t0_) * 1e3);
+        if (scope_ != UINT32_MAX) stamp(1);
         if (pair_ >= 0) {
             if (cudaEventRecord(p_->pool[pair_].b, stream_) == cudaSuccess) {
                 p_->pool[pair_].slot = slot_;
@@ -121,8 +151,19 @@ class prof_scope {
     prof_scope &operator=(const prof_scope &) = delete;
 
   private:
+    /* on the op's stream (the lane it was issued on); a failed launch stops GPU timing */
+    void stamp(uint32_t after) {
+        if (p_->gpu_off) return;
+        prof_stamp_kernel<<<1, 1, 0, stream_>>>(p_->d_log, p_->d_count, CU_PROF_STAMPS, (uint32_t)slot_,
+                                                scope_ << 1 | after);
+        if (cudaGetLastError() != cudaSuccess) p_->gpu_off = true;
+        if (!p_->started) p_->t_first = now_ms();
+        p_->started = true;
+        p_->t_last = now_ms();
+    }
     cu_prof *p_;
     int32_t slot_;
+    uint32_t scope_ = UINT32_MAX;
     long pair_;
     cudaStream_t stream_ = nullptr;
     double t0_ = 0;
@@ -261,8 +302,13 @@ static dsv4_status pw_attention(void *ctx, const float *q, uint32_t n_head, uint
 static dsv4_status pw_embed(void *ctx, const dsv4_tensor *emb, const int32_t *host_tokens, uint32_t n,
                             uint32_t n_hc, float *out_hc, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
-    c->prof->tokens += n;
-    c->prof->steps++;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess) cudaGetLastError();
+    if (cs == cudaStreamCaptureStatusNone || !c->prof->stamps) { /* a recorded one counts at its replays */
+        c->prof->tokens += n;
+        c->prof->steps++;
+        c->prof->embeds_direct++;
+    }
     const dsv4_backend_ops *base = c->prof->base;
     prof_scope s(c, "embed", true);
     return base->embed(ctx, emb, host_tokens, n, n_hc, out_hc, err);
@@ -291,9 +337,12 @@ static void pw_host_free(void *ctx, void *ptr) {
 static void install(cu_prof *p, const dsv4_backend_ops *base) {
     p->base = base;
     p->ops = *base; /* name, supports_weight_type, fused_available and destroy pass through */
-    /* per-op events need the ops to run as issued: no step recording while profiling */
-    p->ops.step_begin = NULL;
-    p->ops.step_end = NULL;
+    /* per-op events need the ops to run as issued: no step recording while profiling (stamps are
+     * recorded with the step and run at each replay) */
+    if (!p->stamps) {
+        p->ops.step_begin = NULL;
+        p->ops.step_end = NULL;
+    }
     PW_SET(buf_alloc, PW(buf_alloc, false));
     PW_SET(buf_free, pw_buf_free);
     PW_SET(write, PW(write, true));
@@ -344,7 +393,76 @@ bool cu_prof_requested(void) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
+static bool prof_stamps_requested(void) {
+    const char *v = getenv("DSV4_CUDA_PROFILE");
+    return v && strcmp(v, "graph") == 0;
+}
+
+/* Pair each scope's stamps in log order (a replay's stamps of one scope come before and after in
+ * stream order; a scope replayed again starts a new pair), add the times to the table, and with
+ * DSV4_CUDA_PROFILE_LOG=path write every stamp as CSV (ns from the first, before/after, scope,
+ * key) for a timeline. */
+static void stamps_harvest(cu_prof *p) {
+    unsigned n = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(&n, p->d_count, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        cudaGetLastError();
+        p->gpu_off = true;
+        return;
+    }
+    if (n > CU_PROF_STAMPS) p->lost += n - CU_PROF_STAMPS, n = CU_PROF_STAMPS;
+    cu_stamp *h = (cu_stamp *)malloc((size_t)n * sizeof *h + 1);
+    unsigned long long *open = (unsigned long long *)calloc((size_t)p->n_scopes + 1, sizeof *open);
+    if (!h || !open || cudaMemcpy(h, p->d_log, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        cudaGetLastError();
+        free(h);
+        free(open);
+        p->lost += n;
+        return;
+    }
+    const char *path = getenv("DSV4_CUDA_PROFILE_LOG");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (path && *path && !f) fprintf(stderr, "profiler: cannot write %s\n", path);
+    if (f) fprintf(f, "ns,after,scope,key\n");
+    unsigned long long t0 = ~0ull, t1 = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (h[i].t < t0) t0 = h[i].t;
+        if (h[i].t > t1) t1 = h[i].t;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const uint32_t scope = h[i].tag >> 1;
+        if (scope >= p->n_scopes || h[i].slot >= p->agg.n) {
+            p->lost++;
+            continue;
+        }
+        if (f)
+            fprintf(f, "%llu,%u,%u,\"%s\"\n", h[i].t - t0, h[i].tag & 1, scope, p->agg.e[h[i].slot].key);
+        if (!(h[i].tag & 1)) {
+            open[scope] = h[i].t + 1; /* 0: no open pair */
+        } else if (open[scope]) {
+            dsv4_opprof_add_gpu(&p->agg, (int32_t)h[i].slot, (double)(h[i].t - (open[scope] - 1)) * 1e-6);
+            open[scope] = 0;
+        } else {
+            p->lost++;
+        }
+    }
+    if (f) fclose(f);
+    /* recorded steps embed one token at each replay */
+    p->embed_slot = dsv4_opprof_slot(&p->agg, "embed");
+    if (p->embed_slot >= 0 && p->agg.e[p->embed_slot].gpu_calls > p->embeds_direct) {
+        const uint64_t replays = p->agg.e[p->embed_slot].gpu_calls - p->embeds_direct;
+        p->tokens += replays;
+        p->steps += replays;
+    }
+    p->span_ms = n ? (double)(t1 - t0) * 1e-6 : 0.0;
+    p->flushes++;
+    free(h);
+    free(open);
+}
+
 static void prof_free(cu_prof *p) {
+    if (p->d_log) cudaFree(p->d_log);
+    if (p->d_count) cudaFree(p->d_count);
     for (size_t i = 0; i < p->n_events; i++) {
         cudaEventDestroy(p->pool[i].a);
         cudaEventDestroy(p->pool[i].b);
@@ -383,6 +501,16 @@ dsv4_status cu_prof_create(cuda_ctx *c, const dsv4_backend_ops *base, const dsv4
         prof_free(p);
         return cu_fail(err, e, "profiler events");
     }
+    p->stamps = prof_stamps_requested();
+    if (p->stamps) {
+        e = cudaMalloc((void **)&p->d_log, (size_t)CU_PROF_STAMPS * sizeof(cu_stamp));
+        if (e == cudaSuccess) e = cudaMalloc((void **)&p->d_count, sizeof(unsigned));
+        if (e == cudaSuccess) e = cudaMemset(p->d_count, 0, sizeof(unsigned));
+        if (e != cudaSuccess) {
+            prof_free(p);
+            return cu_fail(err, e, "profiler stamp log");
+        }
+    }
     memcpy(p->sync0, c->n_sync, sizeof p->sync0);
     install(p, base);
     c->prof = p;
@@ -393,7 +521,10 @@ dsv4_status cu_prof_create(cuda_ctx *c, const dsv4_backend_ops *base, const dsv4
 void cu_prof_finish(cuda_ctx *c) {
     cu_prof *p = c->prof;
     if (!p) return;
-    harvest(p);
+    if (p->stamps)
+        stamps_harvest(p);
+    else
+        harvest(p);
     static const char *const kind[CU_SYNC_KINDS] = {"read", "write", "sync", "free", "staging"};
     uint64_t syncs = 0;
     char detail[160];
