@@ -62,7 +62,7 @@ struct cu_prof {
     bool stamps;                   /* DSV4_CUDA_PROFILE=graph */
     cu_stamp *d_log;
     unsigned *d_count;
-    uint32_t n_scopes; /* stamp scope instances handed out */
+    uint32_t n_scopes;      /* stamp scope instances handed out */
     uint64_t embeds_direct; /* embed calls run as issued (not recorded into a step) */
     int32_t embed_slot;
 };
@@ -413,7 +413,8 @@ static void stamps_harvest(cu_prof *p) {
     if (n > CU_PROF_STAMPS) p->lost += n - CU_PROF_STAMPS, n = CU_PROF_STAMPS;
     cu_stamp *h = (cu_stamp *)malloc((size_t)n * sizeof *h + 1);
     unsigned long long *open = (unsigned long long *)calloc((size_t)p->n_scopes + 1, sizeof *open);
-    if (!h || !open || cudaMemcpy(h, p->d_log, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (!h || !open ||
+        cudaMemcpy(h, p->d_log, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
         cudaGetLastError();
         free(h);
         free(open);
@@ -435,8 +436,7 @@ static void stamps_harvest(cu_prof *p) {
             p->lost++;
             continue;
         }
-        if (f)
-            fprintf(f, "%llu,%u,%u,\"%s\"\n", h[i].t - t0, h[i].tag & 1, scope, p->agg.e[h[i].slot].key);
+        if (f) fprintf(f, "%llu,%u,%u,\"%s\"\n", h[i].t - t0, h[i].tag & 1, scope, p->agg.e[h[i].slot].key);
         if (!(h[i].tag & 1)) {
             open[scope] = h[i].t + 1; /* 0: no open pair */
         } else if (open[scope]) {
