@@ -219,6 +219,7 @@ PW_NAME(attention_rope)
 PW_NAME(activate)
 PW_NAME(copy_from)
 PW_NAME(host_alloc)
+PW_NAME(hc_post_slots)
 #define PW(op, gpu) pw<decltype(dsv4_backend_ops::op), &dsv4_backend_ops::op, k_##op, gpu>::fn
 
 static void n_bucket(char *buf, size_t cap, uint32_t n) {
@@ -283,6 +284,20 @@ static dsv4_status pw_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor 
     const dsv4_backend_ops *base = c->prof->base;
     prof_scope s(c, key, true);
     return base->moe(ctx, gate, up, down, x, n, sel, weights, k, clamp, out, err);
+}
+
+static dsv4_status pw_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up,
+                                const dsv4_tensor *down, const float *x, uint32_t n, const int32_t *sel,
+                                const float *weights, uint32_t k, float clamp, float *slots, dsv4_error *err) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    char key[DSV4_OPPROF_KEY], nb[24];
+    n_bucket(nb, sizeof nb, n);
+    snprintf(key, sizeof key, "moe_slots %s/%s/%s n=%s k=%u in=%llu ff=%llu", dsv4_type_name(gate->type),
+             dsv4_type_name(up->type), dsv4_type_name(down->type), nb, k, (unsigned long long)gate->ne[0],
+             (unsigned long long)gate->ne[1]);
+    const dsv4_backend_ops *base = c->prof->base;
+    prof_scope s(c, key, true);
+    return base->moe_slots(ctx, gate, up, down, x, n, sel, weights, k, clamp, slots, err);
 }
 
 static dsv4_status pw_attention(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,
@@ -369,6 +384,8 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(attention, pw_attention);
     PW_SET(router_select, PW(router_select, true));
     PW_SET(moe, pw_moe);
+    PW_SET(moe_slots, pw_moe_slots);
+    PW_SET(hc_post_slots, PW(hc_post_slots, true));
     PW_SET(hc_pre_norm, PW(hc_pre_norm, true));
     PW_SET(q_norm_rope, PW(q_norm_rope, true));
     PW_SET(q_norm_rope_idx, PW(q_norm_rope_idx, true));
