@@ -86,6 +86,41 @@ double dsv4_opprof_gpu_total_ms(const dsv4_opprof *p) {
     return s;
 }
 
+int64_t dsv4_opprof_add_stamps(dsv4_opprof *p, const dsv4_opprof_stamp *s, size_t n, uint32_t n_scopes,
+                               FILE *log, uint64_t *span_ns) {
+    *span_ns = 0;
+    uint64_t *open = calloc((size_t)n_scopes + 1, sizeof *open); /* before's t + 1; 0: none open */
+    if (!open) return -1;
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].t < t0) t0 = s[i].t;
+        if (s[i].t > t1) t1 = s[i].t;
+    }
+    if (log) fprintf(log, "ns,after,scope,key\n");
+    int64_t lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t scope = s[i].tag >> 1;
+        if (scope >= n_scopes || s[i].slot >= p->n) {
+            lost++;
+            continue;
+        }
+        if (log)
+            fprintf(log, "%llu,%u,%u,\"%s\"\n", (unsigned long long)(s[i].t - t0), s[i].tag & 1u, scope,
+                    p->e[s[i].slot].key);
+        if (!(s[i].tag & 1u)) {
+            open[scope] = s[i].t + 1;
+        } else if (open[scope]) {
+            dsv4_opprof_add_gpu(p, (int32_t)s[i].slot, (double)(s[i].t - (open[scope] - 1)) * 1e-6);
+            open[scope] = 0;
+        } else {
+            lost++;
+        }
+    }
+    free(open);
+    *span_ns = n ? t1 - t0 : 0;
+    return lost;
+}
+
 static int entry_cmp(const dsv4_opprof_entry *a, const dsv4_opprof_entry *b) {
     if (a->gpu_ms != b->gpu_ms) return a->gpu_ms > b->gpu_ms ? -1 : 1;
     if (a->host_us != b->host_us) return a->host_us > b->host_us ? -1 : 1;

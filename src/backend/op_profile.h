@@ -51,6 +51,20 @@ int32_t dsv4_opprof_slot(dsv4_opprof *p, const char *key);
 void dsv4_opprof_add_call(dsv4_opprof *p, int32_t slot, double host_us);
 void dsv4_opprof_add_gpu(dsv4_opprof *p, int32_t slot, double gpu_ms);
 double dsv4_opprof_gpu_total_ms(const dsv4_opprof *p);
+/* One global-timer stamp of DSV4_CUDA_PROFILE=graph: before (tag & 1 == 0) or after an op of scope
+ * tag >> 1 keyed by slot; the device log's layout. */
+typedef struct dsv4_opprof_stamp {
+    uint64_t t; /* ns */
+    uint32_t slot;
+    uint32_t tag;
+} dsv4_opprof_stamp;
+/* Pair a log's stamps in log order (a scope's before and after; a scope seen again, as in a replayed
+ * step, opens a new pair) and add each pair's time as a GPU sample of its slot; with log != NULL
+ * also write every stamp as CSV (ns from the earliest stamp, after, scope, key). *span_ns gets the
+ * latest minus the earliest stamp. Returns the stamps that could not be used (scope >= n_scopes,
+ * unknown slot, an after with no open before); -1 when out of memory. */
+int64_t dsv4_opprof_add_stamps(dsv4_opprof *p, const dsv4_opprof_stamp *s, size_t n, uint32_t n_scopes,
+                               FILE *log, uint64_t *span_ns);
 /* Entry indices by GPU time (descending), then host time (descending), then key; order has
  * room for p->n. */
 void dsv4_opprof_order(const dsv4_opprof *p, uint32_t *order);

@@ -1,6 +1,8 @@
 /* The op profiler's host side (backend/op_profile.c): keys map to one entry each (also after the
  * index and the entry array grow), sums per key, the order (GPU time, then host time, then key)
  * and the printed table and footer, checked against hand-computed values. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,11 +175,45 @@ static void test_print(void **state) {
     dsv4_opprof_free(&p);
 }
 
+/* Stamps of two lanes interleaved, a replayed scope, and unusable stamps (hand-derived times). */
+static void test_stamps(void **state) {
+    (void)state;
+    dsv4_opprof p;
+    dsv4_error err;
+    assert_int_equal(dsv4_opprof_init(&p, &err), DSV4_OK);
+    const int32_t a = dsv4_opprof_slot(&p, "op a"), b = dsv4_opprof_slot(&p, "op b");
+    const dsv4_opprof_stamp s[] = {
+        {1000, (uint32_t)a, 0 << 1},     /* scope 0 (a) before */
+        {1100, (uint32_t)b, 1 << 1},     /* scope 1 (b) before: the other lane */
+        {1300, (uint32_t)a, 0 << 1 | 1}, /* a: 300 ns */
+        {1600, (uint32_t)b, 1 << 1 | 1}, /* b: 500 ns */
+        {2000, (uint32_t)a, 0 << 1},     /* scope 0 replayed */
+        {2050, (uint32_t)a, 0 << 1 | 1}, /* a: 50 ns */
+        {2100, (uint32_t)b, 1 << 1 | 1}, /* an after with nothing open: lost */
+        {2200, 7, 1 << 1},               /* unknown slot: lost */
+        {2300, (uint32_t)a, 9 << 1},     /* scope past n_scopes: lost */
+    };
+    char buf[4096] = {0};
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    assert_non_null(f);
+    uint64_t span = 0;
+    assert_int_equal(dsv4_opprof_add_stamps(&p, s, sizeof s / sizeof s[0], 2, f, &span), 3);
+    fclose(f);
+    assert_int_equal(span, 1300);
+    assert_int_equal(p.e[a].gpu_calls, 2);
+    assert_true(fabs(p.e[a].gpu_ms - 350e-6) < 1e-12);
+    assert_int_equal(p.e[b].gpu_calls, 1);
+    assert_true(fabs(p.e[b].gpu_ms - 500e-6) < 1e-12);
+    assert_non_null(strstr(buf, "ns,after,scope,key\n0,0,0,\"op a\"\n100,0,1,\"op b\"\n300,1,0,\"op a\"\n"));
+    dsv4_opprof_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_stamps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

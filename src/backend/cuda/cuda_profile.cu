@@ -25,18 +25,14 @@ enum { CU_PROF_PAIRS = 4096, CU_PROF_STAMPS = 1u << 21 };
  * (events cannot be timed there) and every replay leaves its stamps. The stamps end programmatic
  * launches between ops (each op then starts after the stamp after the op before), so an op's time
  * is its kernels' time at the real clock and cache state with no overlap. */
-typedef struct cu_stamp {
-    unsigned long long t; /* %globaltimer, ns */
-    uint32_t slot;        /* the op's key */
-    uint32_t tag;         /* scope instance << 1 | (1: after the op) */
-} cu_stamp;
+typedef dsv4_opprof_stamp cu_stamp; /* t: %globaltimer (ns); tag: scope << 1 | (1: after the op) */
 
 static __global__ void prof_stamp_kernel(cu_stamp *log, unsigned *count, unsigned cap, uint32_t slot,
                                          uint32_t tag) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     const unsigned i = atomicAdd(count, 1u);
-    if (i < cap) log[i] = cu_stamp{t, slot, tag};
+    if (i < cap) log[i] = cu_stamp{(uint64_t)t, slot, tag};
 }
 
 typedef struct cu_prof_pair {
@@ -288,7 +284,8 @@ static dsv4_status pw_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor 
 
 static dsv4_status pw_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up,
                                 const dsv4_tensor *down, const float *x, uint32_t n, const int32_t *sel,
-                                const float *weights, uint32_t k, float clamp, float *slots, dsv4_error *err) {
+                                const float *weights, uint32_t k, float clamp, float *slots,
+                                dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     char key[DSV4_OPPROF_KEY], nb[24];
     n_bucket(nb, sizeof nb, n);
@@ -415,10 +412,8 @@ static bool prof_stamps_requested(void) {
     return v && strcmp(v, "graph") == 0;
 }
 
-/* Pair each scope's stamps in log order (a replay's stamps of one scope come before and after in
- * stream order; a scope replayed again starts a new pair), add the times to the table, and with
- * DSV4_CUDA_PROFILE_LOG=path write every stamp as CSV (ns from the first, before/after, scope,
- * key) for a timeline. */
+/* The device log into the table (dsv4_opprof_add_stamps pairs it); with DSV4_CUDA_PROFILE_LOG=path
+ * every stamp is also written as CSV for a timeline. */
 static void stamps_harvest(cu_prof *p) {
     unsigned n = 0;
     if (cudaDeviceSynchronize() != cudaSuccess ||
@@ -429,40 +424,18 @@ static void stamps_harvest(cu_prof *p) {
     }
     if (n > CU_PROF_STAMPS) p->lost += n - CU_PROF_STAMPS, n = CU_PROF_STAMPS;
     cu_stamp *h = (cu_stamp *)malloc((size_t)n * sizeof *h + 1);
-    unsigned long long *open = (unsigned long long *)calloc((size_t)p->n_scopes + 1, sizeof *open);
-    if (!h || !open ||
-        cudaMemcpy(h, p->d_log, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (!h || cudaMemcpy(h, p->d_log, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
         cudaGetLastError();
         free(h);
-        free(open);
         p->lost += n;
         return;
     }
     const char *path = getenv("DSV4_CUDA_PROFILE_LOG");
     FILE *f = path && *path ? fopen(path, "w") : NULL;
     if (path && *path && !f) fprintf(stderr, "profiler: cannot write %s\n", path);
-    if (f) fprintf(f, "ns,after,scope,key\n");
-    unsigned long long t0 = ~0ull, t1 = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (h[i].t < t0) t0 = h[i].t;
-        if (h[i].t > t1) t1 = h[i].t;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        const uint32_t scope = h[i].tag >> 1;
-        if (scope >= p->n_scopes || h[i].slot >= p->agg.n) {
-            p->lost++;
-            continue;
-        }
-        if (f) fprintf(f, "%llu,%u,%u,\"%s\"\n", h[i].t - t0, h[i].tag & 1, scope, p->agg.e[h[i].slot].key);
-        if (!(h[i].tag & 1)) {
-            open[scope] = h[i].t + 1; /* 0: no open pair */
-        } else if (open[scope]) {
-            dsv4_opprof_add_gpu(&p->agg, (int32_t)h[i].slot, (double)(h[i].t - (open[scope] - 1)) * 1e-6);
-            open[scope] = 0;
-        } else {
-            p->lost++;
-        }
-    }
+    uint64_t span = 0;
+    const int64_t bad = dsv4_opprof_add_stamps(&p->agg, h, n, p->n_scopes, f, &span);
+    p->lost += bad < 0 ? n : (uint64_t)bad;
     if (f) fclose(f);
     /* recorded steps embed one token at each replay */
     p->embed_slot = dsv4_opprof_slot(&p->agg, "embed");
@@ -471,10 +444,9 @@ static void stamps_harvest(cu_prof *p) {
         p->tokens += replays;
         p->steps += replays;
     }
-    p->span_ms = n ? (double)(t1 - t0) * 1e-6 : 0.0;
+    p->span_ms = (double)span * 1e-6;
     p->flushes++;
     free(h);
-    free(open);
 }
 
 static void prof_free(cu_prof *p) {
