@@ -194,62 +194,59 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
         segs[s].y = (float *)(uintptr_t)(0x1000000 * (s + 1));
     }
     const int sms_list[] = {1, 3, 78, 132};
-    const int ctas_list[] = {MVW_MIN_CTAS, 6, MVW_WIDE_CTAS}; /* the default and DSV4_CUDA_MVW_CTAS plans */
-    for (int ci = 0; ci < 3; ci++)
-        for (int si = 0; si < 4; si++) {
-            const int sms = sms_list[si], ctas = ctas_list[ci];
-            mvw_params p;
-            int grid = 0, smem = 0;
-            mvw_plan_ctas(segs, n, sms, ctas, &p, &grid, &smem);
-            int64_t total = 0;
-            for (int s = 0; s < n; s++) total += rows[s];
-            unsigned char *seen[DSV4_CUDA_MVW_MAX_SEGS];
-            for (int s = 0; s < n; s++) seen[s] = (unsigned char *)xcalloc((size_t)rows[s] + 1);
-            int64_t covered = 0, bad = 0;
-            for (int b = 0; b < grid; b++) {
-                int local = -1;
-                const mvw_seg_dev sg = mvw_find_seg(p, b, &local);
-                int s = 0;
-                while (s < n && p.seg[s].y != sg.y) s++;
-                if (s == n || local < 0) {
-                    bad++;
-                    continue;
-                }
-                for (int wp = 0; wp < MVW_WARPS; wp++) {
-                    long long r0;
-                    const int nr = mvw_warp_rows(sg, local, wp, &r0);
-                    for (int i = 0; i < nr; i++) {
-                        if (r0 + i < 0 || r0 + i >= rows[s] || seen[s][r0 + i]) {
-                            bad++;
-                            continue;
-                        }
-                        seen[s][r0 + i] = 1;
-                        covered++;
+    for (int si = 0; si < 4; si++) {
+        const int sms = sms_list[si];
+        mvw_params p;
+        int grid = 0, smem = 0;
+        mvw_plan(segs, n, sms, &p, &grid, &smem);
+        int64_t total = 0;
+        for (int s = 0; s < n; s++) total += rows[s];
+        unsigned char *seen[DSV4_CUDA_MVW_MAX_SEGS];
+        for (int s = 0; s < n; s++) seen[s] = (unsigned char *)xcalloc((size_t)rows[s] + 1);
+        int64_t covered = 0, bad = 0;
+        for (int b = 0; b < grid; b++) {
+            int local = -1;
+            const mvw_seg_dev sg = mvw_find_seg(p, b, &local);
+            int s = 0;
+            while (s < n && p.seg[s].y != sg.y) s++;
+            if (s == n || local < 0) {
+                bad++;
+                continue;
+            }
+            for (int wp = 0; wp < MVW_WARPS; wp++) {
+                long long r0;
+                const int nr = mvw_warp_rows(sg, local, wp, &r0);
+                for (int i = 0; i < nr; i++) {
+                    if (r0 + i < 0 || r0 + i >= rows[s] || seen[s][r0 + i]) {
+                        bad++;
+                        continue;
                     }
+                    seen[s][r0 + i] = 1;
+                    covered++;
                 }
             }
-            EXPECT(bad == 0 && covered == total, "%s sms=%d ctas=%d: %lld rows covered of %lld, %lld bad",
-                   name, sms, ctas, (long long)covered, (long long)total, (long long)bad);
-            int nonempty = 0;
-            for (int s = 0; s < n; s++) nonempty += rows[s] > 0;
-            EXPECT(grid <= sms * ctas || grid == nonempty, "%s sms=%d ctas=%d: grid %d exceeds one wave",
-                   name, sms, ctas, grid);
-            int need = 0;
-            for (int s = 0; s < n; s++)
-                if (types[s] == DSV4_TYPE_Q8_0 && ins[s] / 32 * MVW_ACT_SLOT > need)
-                    need = (int)(ins[s] / 32 * MVW_ACT_SLOT);
-            EXPECT(p.act_smem == need &&
-                       smem <=
-                           MVW_WARPS * MVW_Q8_RING_BYTES + DSV4_CUDA_MVW_Q8_0_MAX_IN / 32 * MVW_ACT_SLOT &&
-                       (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_RING_BYTES),
-                   "%s: shared memory plan act %d (want %d), total %d", name, p.act_smem, need, smem);
-            if (sms == 132) {
-                printf("  plan %-30s sms=132 ctas=%d: grid %d, smem %d B, rows/warp", name, ctas, grid, smem);
-                for (int s = 0; s < n; s++) printf(" %d", p.seg[s].rpw);
-                printf("\n");
-            }
-            for (int s = 0; s < n; s++) free(seen[s]);
         }
+        EXPECT(bad == 0 && covered == total, "%s sms=%d: %lld rows covered of %lld, %lld bad", name, sms,
+               (long long)covered, (long long)total, (long long)bad);
+        int nonempty = 0;
+        for (int s = 0; s < n; s++) nonempty += rows[s] > 0;
+        EXPECT(grid <= sms * MVW_MIN_CTAS || grid == nonempty, "%s sms=%d: grid %d exceeds one wave", name,
+               sms, grid);
+        int need = 0;
+        for (int s = 0; s < n; s++)
+            if (types[s] == DSV4_TYPE_Q8_0 && ins[s] / 32 * MVW_ACT_SLOT > need)
+                need = (int)(ins[s] / 32 * MVW_ACT_SLOT);
+        EXPECT(p.act_smem == need &&
+                   smem <= MVW_WARPS * MVW_Q8_RING_BYTES + DSV4_CUDA_MVW_Q8_0_MAX_IN / 32 * MVW_ACT_SLOT &&
+                   (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_RING_BYTES),
+               "%s: shared memory plan act %d (want %d), total %d", name, p.act_smem, need, smem);
+        if (sms == 132) {
+            printf("  plan %-30s sms=132: grid %d, smem %d B, rows/warp", name, grid, smem);
+            for (int s = 0; s < n; s++) printf(" %d", p.seg[s].rpw);
+            printf("\n");
+        }
+        for (int s = 0; s < n; s++) free(seen[s]);
+    }
 }
 
 static void check_ok(void) {

@@ -220,8 +220,8 @@ static __device__ __forceinline__ void mvw_f16_rows(const mvw_seg_dev &sg, long 
 /* ASYNC: the Q8_0 segments by mvw_q8_rows_async (its own instance: the register path's pieces in flight
  * would set its register count). ROUTER: segment 0's last CTA then runs the router (dsv4_cuda_mvw_router;
  * its own instance, so the plain launches keep their code). */
-template <bool ASYNC, bool ROUTER, int MINB = MVW_MIN_CTAS>
-__global__ void __launch_bounds__(MVW_THREADS, MINB) mvw_kernel(const mvw_params p) {
+template <bool ASYNC, bool ROUTER>
+__global__ void __launch_bounds__(MVW_THREADS, MVW_MIN_CTAS) mvw_kernel(const mvw_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
     cu_pdl_trigger(); /* every path below reaches cu_pdl_wait() before it reads x or writes y */
     int local;
@@ -236,8 +236,6 @@ __global__ void __launch_bounds__(MVW_THREADS, MINB) mvw_kernel(const mvw_params
                                                                            lane);
     else if (sg.fmt == MVW_Q8_0 && ASYNC)
         mvw_q8_rows_async<MVW_Q8_K, MVW_Q8_D, MVW_Q8_PB>(sg, smem, p.act_smem, r0, nr, warp, lane);
-    else if (MINB != MVW_MIN_CTAS) /* the wide instance: all-Q8_0 cp.async launches only */
-        return;
     else if (sg.fmt == MVW_Q8_0 && !ASYNC && sg.in <= 32 * MVW_Q8_SHORT_PB)
         mvw_q8_rows<MVW_Q8_SHORT_K, MVW_Q8_SHORT_D>(sg, smem, p.act_smem, r0, nr, warp, lane);
     else if (sg.fmt == MVW_Q8_0 && !ASYNC)
@@ -281,26 +279,6 @@ static int mvw_async_enabled(void) {
     return v;
 }
 
-/* DSV4_CUDA_MVW_CTAS=N (1..MVW_WIDE_CTAS): the lean instance for the launches it takes
- * (mvw_wide_ok), planned for N CTAs per SM; 0 (unset): the default instance. Read once. */
-static int mvw_wide_ctas(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *s = getenv("DSV4_CUDA_MVW_CTAS");
-        const int n = s ? atoi(s) : 0;
-        v = n >= 1 && n <= MVW_WIDE_CTAS ? n : 0;
-    }
-    return v;
-}
-
-/* the wide instance has only the cp.async Q8_0 paths and no router epilogue */
-static bool mvw_wide_ok(const dsv4_cuda_mvw_seg *segs, int n_segs, bool async, bool router) {
-    if (!async || router) return false;
-    for (int s = 0; s < n_segs; s++)
-        if (segs[s].type != DSV4_TYPE_Q8_0) return false;
-    return true;
-}
-
 /* dsv4_cuda_mvw, with the router epilogue when rt is set (checked by the caller) */
 static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const dsv4_cuda_mvw_router_args *rt,
                               struct CUstream_st *stream, dsv4_error *err) {
@@ -340,24 +318,22 @@ static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const d
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: device query: %s", cudaGetErrorString(e));
     mvw_params p;
     int grid = 0, smem = 0;
-    const bool wide = mvw_wide_ctas() && mvw_wide_ok(segs, n_segs, mvw_async_enabled() != 0, rt != NULL);
-    mvw_plan_ctas(segs, n_segs, sms, wide ? mvw_wide_ctas() : MVW_MIN_CTAS, &p, &grid, &smem);
+    mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
     p.q8_async = mvw_async_enabled();
     if (rt) {
         p.rt = *rt;
         const int need = (int)(3 * rt->n_expert * sizeof(float)); /* router_block's p, s, candidates */
         if (smem < need) smem = need;
     }
-    const int ki = wide ? 4 : (p.q8_async ? 1 : 0) + (rt ? 2 : 0);
+    const int ki = (p.q8_async ? 1 : 0) + (rt ? 2 : 0);
     const void *kern = ki == 0   ? (const void *)mvw_kernel<false, false>
                        : ki == 1 ? (const void *)mvw_kernel<true, false>
                        : ki == 2 ? (const void *)mvw_kernel<false, true>
-                       : ki == 3 ? (const void *)mvw_kernel<true, true>
-                                 : (const void *)mvw_kernel<true, false, MVW_WIDE_CTAS>;
+                                 : (const void *)mvw_kernel<true, true>;
     if (smem > 48 * 1024) { /* in > 9728 (the ring plus a long activation); once per device (the limit is
                              * a per-device attribute of the kernel) */
         enum { MVW_DEVS = 64 };
-        static int raised[MVW_DEVS][5];
+        static int raised[MVW_DEVS][4];
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MVW_DEVS) dev = -1, cudaGetLastError();
         if (dev < 0 || !raised[dev][ki]) {
@@ -376,10 +352,8 @@ static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const d
         mvw_kernel<true, false><<<grid, MVW_THREADS, smem, stream>>>(p);
     else if (ki == 2)
         mvw_kernel<false, true><<<grid, MVW_THREADS, smem, stream>>>(p);
-    else if (ki == 3)
-        mvw_kernel<true, true><<<grid, MVW_THREADS, smem, stream>>>(p);
     else
-        mvw_kernel<true, false, MVW_WIDE_CTAS><<<grid, MVW_THREADS, smem, stream>>>(p);
+        mvw_kernel<true, true><<<grid, MVW_THREADS, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess)
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: launch of %d segments (grid %d, %d B shared): %s",
@@ -411,6 +385,5 @@ extern "C" int cu_pdl_kernels_mvw(const void **out) {
     out[1] = (const void *)mvw_kernel<true, false>;
     out[2] = (const void *)mvw_kernel<false, true>;
     out[3] = (const void *)mvw_kernel<true, true>;
-    out[4] = (const void *)mvw_kernel<true, false, MVW_WIDE_CTAS>;
-    return 5;
+    return 4;
 }

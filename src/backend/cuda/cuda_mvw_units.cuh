@@ -33,12 +33,7 @@ extern "C" {
 #define MVW_WARPS 4
 #define MVW_THREADS (MVW_WARPS * 32)
 #define MVW_MIN_CTAS 4 /* __launch_bounds__ minimum CTAs per SM (<= 128 registers), the plan's residency */
-/* DSV4_CUDA_MVW_CTAS=N: all-Q8_0 cp.async launches by an instance held to 64 registers (the cp.async
- * path needs ~56; the default instance's 128 come from the register paths), planned for N CTAs per
- * SM: room beside the kernels before and after it, so that a programmatic launch's weight copies
- * start while its predecessor runs, and up to MVW_WIDE_CTAS CTAs per SM. */
-#define MVW_WIDE_CTAS 8
-#define MVW_Q8_PB 64 /* Q8_0 blocks per piece */
+#define MVW_Q8_PB 64   /* Q8_0 blocks per piece */
 #define MVW_Q8_PIECE_BYTES (MVW_Q8_PB * 34)
 #define MVW_Q8_K 5 /* 16-byte words per lane per piece: 136 words / 32 lanes */
 #define MVW_Q8_D 3 /* pieces in flight per warp */
@@ -103,8 +98,8 @@ static inline long long mvw_rpw_for(long long budget, const dsv4_cuda_mvw_seg *g
  * smallest budget that fits every CTA into one wave of MVW_MIN_CTAS per SM (small launches start
  * all their warps at once; large ones become persistent-like streams). Fills p (pointers
  * included), the grid and the dynamic shared memory. Segments must be valid. */
-static inline void mvw_plan_ctas(const dsv4_cuda_mvw_seg *segs, int n, int sms, int ctas_per_sm,
-                                 mvw_params *p, int *grid, int *smem) {
+static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_params *p, int *grid,
+                            int *smem) {
     memset(p, 0, sizeof *p);
     long long bytes = 0;
     int act = 0;
@@ -117,7 +112,7 @@ static inline void mvw_plan_ctas(const dsv4_cuda_mvw_seg *segs, int n, int sms, 
             if (a > act) act = a;
         }
     }
-    const long long slots = (long long)(sms > 0 ? sms : 1) * (ctas_per_sm > 0 ? ctas_per_sm : MVW_MIN_CTAS);
+    const long long slots = (long long)(sms > 0 ? sms : 1) * MVW_MIN_CTAS;
     long long budget = (bytes + slots * MVW_WARPS - 1) / (slots * MVW_WARPS);
     if (budget < 1) budget = 1;
     for (;;) { /* rounding up per segment can overshoot the wave: grow the budget until it fits (or one CTA
@@ -152,11 +147,6 @@ static inline void mvw_plan_ctas(const dsv4_cuda_mvw_seg *segs, int n, int sms, 
     p->act_smem = act;
     *grid = cta;
     *smem = q8 ? act + MVW_WARPS * MVW_Q8_RING_BYTES : 0; /* the ring also holds the register path's piece */
-}
-/* The plan for the default residency (MVW_MIN_CTAS CTAs per SM). */
-static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_params *p, int *grid,
-                            int *smem) {
-    mvw_plan_ctas(segs, n, sms, MVW_MIN_CTAS, p, grid, smem);
 }
 
 /* CTA b -> its segment (the last one starting at or before b; empty segments are skipped) and its

@@ -268,15 +268,22 @@ static dsv4_status pw_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n
     return base->matmul_grouped(ctx, w, n_groups, x, x_stride, n, y, y_stride, err);
 }
 
+/* "NAME gate/up/down types n=BUCKET k=K in=IN ff=FF": the routed-expert ops' key */
+static void moe_key(char *key, size_t cap, const char *name, const dsv4_tensor *gate, const dsv4_tensor *up,
+                    const dsv4_tensor *down, uint32_t n, uint32_t k) {
+    char nb[24];
+    n_bucket(nb, sizeof nb, n);
+    snprintf(key, cap, "%s %s/%s/%s n=%s k=%u in=%llu ff=%llu", name, dsv4_type_name(gate->type),
+             dsv4_type_name(up->type), dsv4_type_name(down->type), nb, k, (unsigned long long)gate->ne[0],
+             (unsigned long long)gate->ne[1]);
+}
+
 static dsv4_status pw_moe(void *ctx, const dsv4_tensor *gate, const dsv4_tensor *up, const dsv4_tensor *down,
                           const float *x, uint32_t n, const int32_t *sel, const float *weights, uint32_t k,
                           float clamp, float *out, dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
-    char key[DSV4_OPPROF_KEY], nb[24];
-    n_bucket(nb, sizeof nb, n);
-    snprintf(key, sizeof key, "moe %s/%s/%s n=%s k=%u in=%llu ff=%llu", dsv4_type_name(gate->type),
-             dsv4_type_name(up->type), dsv4_type_name(down->type), nb, k, (unsigned long long)gate->ne[0],
-             (unsigned long long)gate->ne[1]);
+    char key[DSV4_OPPROF_KEY];
+    moe_key(key, sizeof key, "moe", gate, up, down, n, k);
     const dsv4_backend_ops *base = c->prof->base;
     prof_scope s(c, key, true);
     return base->moe(ctx, gate, up, down, x, n, sel, weights, k, clamp, out, err);
@@ -287,11 +294,8 @@ static dsv4_status pw_moe_slots(void *ctx, const dsv4_tensor *gate, const dsv4_t
                                 const float *weights, uint32_t k, float clamp, float *slots,
                                 dsv4_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
-    char key[DSV4_OPPROF_KEY], nb[24];
-    n_bucket(nb, sizeof nb, n);
-    snprintf(key, sizeof key, "moe_slots %s/%s/%s n=%s k=%u in=%llu ff=%llu", dsv4_type_name(gate->type),
-             dsv4_type_name(up->type), dsv4_type_name(down->type), nb, k, (unsigned long long)gate->ne[0],
-             (unsigned long long)gate->ne[1]);
+    char key[DSV4_OPPROF_KEY];
+    moe_key(key, sizeof key, "moe_slots", gate, up, down, n, k);
     const dsv4_backend_ops *base = c->prof->base;
     prof_scope s(c, key, true);
     return base->moe_slots(ctx, gate, up, down, x, n, sel, weights, k, clamp, slots, err);
