@@ -1227,7 +1227,16 @@ int main(void) {
     test_indexer(r, 4, 128, 8, 8, IDX_RANDOM);
     test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
     test_indexer(r, 64, 128, 3000, 512, IDX_ZERO_W);
-    test_indexer(r, 256, 256, 300, 17, IDX_RANDOM);     /* q too large for shared memory */
+    test_indexer(r, 256, 256, 300, 17, IDX_RANDOM); /* q too large for shared memory */
+    /* select_bits_kernel's rows a thread (1, 2, 16) at their edges, and past them (select_kernel) */
+    test_indexer(r, 8, 128, 1024, 100, IDX_ZERO_W);
+    test_indexer(r, 8, 128, 1025, 100, IDX_RANDOM);
+    test_indexer(r, 8, 128, 16384, 512, IDX_TIES);
+    test_indexer(r, 8, 128, 16385, 64, IDX_RANDOM);
+    setenv("DSV4_CUDA_SELECT", "radix", 1); /* the previous kernel everywhere */
+    test_indexer(r, 64, 128, 8193, 512, IDX_RANDOM);
+    test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
+    unsetenv("DSV4_CUDA_SELECT");
     test_iscore_one(r, 64, 128, 513, 512, DSV4_KV_FP4); /* flash at 2K context */
     test_iscore_one(r, 64, 128, 544, 512, DSV4_TYPE_F16);
     test_iscore_one(r, 64, 128, 8192, 512, DSV4_KV_FP4); /* 32K context */

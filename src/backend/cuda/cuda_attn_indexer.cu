@@ -63,8 +63,9 @@ __device__ __forceinline__ uint32_t isc_r(uint32_t e, isc_div v) {
  * thread in flight. */
 template <uint32_t T>
 __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_dim, isc_div hd, uint32_t r0,
-                                               uint32_t nr, float *ks, uint32_t ks_stride) {
-    for (uint32_t e0 = threadIdx.x; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
+                                               uint32_t nr, float *ks, uint32_t ks_stride,
+                                               uint32_t skip = 0) {
+    for (uint32_t e0 = threadIdx.x + skip; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
         float v[ISC_PF];
 #pragma unroll
         for (uint32_t j = 0; j < ISC_PF; j++) {
@@ -222,19 +223,21 @@ __host__ __device__ inline size_t i1_smem(uint32_t n_head, uint32_t head_dim, ui
            sizeof(float);
 }
 
-__global__ void __launch_bounds__(I1_THREADS)
-    iscore_one_kernel(const float *q, const float *w, float w_scale, uint32_t n_head, uint32_t head_dim,
-                      const void *rows, uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores) {
-    cu_pdl_enter();
-    extern __shared__ __align__(16) float i1_sh[];
-    const uint32_t t = threadIdx.x, st = head_dim + I1_PAD, st4 = st / 4, hd4 = head_dim / 4;
-    const uint32_t r0 = blockIdx.x * tile;
-    if (r0 >= n_rows) return;
-    const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
-    float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st,
-          *qs = dots + (size_t)tile * (n_head + 1);
-    for (uint32_t h = t; h < n_head; h += I1_THREADS) ws[h] = __fmul_rn(w[h], w_scale);
-    /* q: every float4 of it in flight at once (8 per thread for 64 x 128) */
+/* The tile's staging: the first ISC_PF row elements a thread are loaded before q's loads and stored
+ * after q's stores, so the two L2 round trips overlap (they ran one after the other: at 2K context a
+ * tile is 4 rows and the staging is most of the kernel); every float4 of q in flight at once (8 a
+ * thread for 64 x 128). The same values in the same places. */
+template <uint32_t T>
+__device__ __forceinline__ void i1_stage(const float *q, uint32_t n_head, uint32_t hd4, uint32_t st4,
+                                         float *qs, const void *rows, uint32_t head_dim, isc_div hd,
+                                         uint32_t r0, uint32_t nr, float *ks, uint32_t ks_stride) {
+    const uint32_t t = threadIdx.x, ne = nr * head_dim;
+    float rv[ISC_PF];
+#pragma unroll
+    for (uint32_t j = 0; j < ISC_PF; j++) {
+        const uint32_t e = t + j * I1_THREADS;
+        if (e < ne) rv[j] = kv_load(rows, T, head_dim, r0 + isc_q(e, hd), isc_r(e, hd));
+    }
     const uint32_t nq4 = n_head * hd4;
     for (uint32_t e0 = t; e0 < nq4; e0 += ISC_PF * I1_THREADS) {
         float4 v[ISC_PF];
@@ -249,8 +252,35 @@ __global__ void __launch_bounds__(I1_THREADS)
             if (e < nq4) ((float4 *)qs)[(e / hd4) * st4 + e % hd4] = v[j];
         }
     }
+#pragma unroll
+    for (uint32_t j = 0; j < ISC_PF; j++) {
+        const uint32_t e = t + j * I1_THREADS;
+        if (e < ne) ks[isc_q(e, hd) * ks_stride + isc_r(e, hd)] = rv[j];
+    }
+    if (ne > ISC_PF * I1_THREADS) /* larger tiles: the rest as before */
+        isc_stage_rows<T>(rows, head_dim, hd, r0, nr, ks, ks_stride, ISC_PF * I1_THREADS);
+}
+
+/* four CTAs an SM (their shared memory allows four): at most 64 registers */
+__global__ void __launch_bounds__(I1_THREADS, 4)
+    iscore_one_kernel(const float *q, const float *w, float w_scale, uint32_t n_head, uint32_t head_dim,
+                      const void *rows, uint32_t rows_type, uint32_t n_rows, uint32_t tile, float *scores) {
+    cu_pdl_enter();
+    extern __shared__ __align__(16) float i1_sh[];
+    const uint32_t t = threadIdx.x, st = head_dim + I1_PAD, st4 = st / 4, hd4 = head_dim / 4;
+    const uint32_t r0 = blockIdx.x * tile;
+    if (r0 >= n_rows) return;
+    const uint32_t nr = n_rows - r0 < tile ? n_rows - r0 : tile;
+    float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st,
+          *qs = dots + (size_t)tile * (n_head + 1);
+    for (uint32_t h = t; h < n_head; h += I1_THREADS) ws[h] = __fmul_rn(w[h], w_scale);
     const isc_div hd = isc_div_make(head_dim);
-    isc_stage_rows_of(rows, rows_type, head_dim, hd, r0, nr, ks, st);
+    if (rows_type == DSV4_KV_FP4)
+        i1_stage<DSV4_KV_FP4>(q, n_head, hd4, st4, qs, rows, head_dim, hd, r0, nr, ks, st);
+    else if (rows_type == DSV4_TYPE_F16)
+        i1_stage<DSV4_TYPE_F16>(q, n_head, hd4, st4, qs, rows, head_dim, hd, r0, nr, ks, st);
+    else
+        i1_stage<DSV4_TYPE_F32>(q, n_head, hd4, st4, qs, rows, head_dim, hd, r0, nr, ks, st);
     __syncthreads();
     /* thread t: head t % n_head of rows t / n_head + RP i; two rows' chains side by side */
     const uint32_t RP = i1_rows_per_pass(n_head), h = t % n_head;
@@ -458,6 +488,96 @@ __global__ void __launch_bounds__(SELECT_THREADS)
 #undef SEL_KEY
 }
 
+/* The same selection with the keys in registers and the k-th largest key found bit by bit
+ * (DSV4_CUDA_SELECT=radix: select_kernel). select_kernel's four radix passes re-read every key
+ * from shared memory and count it with a warp match and an atomic: one CTA at 8,192 rows took
+ * 17.9 us (61 K warp instructions, ncu at the real clock, session 27) of a 32K decode layer.
+ * Here thread t owns rows [t KPT, t KPT + KPT) as keys in registers; T, the largest key with at
+ * least k keys >= T, is built from bit 31 down (a bit stays set when at least k keys are >= T
+ * with it): 32 rounds of KPT compares, a warp sum and one barrier. T is the k-th largest key, the
+ * value select_kernel's passes find; the rows above T and the need_eq = k - #(> T) lowest-index
+ * rows equal to it are written in row order from one block scan of the packed (> T, == T) counts
+ * (n < 65,536). So the set and its order are select_kernel's, for any keys (NaN included: the
+ * same order_key). */
+constexpr uint32_t SELB_MAX_KPT = 16; /* rows a thread: up to 16,384 rows */
+
+template <uint32_t KPT>
+__global__ void __launch_bounds__(SELECT_THREADS)
+    select_bits_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
+    cu_pdl_enter();
+    const uint32_t tok = blockIdx.x;
+    n = itok_rows(c, n, tok);
+    if (c.ratio && n <= k) return;
+    scores += tok * c.score_stride;
+    sel += (uint64_t)tok * k;
+    const uint32_t t = threadIdx.x, lane = t & 31u, warp = t >> 5, i0 = t * KPT;
+    uint32_t key[KPT];
+#pragma unroll
+    for (uint32_t j = 0; j < KPT; j++) key[j] = i0 + j < n ? order_key(scores[i0 + j]) : 0u;
+    /* a padding key 0 is below every candidate (each has a bit set); the output tests i < n */
+    __shared__ uint32_t wc[2][SELECT_THREADS / 32];
+    __shared__ uint32_t warp_sums[32];
+    uint32_t T = 0;
+    for (int b = 31; b >= 0; b--) {
+        const uint32_t cand = T | (1u << b);
+        uint32_t cnt = 0;
+#pragma unroll
+        for (uint32_t j = 0; j < KPT; j++) cnt += key[j] >= cand ? 1u : 0u;
+        cnt = __reduce_add_sync(0xffffffffu, cnt);
+        /* two buffers: a warp writes this round's only after every warp has passed the barrier
+         * of the round between, so after every read of the round before */
+        if (lane == 0) wc[b & 1][warp] = cnt;
+        __syncthreads();
+        const uint32_t tot = __reduce_add_sync(0xffffffffu, wc[b & 1][lane]);
+        if (tot >= k) T = cand;
+    }
+    uint32_t gt = 0, eq = 0;
+#pragma unroll
+    for (uint32_t j = 0; j < KPT; j++)
+        if (i0 + j < n) gt += key[j] > T ? 1u : 0u, eq += key[j] == T ? 1u : 0u;
+    uint32_t tot;
+    const uint32_t before = block_excl_scan(gt | eq << 16, warp_sums, &tot);
+    const uint32_t need_eq = k - (tot & 0xffffu), eq_before = before >> 16;
+    uint32_t at = (before & 0xffffu) + (eq_before < need_eq ? eq_before : need_eq), r = eq_before;
+#pragma unroll
+    for (uint32_t j = 0; j < KPT; j++)
+        if (i0 + j < n) {
+            if (key[j] > T)
+                sel[at++] = (int32_t)(i0 + j);
+            else if (key[j] == T && r++ < need_eq)
+                sel[at++] = (int32_t)(i0 + j);
+        }
+}
+
+/* DSV4_CUDA_SELECT=radix: select_kernel everywhere (A/B; read on every call, as the tests set it) */
+static bool select_radix(void) {
+    const char *v = getenv("DSV4_CUDA_SELECT");
+    return v && strcmp(v, "radix") == 0;
+}
+/* Launches the selection of m tokens over at most max_rows rows each: select_bits_kernel where a
+ * thread's rows fit SELB_MAX_KPT, else select_kernel. */
+static int select_launch(cudaStream_t st, uint32_t m, const float *scores, uint32_t n, uint64_t max_rows,
+                         uint32_t k, int32_t *sel, itok c, bool agg) {
+    const uint64_t kpt = (max_rows + SELECT_THREADS - 1) / SELECT_THREADS;
+    if (!select_radix() && kpt <= SELB_MAX_KPT) {
+#define SELB(K_) select_bits_kernel<K_><<<m, SELECT_THREADS, 0, st>>>(scores, n, k, sel, c)
+        if (kpt <= 1)
+            SELB(1);
+        else if (kpt <= 2)
+            SELB(2);
+        else if (kpt <= 4)
+            SELB(4);
+        else if (kpt <= 8)
+            SELB(8);
+        else
+            SELB(16);
+#undef SELB
+    } else {
+        select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>(scores, n, k, sel, c, agg);
+    }
+    return attn_launch_status();
+}
+
 /* DSV4_CUDA_SELECT_AGG=0: one histogram atomic per key (A/B; read on every call, as the tests set it) */
 static bool select_agg(void) {
     const char *v = getenv("DSV4_CUDA_SELECT_AGG");
@@ -559,9 +679,7 @@ extern "C" int dsv4_cuda_indexer_topk(dsv4_cuda_stream s, const float *q, const 
                           head_dim, rows, rows_type, n_rows, tile, scores, one);
     }
     if (e) return e;
-    select_kernel<<<1, SELECT_THREADS, (size_t)one.staged_keys * 4, st>>>(scores, n_rows, k, sel, one,
-                                                                          select_agg());
-    return attn_launch_status();
+    return select_launch(st, 1, scores, n_rows, n_rows, k, sel, one, select_agg());
 }
 
 extern "C" size_t dsv4_cuda_indexer_chunk_scratch_bytes(uint32_t pos0, uint32_t n, uint32_t ratio) {
@@ -611,9 +729,8 @@ extern "C" int dsv4_cuda_indexer_topk_chunk(dsv4_cuda_stream s, const float *q, 
                               head_dim, rows, rows_type, 0, tile, (float *)scratch, c);
         }
         if (e) return e;
-        select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>(
-            (const float *)scratch, 0, k, sel + (uint64_t)t0 * k, c, select_agg());
-        e = attn_launch_status();
+        e = select_launch(st, m, (const float *)scratch, 0, last_rows, k, sel + (uint64_t)t0 * k, c,
+                          select_agg());
         if (e) return e;
     }
     return 0;
@@ -628,5 +745,10 @@ extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
     out[4] = (const void *)iscore_kernel<true, true>;
     out[5] = (const void *)iscore_tiled_kernel;
     out[6] = (const void *)iscore_one_kernel;
-    return 7;
+    out[7] = (const void *)select_bits_kernel<1>;
+    out[8] = (const void *)select_bits_kernel<2>;
+    out[9] = (const void *)select_bits_kernel<4>;
+    out[10] = (const void *)select_bits_kernel<8>;
+    out[11] = (const void *)select_bits_kernel<16>;
+    return 12;
 }
