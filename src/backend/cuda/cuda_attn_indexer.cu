@@ -459,48 +459,21 @@ __global__ void __launch_bounds__(SELECT_THREADS)
 #undef SEL_KEY
 }
 
-/* The same selection with the keys in registers and the k-th largest key found two bits a round
+/* The same selection with the keys in registers and the k-th largest key found bit by bit
  * (DSV4_CUDA_SELECT=radix: select_kernel). select_kernel's four radix passes re-read every key
  * from shared memory and count it with a warp match and an atomic: one CTA at 8,192 rows took
- * 17.9 us (61 K warp instructions; ncu at the real clock, session 27) of a 32K decode layer.
- * Here thread t owns rows [t KPT, t KPT + KPT) as keys in registers, and T, the largest key with
- * at least k keys >= T, is built from bit 31 down: a round counts the keys >= each of T | 1, 2, 3
- * at the round's two bits and keeps the largest candidate with at least k (a warp sum and one
- * barrier a round). After the top 16 bits the keys that can still matter (top half equal to T's)
- * move to one a thread when there are at most SELECT_THREADS of them, the keys above counted
- * once. T is then the k-th largest key, the value select_kernel's passes find; the rows above T
- * and the need_eq = k - #(> T) lowest-index rows equal to it are written in row order from one
- * block scan of the packed (> T, == T) counts (n < 65,536). So the set and its order are
- * select_kernel's for any keys (NaN included: the same order_key). */
+ * 17.9 us (61 K warp instructions, ncu at the real clock, session 27) of a 32K decode layer.
+ * Here thread t owns rows [t KPT, t KPT + KPT) as keys in registers; T, the largest key with at
+ * least k keys >= T, is built from bit 31 down (a bit stays set when at least k keys are >= T
+ * with it): 32 rounds of KPT compares, a warp sum and one barrier. T is the k-th largest key, the
+ * value select_kernel's passes find; the rows above T and the need_eq = k - #(> T) lowest-index
+ * rows equal to it are written in row order from one block scan of the packed (> T, == T) counts
+ * (n < 65,536). So the set and its order are select_kernel's, for any keys (NaN included: the
+ * same order_key). Measured (session 27, ncu at the real clock, same calls): 12.4 against 17.8 us
+ * at 8,192 rows, 6.5 against 7.0 at 513, 18.4 against 17.8 at 8,193 (16 keys a thread: issue
+ * bound); a 2,048-token prefill chunk at 32K 133 against 206 us. A form with two bits a round
+ * (three counts) and the live keys compacted after the top half was slower (7.8 / 13.4 us). */
 constexpr uint32_t SELB_MAX_KPT = 16; /* rows a thread: up to 16,384 rows */
-
-/* One round: T with bits b + 1, b decided from the counts of v[0..N) >= T | {1, 2, 3} << b, plus
- * `above` (keys counted as >= every candidate). wc: two buffers of 3 x 32 warp counts. */
-template <uint32_t N>
-__device__ __forceinline__ uint32_t selb_round(const uint32_t (&v)[N], uint32_t T, int b, uint32_t above,
-                                               uint32_t k, uint32_t (*wc)[3][SELECT_THREADS / 32]) {
-    const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    const uint32_t c1 = T | 1u << b, c2 = T | 2u << b, c3 = T | 3u << b;
-    uint32_t n1 = 0, n2 = 0, n3 = 0;
-#pragma unroll
-    for (uint32_t j = 0; j < N; j++) {
-        n1 += v[j] >= c1 ? 1u : 0u;
-        n2 += v[j] >= c2 ? 1u : 0u;
-        n3 += v[j] >= c3 ? 1u : 0u;
-    }
-    n1 = __reduce_add_sync(0xffffffffu, n1);
-    n2 = __reduce_add_sync(0xffffffffu, n2);
-    n3 = __reduce_add_sync(0xffffffffu, n3);
-    /* two buffers: a warp writes a round's only after every warp has passed the barrier of the
-     * round between, so after every read of the round before */
-    uint32_t(*w)[SELECT_THREADS / 32] = wc[(b >> 1) & 1];
-    if (lane == 0) w[0][warp] = n1, w[1][warp] = n2, w[2][warp] = n3;
-    __syncthreads();
-    const uint32_t t1 = __reduce_add_sync(0xffffffffu, w[0][lane]) + above;
-    const uint32_t t2 = __reduce_add_sync(0xffffffffu, w[1][lane]) + above;
-    const uint32_t t3 = __reduce_add_sync(0xffffffffu, w[2][lane]) + above;
-    return t3 >= k ? c3 : t2 >= k ? c2 : t1 >= k ? c1 : T;
-}
 
 template <uint32_t KPT>
 __global__ void __launch_bounds__(SELECT_THREADS)
@@ -511,40 +484,32 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     if (c.ratio && n <= k) return;
     scores += tok * c.score_stride;
     sel += (uint64_t)tok * k;
-    const uint32_t t = threadIdx.x, i0 = t * KPT;
+    const uint32_t t = threadIdx.x, lane = t & 31u, warp = t >> 5, i0 = t * KPT;
     uint32_t key[KPT];
 #pragma unroll
     for (uint32_t j = 0; j < KPT; j++) key[j] = i0 + j < n ? order_key(scores[i0 + j]) : 0u;
     /* a padding key 0 is below every candidate (each has a bit set); the output tests i < n */
-    __shared__ uint32_t wc[2][3][SELECT_THREADS / 32];
+    __shared__ uint32_t wc[2][SELECT_THREADS / 32];
     __shared__ uint32_t warp_sums[32];
-    __shared__ uint32_t live[SELECT_THREADS];
-    uint32_t T = 0, tot;
-    for (int b = 30; b >= 16; b -= 2) T = selb_round<KPT>(key, T, b, 0u, k, wc);
-    /* the keys whose top half is T's: one a thread when they fit, the keys above T's top half
-     * counted once */
-    uint32_t nl = 0, na = 0;
+    uint32_t T = 0;
+    for (int b = 31; b >= 0; b--) {
+        const uint32_t cand = T | (1u << b);
+        uint32_t cnt = 0;
 #pragma unroll
-    for (uint32_t j = 0; j < KPT; j++) {
-        nl += key[j] >> 16 == T >> 16 ? 1u : 0u;
-        na += key[j] >> 16 > T >> 16 ? 1u : 0u;
-    }
-    const uint32_t lb = block_excl_scan(nl | na << 16, warp_sums, &tot) & 0xffffu;
-    if ((tot & 0xffffu) <= SELECT_THREADS) {
-        uint32_t at = lb;
-#pragma unroll
-        for (uint32_t j = 0; j < KPT; j++)
-            if (key[j] >> 16 == T >> 16) live[at++] = key[j];
+        for (uint32_t j = 0; j < KPT; j++) cnt += key[j] >= cand ? 1u : 0u;
+        cnt = __reduce_add_sync(0xffffffffu, cnt);
+        /* two buffers: a warp writes this round's only after every warp has passed the barrier
+         * of the round between, so after every read of the round before */
+        if (lane == 0) wc[b & 1][warp] = cnt;
         __syncthreads();
-        const uint32_t one[1] = {t < (tot & 0xffffu) ? live[t] : 0u}, above = tot >> 16;
-        for (int b = 14; b >= 0; b -= 2) T = selb_round<1>(one, T, b, above, k, wc);
-    } else {
-        for (int b = 14; b >= 0; b -= 2) T = selb_round<KPT>(key, T, b, 0u, k, wc);
+        const uint32_t tot = __reduce_add_sync(0xffffffffu, wc[b & 1][lane]);
+        if (tot >= k) T = cand;
     }
     uint32_t gt = 0, eq = 0;
 #pragma unroll
     for (uint32_t j = 0; j < KPT; j++)
         if (i0 + j < n) gt += key[j] > T ? 1u : 0u, eq += key[j] == T ? 1u : 0u;
+    uint32_t tot;
     const uint32_t before = block_excl_scan(gt | eq << 16, warp_sums, &tot);
     const uint32_t need_eq = k - (tot & 0xffffu), eq_before = before >> 16;
     uint32_t at = (before & 0xffffu) + (eq_before < need_eq ? eq_before : need_eq), r = eq_before;
