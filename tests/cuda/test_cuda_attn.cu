@@ -1233,6 +1233,9 @@ int main(void) {
     test_indexer(r, 8, 128, 1025, 100, IDX_RANDOM);
     test_indexer(r, 8, 128, 16384, 512, IDX_TIES);
     test_indexer(r, 8, 128, 16385, 64, IDX_RANDOM);
+    setenv("DSV4_CUDA_SELECT", "bits1", 1); /* select_bits_kernel without its compaction */
+    test_indexer(r, 64, 128, 8193, 512, IDX_RANDOM);
+    test_indexer(r, 8, 128, 5000, 100, IDX_TIES);
     setenv("DSV4_CUDA_SELECT", "radix", 1); /* the previous kernel everywhere */
     test_indexer(r, 64, 128, 8193, 512, IDX_RANDOM);
     test_indexer(r, 8, 128, 5000, 100, IDX_TIES);

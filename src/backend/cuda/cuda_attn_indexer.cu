@@ -235,8 +235,11 @@ __global__ void __launch_bounds__(I1_THREADS)
     float *ws = i1_sh, *ks = ws + n_head, *dots = ks + (size_t)tile * st,
           *qs = dots + (size_t)tile * (n_head + 1);
     for (uint32_t h = t; h < n_head; h += I1_THREADS) ws[h] = __fmul_rn(w[h], w_scale);
-    /* q: every float4 of it in flight at once (8 per thread for 64 x 128) */
+    /* q: every float4 of it in flight at once (8 per thread for 64 x 128); its rows by a shift where
+     * head_dim / 4 is a power of two (a division and a remainder per float4: by estimate ~1.6 M of the
+     * 9.5 M warp instructions ncu counted at 8,192 rows, session 27) */
     const uint32_t nq4 = n_head * hd4;
+    const isc_div q4 = isc_div_make(hd4);
     for (uint32_t e0 = t; e0 < nq4; e0 += ISC_PF * I1_THREADS) {
         float4 v[ISC_PF];
 #pragma unroll
@@ -247,7 +250,7 @@ __global__ void __launch_bounds__(I1_THREADS)
 #pragma unroll
         for (uint32_t j = 0; j < ISC_PF; j++) {
             const uint32_t e = e0 + j * I1_THREADS;
-            if (e < nq4) ((float4 *)qs)[(e / hd4) * st4 + e % hd4] = v[j];
+            if (e < nq4) ((float4 *)qs)[isc_q(e, q4) * st4 + isc_r(e, q4)] = v[j];
         }
     }
     const isc_div hd = isc_div_make(head_dim);
@@ -472,10 +475,37 @@ __global__ void __launch_bounds__(SELECT_THREADS)
  * same order_key). Measured (session 27, ncu at the real clock, same calls): 12.4 against 17.8 us
  * at 8,192 rows, 6.5 against 7.0 at 513, 18.4 against 17.8 at 8,193 (16 keys a thread: issue
  * bound); a 2,048-token prefill chunk at 32K 133 against 206 us. A form with two bits a round
- * (three counts) and the live keys compacted after the top half was slower (7.8 / 13.4 us). */
+ * (three counts) and the live keys compacted after the top half was slower (7.8 / 13.4 us); the
+ * compaction alone (COMPACT, below) is taken for 8 and 16 keys a thread. */
 constexpr uint32_t SELB_MAX_KPT = 16; /* rows a thread: up to 16,384 rows */
 
-template <uint32_t KPT>
+/* Rounds for bits hi .. lo of T over v[0..N), `above` keys counted as >= every candidate: a bit
+ * stays set when at least k keys are >= T with it. wc: two buffers of 32 warp counts; a warp writes
+ * a round's only after every warp has passed the barrier of the round between, so after every read
+ * of the round before. */
+template <uint32_t N>
+__device__ __forceinline__ uint32_t selb_bits(const uint32_t (&v)[N], uint32_t T, int hi, int lo,
+                                              uint32_t above, uint32_t k,
+                                              uint32_t (*wc)[SELECT_THREADS / 32]) {
+    const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (int b = hi; b >= lo; b--) {
+        const uint32_t cand = T | (1u << b);
+        uint32_t cnt = 0;
+#pragma unroll
+        for (uint32_t j = 0; j < N; j++) cnt += v[j] >= cand ? 1u : 0u;
+        cnt = __reduce_add_sync(0xffffffffu, cnt);
+        if (lane == 0) wc[b & 1][warp] = cnt;
+        __syncthreads();
+        const uint32_t tot = __reduce_add_sync(0xffffffffu, wc[b & 1][lane]) + above;
+        if (tot >= k) T = cand;
+    }
+    return T;
+}
+
+/* COMPACT: after the top 16 bits, the keys whose top half is T's (the only ones a later round can
+ * split) move to one a thread when there are at most SELECT_THREADS of them, and the keys above
+ * that half are counted once: the last 16 rounds compare one key a thread instead of KPT. */
+template <uint32_t KPT, bool COMPACT>
 __global__ void __launch_bounds__(SELECT_THREADS)
     select_bits_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
     cu_pdl_enter();
@@ -484,32 +514,42 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     if (c.ratio && n <= k) return;
     scores += tok * c.score_stride;
     sel += (uint64_t)tok * k;
-    const uint32_t t = threadIdx.x, lane = t & 31u, warp = t >> 5, i0 = t * KPT;
+    const uint32_t t = threadIdx.x, i0 = t * KPT;
     uint32_t key[KPT];
 #pragma unroll
     for (uint32_t j = 0; j < KPT; j++) key[j] = i0 + j < n ? order_key(scores[i0 + j]) : 0u;
     /* a padding key 0 is below every candidate (each has a bit set); the output tests i < n */
     __shared__ uint32_t wc[2][SELECT_THREADS / 32];
     __shared__ uint32_t warp_sums[32];
-    uint32_t T = 0;
-    for (int b = 31; b >= 0; b--) {
-        const uint32_t cand = T | (1u << b);
-        uint32_t cnt = 0;
+    uint32_t T, tot;
+    if (!COMPACT) {
+        T = selb_bits<KPT>(key, 0u, 31, 0, 0u, k, wc);
+    } else {
+        __shared__ uint32_t live[SELECT_THREADS];
+        T = selb_bits<KPT>(key, 0u, 31, 16, 0u, k, wc);
+        uint32_t nl = 0, na = 0;
 #pragma unroll
-        for (uint32_t j = 0; j < KPT; j++) cnt += key[j] >= cand ? 1u : 0u;
-        cnt = __reduce_add_sync(0xffffffffu, cnt);
-        /* two buffers: a warp writes this round's only after every warp has passed the barrier
-         * of the round between, so after every read of the round before */
-        if (lane == 0) wc[b & 1][warp] = cnt;
-        __syncthreads();
-        const uint32_t tot = __reduce_add_sync(0xffffffffu, wc[b & 1][lane]);
-        if (tot >= k) T = cand;
+        for (uint32_t j = 0; j < KPT; j++) {
+            nl += key[j] >> 16 == T >> 16 ? 1u : 0u;
+            na += key[j] >> 16 > T >> 16 ? 1u : 0u;
+        }
+        const uint32_t lb = block_excl_scan(nl | na << 16, warp_sums, &tot) & 0xffffu;
+        if ((tot & 0xffffu) <= SELECT_THREADS) {
+            uint32_t at = lb;
+#pragma unroll
+            for (uint32_t j = 0; j < KPT; j++)
+                if (key[j] >> 16 == T >> 16) live[at++] = key[j];
+            __syncthreads();
+            const uint32_t one[1] = {t < (tot & 0xffffu) ? live[t] : 0u};
+            T = selb_bits<1>(one, T, 15, 0, tot >> 16, k, wc);
+        } else {
+            T = selb_bits<KPT>(key, T, 15, 0, 0u, k, wc);
+        }
     }
     uint32_t gt = 0, eq = 0;
 #pragma unroll
     for (uint32_t j = 0; j < KPT; j++)
         if (i0 + j < n) gt += key[j] > T ? 1u : 0u, eq += key[j] == T ? 1u : 0u;
-    uint32_t tot;
     const uint32_t before = block_excl_scan(gt | eq << 16, warp_sums, &tot);
     const uint32_t need_eq = k - (tot & 0xffffu), eq_before = before >> 16;
     uint32_t at = (before & 0xffffu) + (eq_before < need_eq ? eq_before : need_eq), r = eq_before;
@@ -523,28 +563,34 @@ __global__ void __launch_bounds__(SELECT_THREADS)
         }
 }
 
-/* DSV4_CUDA_SELECT=radix: select_kernel everywhere (A/B; read on every call, as the tests set it) */
-static bool select_radix(void) {
+/* DSV4_CUDA_SELECT=radix: select_kernel everywhere; =bits1: select_bits_kernel without the
+ * compaction (A/B; read on every call, as the tests set it) */
+static bool select_is(const char *what) {
     const char *v = getenv("DSV4_CUDA_SELECT");
-    return v && strcmp(v, "radix") == 0;
+    return v && strcmp(v, what) == 0;
 }
 /* Launches the selection of m tokens over at most max_rows rows each: select_bits_kernel where a
  * thread's rows fit SELB_MAX_KPT, else select_kernel. */
 static int select_launch(cudaStream_t st, uint32_t m, const float *scores, uint32_t n, uint64_t max_rows,
                          uint32_t k, int32_t *sel, itok c, bool agg) {
     const uint64_t kpt = (max_rows + SELECT_THREADS - 1) / SELECT_THREADS;
-    if (!select_radix() && kpt <= SELB_MAX_KPT) {
-#define SELB(K_) select_bits_kernel<K_><<<m, SELECT_THREADS, 0, st>>>(scores, n, k, sel, c)
+    if (!select_is("radix") && kpt <= SELB_MAX_KPT) {
+#define SELB(K_, C_) select_bits_kernel<K_, C_><<<m, SELECT_THREADS, 0, st>>>(scores, n, k, sel, c)
+        const bool compact = !select_is("bits1");
         if (kpt <= 1)
-            SELB(1);
+            SELB(1, false);
         else if (kpt <= 2)
-            SELB(2);
+            SELB(2, false);
         else if (kpt <= 4)
-            SELB(4);
+            SELB(4, false);
+        else if (kpt <= 8 && compact)
+            SELB(8, true);
         else if (kpt <= 8)
-            SELB(8);
+            SELB(8, false);
+        else if (compact)
+            SELB(16, true);
         else
-            SELB(16);
+            SELB(16, false);
 #undef SELB
     } else {
         select_kernel<<<m, SELECT_THREADS, (size_t)c.staged_keys * 4, st>>>(scores, n, k, sel, c, agg);
@@ -719,10 +765,12 @@ extern "C" int cu_pdl_kernels_attn_indexer(const void **out) {
     out[4] = (const void *)iscore_kernel<true, true>;
     out[5] = (const void *)iscore_tiled_kernel;
     out[6] = (const void *)iscore_one_kernel;
-    out[7] = (const void *)select_bits_kernel<1>;
-    out[8] = (const void *)select_bits_kernel<2>;
-    out[9] = (const void *)select_bits_kernel<4>;
-    out[10] = (const void *)select_bits_kernel<8>;
-    out[11] = (const void *)select_bits_kernel<16>;
-    return 12;
+    out[7] = (const void *)select_bits_kernel<1, false>;
+    out[8] = (const void *)select_bits_kernel<2, false>;
+    out[9] = (const void *)select_bits_kernel<4, false>;
+    out[10] = (const void *)select_bits_kernel<8, false>;
+    out[11] = (const void *)select_bits_kernel<16, false>;
+    out[12] = (const void *)select_bits_kernel<8, true>;
+    out[13] = (const void *)select_bits_kernel<16, true>;
+    return 14;
 }
