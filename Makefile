@@ -183,7 +183,7 @@ CUDA_HOST_CHECKS := q8_0_mma_emu_check moe_grouped_emu_check f16_mma_emu_check m
 	attn_fast_emu_check moe_wide_emu_check moe_decode_emu_check mvw_emu_check gemm_units_check \
 	smallops_units_check hc_tail_emu_check attn_tc_emu_check cuda_matvec_emu gemm_blas_emu_check \
 	blas_loader_check moe_half_emu_check iscore_tiled_emu_check moe_x16_emu_check q8_wg_emu_check \
-	moe_ws_emu_check hc_mix_tc_emu_check
+	moe_ws_emu_check hc_mix_tc_emu_check select_emu_check
 cuda-host-checks: $(addprefix $(BUILD)/cuda/,$(CUDA_HOST_CHECKS))
 	@set -e; for t in $(CUDA_HOST_CHECKS); do \
 	  $(BUILD)/cuda/$$t >$(BUILD)/cuda/$$t.log 2>&1 || { echo "FAIL $$t (log: $(BUILD)/cuda/$$t.log)"; tail -5 $(BUILD)/cuda/$$t.log; exit 1; }; \
@@ -202,6 +202,11 @@ $(BUILD)/cuda/test_oracle: tests/engine/test_oracle.c tests/common/testutil.h $(
 	$(CC) $(CFLAGS) -Itests -o $@ $< -Wl,--undefined=dsv4_backend_cuda_create $(BUILD)/libcuda_backend.a \
 		$(call libs_for,engine) -lcmocka $(call ext_for,engine) $(LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 # Host-only emulation of the register-tail HC pre step's layout and sum orders (runs anywhere).
+# Host-only replay of the indexer's bit-by-bit selection (select_bits_kernel) against the CPU's selection.
+$(BUILD)/cuda/select_emu_check: tests/cuda/select_emu_check.cu src/backend/cuda/cuda_select_units.cuh \
+		$(call libs_for,engine)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -Itests/cuda -o $@ $< $(call libs_for,engine) -lm -lpthread
 # Host-only replay of the register-tiled indexer scoring's threads (DSV4_CUDA_ISCORE=tiled).
 $(BUILD)/cuda/iscore_tiled_emu_check: tests/cuda/iscore_tiled_emu_check.cu src/backend/cuda/cuda_iscore_tiled_units.cuh
 	@mkdir -p $(dir $@)

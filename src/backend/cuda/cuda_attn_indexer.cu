@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_iscore_tiled_units.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
+#include "backend/cuda/cuda_select_units.cuh"
 
 namespace {
 
@@ -324,12 +325,6 @@ __global__ void __launch_bounds__(IST_WARPS * 32)
     for (uint32_t r = threadIdx.x; r < nr; r += blockDim.x) scores[r0 + r] = ist_row_score(ist_sh, L, r);
 }
 
-/* Larger float <=> larger key; -0 and +0 share a key (they compare equal on the CPU). */
-__device__ __forceinline__ uint32_t order_key(float f) {
-    const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 /* Exclusive block-wide prefix sum of v (blockDim.x == SELECT_THREADS); *total gets the sum. */
 __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums, uint32_t *total) {
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -377,9 +372,9 @@ __global__ void __launch_bounds__(SELECT_THREADS)
                 if (i0 + j * blockDim.x < n) v[j] = scores[i0 + j * blockDim.x];
 #pragma unroll
             for (uint32_t j = 0; j < 8; j++)
-                if (i0 + j * blockDim.x < n) skeys[i0 + j * blockDim.x] = order_key(v[j]);
+                if (i0 + j * blockDim.x < n) skeys[i0 + j * blockDim.x] = sel_order_key(v[j]);
         }
-#define SEL_KEY(i) (staged ? skeys[(i)] : order_key(scores[(i)]))
+#define SEL_KEY(i) (staged ? skeys[(i)] : sel_order_key(scores[(i)]))
     __shared__ uint32_t hist[256];
     __shared__ uint32_t warp_sums[32];
     __shared__ uint32_t s_prefix, s_remaining;
@@ -472,7 +467,7 @@ __global__ void __launch_bounds__(SELECT_THREADS)
  * value select_kernel's passes find; the rows above T and the need_eq = k - #(> T) lowest-index
  * rows equal to it are written in row order from one block scan of the packed (> T, == T) counts
  * (n < 65,536). So the set and its order are select_kernel's, for any keys (NaN included: the
- * same order_key). Measured (session 27, ncu at the real clock, same calls): 12.4 against 17.8 us
+ * same sel_order_key). Measured (session 27, ncu at the real clock, same calls): 12.4 against 17.8 us
  * at 8,192 rows, 6.5 against 7.0 at 513, 18.4 against 17.8 at 8,193 (16 keys a thread: issue
  * bound); a 2,048-token prefill chunk at 32K 133 against 206 us. A form with two bits a round
  * (three counts) and the live keys compacted after the top half was slower (7.8 / 13.4 us); the
@@ -490,10 +485,7 @@ __device__ __forceinline__ uint32_t selb_bits(const uint32_t (&v)[N], uint32_t T
     const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     for (int b = hi; b >= lo; b--) {
         const uint32_t cand = T | (1u << b);
-        uint32_t cnt = 0;
-#pragma unroll
-        for (uint32_t j = 0; j < N; j++) cnt += v[j] >= cand ? 1u : 0u;
-        cnt = __reduce_add_sync(0xffffffffu, cnt);
+        const uint32_t cnt = __reduce_add_sync(0xffffffffu, selb_count_ge<N>(v, cand));
         if (lane == 0) wc[b & 1][warp] = cnt;
         __syncthreads();
         const uint32_t tot = __reduce_add_sync(0xffffffffu, wc[b & 1][lane]) + above;
@@ -517,7 +509,7 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     const uint32_t t = threadIdx.x, i0 = t * KPT;
     uint32_t key[KPT];
 #pragma unroll
-    for (uint32_t j = 0; j < KPT; j++) key[j] = i0 + j < n ? order_key(scores[i0 + j]) : 0u;
+    for (uint32_t j = 0; j < KPT; j++) key[j] = i0 + j < n ? sel_order_key(scores[i0 + j]) : 0u;
     /* a padding key 0 is below every candidate (each has a bit set); the output tests i < n */
     __shared__ uint32_t wc[2][SELECT_THREADS / 32];
     __shared__ uint32_t warp_sums[32];
@@ -527,18 +519,9 @@ __global__ void __launch_bounds__(SELECT_THREADS)
     } else {
         __shared__ uint32_t live[SELECT_THREADS];
         T = selb_bits<KPT>(key, 0u, 31, 16, 0u, k, wc);
-        uint32_t nl = 0, na = 0;
-#pragma unroll
-        for (uint32_t j = 0; j < KPT; j++) {
-            nl += key[j] >> 16 == T >> 16 ? 1u : 0u;
-            na += key[j] >> 16 > T >> 16 ? 1u : 0u;
-        }
-        const uint32_t lb = block_excl_scan(nl | na << 16, warp_sums, &tot) & 0xffffu;
+        const uint32_t lb = block_excl_scan(selb_half_counts<KPT>(key, T), warp_sums, &tot) & 0xffffu;
         if ((tot & 0xffffu) <= SELECT_THREADS) {
-            uint32_t at = lb;
-#pragma unroll
-            for (uint32_t j = 0; j < KPT; j++)
-                if (key[j] >> 16 == T >> 16) live[at++] = key[j];
+            selb_compact<KPT>(key, T, lb, live);
             __syncthreads();
             const uint32_t one[1] = {t < (tot & 0xffffu) ? live[t] : 0u};
             T = selb_bits<1>(one, T, 15, 0, tot >> 16, k, wc);
@@ -546,21 +529,8 @@ __global__ void __launch_bounds__(SELECT_THREADS)
             T = selb_bits<KPT>(key, T, 15, 0, 0u, k, wc);
         }
     }
-    uint32_t gt = 0, eq = 0;
-#pragma unroll
-    for (uint32_t j = 0; j < KPT; j++)
-        if (i0 + j < n) gt += key[j] > T ? 1u : 0u, eq += key[j] == T ? 1u : 0u;
-    const uint32_t before = block_excl_scan(gt | eq << 16, warp_sums, &tot);
-    const uint32_t need_eq = k - (tot & 0xffffu), eq_before = before >> 16;
-    uint32_t at = (before & 0xffffu) + (eq_before < need_eq ? eq_before : need_eq), r = eq_before;
-#pragma unroll
-    for (uint32_t j = 0; j < KPT; j++)
-        if (i0 + j < n) {
-            if (key[j] > T)
-                sel[at++] = (int32_t)(i0 + j);
-            else if (key[j] == T && r++ < need_eq)
-                sel[at++] = (int32_t)(i0 + j);
-        }
+    const uint32_t before = block_excl_scan(selb_out_counts<KPT>(key, i0, n, T), warp_sums, &tot);
+    selb_write<KPT>(key, i0, n, T, before, tot, k, sel);
 }
 
 /* DSV4_CUDA_SELECT=radix: select_kernel everywhere; =bits1: select_bits_kernel without the
