@@ -38,6 +38,12 @@ static std::vector<uint32_t> excl_scan(const std::vector<uint32_t> &v, uint32_t 
     return out;
 }
 
+/* thread t's keys as the kernel holds them (a register array) */
+template <uint32_t N>
+static void keys_of(const std::vector<std::vector<uint32_t>> &key, uint32_t t, uint32_t (&v)[N]) {
+    for (uint32_t j = 0; j < N; j++) v[j] = key[t][j];
+}
+
 template <uint32_t N>
 static uint32_t rounds(const std::vector<std::vector<uint32_t>> &keys, uint32_t T, int hi, int lo,
                        uint32_t above, uint32_t k) {
@@ -46,7 +52,7 @@ static uint32_t rounds(const std::vector<std::vector<uint32_t>> &keys, uint32_t 
         uint32_t tot = above;
         for (uint32_t t = 0; t < THREADS; t++) {
             uint32_t v[N];
-            for (uint32_t j = 0; j < N; j++) v[j] = keys[t][j];
+            keys_of<N>(keys, t, v);
             tot += selb_count_ge<N>(v, cand);
         }
         if (tot >= k) T = cand;
@@ -69,7 +75,7 @@ static std::vector<int32_t> replay(const std::vector<float> &s, uint32_t k, bool
         std::vector<uint32_t> hc(THREADS), nl(THREADS);
         for (uint32_t t = 0; t < THREADS; t++) {
             uint32_t v[KPT];
-            for (uint32_t j = 0; j < KPT; j++) v[j] = key[t][j];
+            keys_of<KPT>(key, t, v);
             hc[t] = selb_half_counts<KPT>(v, T);
         }
         uint32_t tot;
@@ -79,7 +85,7 @@ static std::vector<int32_t> replay(const std::vector<float> &s, uint32_t k, bool
             std::vector<uint32_t> live(THREADS, 0xdeadbeefu);
             for (uint32_t t = 0; t < THREADS; t++) {
                 uint32_t v[KPT];
-                for (uint32_t j = 0; j < KPT; j++) v[j] = key[t][j];
+                keys_of<KPT>(key, t, v);
                 selb_compact<KPT>(v, T, before[t] & 0xffffu, live.data());
             }
             std::vector<std::vector<uint32_t>> one(THREADS, std::vector<uint32_t>(1));
@@ -92,7 +98,7 @@ static std::vector<int32_t> replay(const std::vector<float> &s, uint32_t k, bool
     std::vector<uint32_t> oc(THREADS);
     for (uint32_t t = 0; t < THREADS; t++) {
         uint32_t v[KPT];
-        for (uint32_t j = 0; j < KPT; j++) v[j] = key[t][j];
+        keys_of<KPT>(key, t, v);
         oc[t] = selb_out_counts<KPT>(v, t * KPT, n, T);
     }
     uint32_t tot;
@@ -102,7 +108,7 @@ static std::vector<int32_t> replay(const std::vector<float> &s, uint32_t k, bool
     std::vector<int32_t> sel(k, -1), mine(k + KPT);
     for (uint32_t t = 0; t < THREADS; t++) {
         uint32_t v[KPT];
-        for (uint32_t j = 0; j < KPT; j++) v[j] = key[t][j];
+        keys_of<KPT>(key, t, v);
         std::fill(mine.begin(), mine.end(), -1);
         selb_write<KPT>(v, t * KPT, n, T, before[t], tot, k, mine.data());
         for (uint32_t i = 0; i < k + KPT; i++)
