@@ -64,9 +64,8 @@ __device__ __forceinline__ uint32_t isc_r(uint32_t e, isc_div v) {
  * thread in flight. */
 template <uint32_t T>
 __device__ __forceinline__ void isc_stage_rows(const void *rows, uint32_t head_dim, isc_div hd, uint32_t r0,
-                                               uint32_t nr, float *ks, uint32_t ks_stride,
-                                               uint32_t skip = 0) {
-    for (uint32_t e0 = threadIdx.x + skip; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
+                                               uint32_t nr, float *ks, uint32_t ks_stride) {
+    for (uint32_t e0 = threadIdx.x; e0 < nr * head_dim; e0 += ISC_PF * blockDim.x) {
         float v[ISC_PF];
 #pragma unroll
         for (uint32_t j = 0; j < ISC_PF; j++) {
@@ -467,11 +466,10 @@ __global__ void __launch_bounds__(SELECT_THREADS)
  * value select_kernel's passes find; the rows above T and the need_eq = k - #(> T) lowest-index
  * rows equal to it are written in row order from one block scan of the packed (> T, == T) counts
  * (n < 65,536). So the set and its order are select_kernel's, for any keys (NaN included: the
- * same sel_order_key). Measured (session 27, ncu at the real clock, same calls): 12.4 against 17.8 us
- * at 8,192 rows, 6.5 against 7.0 at 513, 18.4 against 17.8 at 8,193 (16 keys a thread: issue
- * bound); a 2,048-token prefill chunk at 32K 133 against 206 us. A form with two bits a round
- * (three counts) and the live keys compacted after the top half was slower (7.8 / 13.4 us); the
- * compaction alone (COMPACT, below) is taken for 8 and 16 keys a thread. */
+ * same sel_order_key). Measured (session 27, ncu at the real clock, same calls): at 513 rows (one
+ * key a thread) 6.5-6.8 against 7.0 us; at 8,192 rows 11.7 against 17.8 (12.4 without the
+ * compaction below); at 8,193 15.9 against 17.8 (18.3 without); a 2,048-token prefill chunk at 32K
+ * 117 against 206 us. A form with two bits a round (three counts) was slower (7.8 / 13.4 us). */
 constexpr uint32_t SELB_MAX_KPT = 16; /* rows a thread: up to 16,384 rows */
 
 /* Rounds for bits hi .. lo of T over v[0..N), `above` keys counted as >= every candidate: a bit
