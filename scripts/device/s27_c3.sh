@@ -29,20 +29,7 @@ for ctx in 2048 32768; do
     "$C/dsv4-bench" -m "$M" --backend cuda --prompt-file "$P" --ctx-start $ctx --ctx-max $ctx --gen-tokens 5 \
     >"$OUT/ncu-$v-$ctx.csv" 2>"$OUT/ncu-$v-$ctx.err"
   say "== ncu $v ctx $ctx rc $?"
-  python3 - "$OUT/ncu-$v-$ctx.csv" <<'PY' | tee -a "$S"
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-h = rows[0]; ki = h.index("Kernel Name"); mi = h.index("Metric Name"); vi = h.index("Metric Value"); ii = h.index("ID")
-per = collections.OrderedDict()
-for r in rows[1:]:
-    per.setdefault(r[ii], {"k": r[ki].split("(")[0][:50]})[r[mi]] = r[vi].replace(",", "")
-agg = collections.OrderedDict()
-for d in per.values():
-    agg.setdefault("%s grid %s reg %s" % (d["k"], d.get("launch__grid_size"), d.get("launch__registers_per_thread")), []).append(d)
-for key, ds in agg.items():
-    f = lambda m: sorted(float(x.get(m, "nan")) for x in ds)[len(ds) // 2]
-    print("%-75s n %3d  %8.2f us  issue %5.1f %%  inst %10.0f" % (key, len(ds), f("gpu__time_duration.sum") / 1000.0, f("smsp__issue_active.avg.pct_of_peak_sustained_active"), f("sm__inst_executed.sum")))
-PY
+  python3 "$ROOT/scripts/device/ncu_summary.py" "$OUT/ncu-$v-$ctx.csv" | tee -a "$S"
 done
 done
 A2="--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"

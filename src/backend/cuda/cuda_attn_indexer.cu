@@ -349,16 +349,24 @@ __device__ __forceinline__ uint32_t block_excl_scan(uint32_t v, uint32_t *warp_s
     return before;
 }
 
+/* A selection block's token (blockIdx.x): its row count, scores and output; false when it has
+ * nothing to select (a chunk's token that sees at most k rows). */
+__device__ __forceinline__ bool sel_token(const itok &c, uint32_t k, uint32_t *n, const float **scores,
+                                          int32_t **sel) {
+    const uint32_t tok = blockIdx.x;
+    *n = itok_rows(c, *n, tok);
+    if (c.ratio && *n <= k) return false;
+    *scores += tok * c.score_stride;
+    *sel += (uint64_t)tok * k;
+    return true;
+}
+
 /* agg: the histogram counts a warp's keys of one bin with one atomic (DSV4_CUDA_SELECT_AGG=0: one per
  * key). The counts, so the selection, are the same integers either way. */
 __global__ void __launch_bounds__(SELECT_THREADS)
     select_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c, bool agg) {
     cu_pdl_enter();
-    const uint32_t tok = blockIdx.x;
-    n = itok_rows(c, n, tok);
-    if (c.ratio && n <= k) return;
-    scores += tok * c.score_stride;
-    sel += (uint64_t)tok * k;
+    if (!sel_token(c, k, &n, &scores, &sel)) return;
     /* the keys in shared memory when the launch gave room for them (SEL_SMEM_KEYS): read from
      * global memory once, not once per pass */
     extern __shared__ uint32_t skeys[];
@@ -499,11 +507,7 @@ template <uint32_t KPT, bool COMPACT>
 __global__ void __launch_bounds__(SELECT_THREADS)
     select_bits_kernel(const float *scores, uint32_t n, uint32_t k, int32_t *sel, itok c) {
     cu_pdl_enter();
-    const uint32_t tok = blockIdx.x;
-    n = itok_rows(c, n, tok);
-    if (c.ratio && n <= k) return;
-    scores += tok * c.score_stride;
-    sel += (uint64_t)tok * k;
+    if (!sel_token(c, k, &n, &scores, &sel)) return;
     const uint32_t t = threadIdx.x, i0 = t * KPT;
     uint32_t key[KPT];
 #pragma unroll
