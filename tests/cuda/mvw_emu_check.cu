@@ -194,11 +194,11 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
         segs[s].y = (float *)(uintptr_t)(0x1000000 * (s + 1));
     }
     const int sms_list[] = {1, 3, 78, 132};
-    for (int si = 0; si < 4; si++) {
-        const int sms = sms_list[si];
+    for (int ci = 0; ci < 12; ci++) { /* every device size, with the router launches' rest_mul 2 and 4 too */
+        const int sms = sms_list[ci % 4], rest = ci < 4 ? 1 : ci < 8 ? 2 : 4;
         mvw_params p;
         int grid = 0, smem = 0;
-        mvw_plan(segs, n, sms, &p, &grid, &smem);
+        mvw_plan(segs, n, sms, &p, &grid, &smem, rest);
         int64_t total = 0;
         for (int s = 0; s < n; s++) total += rows[s];
         unsigned char *seen[DSV4_CUDA_MVW_MAX_SEGS];
@@ -226,8 +226,8 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
                 }
             }
         }
-        EXPECT(bad == 0 && covered == total, "%s sms=%d: %lld rows covered of %lld, %lld bad", name, sms,
-               (long long)covered, (long long)total, (long long)bad);
+        EXPECT(bad == 0 && covered == total, "%s sms=%d rest=%d: %lld rows covered of %lld, %lld bad", name,
+               sms, rest, (long long)covered, (long long)total, (long long)bad);
         int nonempty = 0;
         for (int s = 0; s < n; s++) nonempty += rows[s] > 0;
         EXPECT(grid <= sms * MVW_MIN_CTAS || grid == nonempty, "%s sms=%d: grid %d exceeds one wave", name,
@@ -241,7 +241,7 @@ static void check_plan(const char *name, const int64_t *rows, const uint32_t *ty
                    (need == 0 ? smem == 0 : smem == need + MVW_WARPS * MVW_Q8_RING_BYTES),
                "%s: shared memory plan act %d (want %d), total %d", name, p.act_smem, need, smem);
         if (sms == 132) {
-            printf("  plan %-30s sms=132: grid %d, smem %d B, rows/warp", name, grid, smem);
+            printf("  plan %-30s sms=132 rest=%d: grid %d, smem %d B, rows/warp", name, rest, grid, smem);
             for (int s = 0; s < n; s++) printf(" %d", p.seg[s].rpw);
             printf("\n");
         }
@@ -442,7 +442,7 @@ static void check_fused_launch(const char *name, int n, const int64_t *ins, cons
     }
     mvw_params p;
     int grid = 0, smem = 0;
-    mvw_plan(segs, n, sms, &p, &grid, &smem);
+    mvw_plan(segs, n, sms, &p, &grid, &smem, 1);
     int bad_plan = 0;
     for (int s = 0; s < n; s++) bad_plan += p.seg[s].xf32 != (types[s] == DSV4_TYPE_Q8_0 && xf32[s] != 0);
     EXPECT(bad_plan == 0, "%s: the plan's x_f32 flags", name);

@@ -422,6 +422,8 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         c->preq_on = !(pq && strcmp(pq, "0") == 0);
         const char *pa = getenv("DSV4_CUDA_PREQ_ATTN"); /* 0: not from the attention's combine */
         c->preq_attn = c->preq_on && !(pa && strcmp(pa, "0") == 0);
+        const char *pk = getenv("DSV4_CUDA_PREQK_ALL"); /* 1: Q8_K blocks from the attention's pre too */
+        c->preqk_all = pk && strcmp(pk, "1") == 0;
         const char *mw = getenv("DSV4_CUDA_MVW");
         c->mvw = !(mw && strcmp(mw, "0") == 0);
         const char *ma = getenv("DSV4_CUDA_MVW_ACT");

@@ -279,6 +279,19 @@ static int mvw_async_enabled(void) {
     return v;
 }
 
+/* The plan's rest_mul for router launches (DSV4_CUDA_ROUTER_REST=N, 1..8; default 2): the router's
+ * rows end about halfway through the launch, so its last CTA's selection runs beside the shared
+ * expert's rows instead of after them (session 12's form, N = 1, ended the launch later). Read once. */
+static int mvw_router_rest(void) {
+    static int v = 0;
+    if (v == 0) {
+        const char *s = getenv("DSV4_CUDA_ROUTER_REST");
+        const int n = s ? atoi(s) : 2;
+        v = n >= 1 && n <= 8 ? n : 2;
+    }
+    return v;
+}
+
 /* dsv4_cuda_mvw, with the router epilogue when rt is set (checked by the caller) */
 static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const dsv4_cuda_mvw_router_args *rt,
                               struct CUstream_st *stream, dsv4_error *err) {
@@ -318,7 +331,7 @@ static dsv4_status mvw_launch(const dsv4_cuda_mvw_seg *segs, int n_segs, const d
         return dsv4_fail(err, DSV4_ERR_IO, "dsv4_cuda_mvw: device query: %s", cudaGetErrorString(e));
     mvw_params p;
     int grid = 0, smem = 0;
-    mvw_plan(segs, n_segs, sms, &p, &grid, &smem);
+    mvw_plan(segs, n_segs, sms, &p, &grid, &smem, rt ? mvw_router_rest() : 1);
     p.q8_async = mvw_async_enabled();
     if (rt) {
         p.rt = *rt;

@@ -96,10 +96,13 @@ static inline long long mvw_rpw_for(long long budget, const dsv4_cuda_mvw_seg *g
 /* Rows per warp from one byte budget per warp, so that every warp streams about as many bytes
  * whatever its segment's row size (none idles while another still has half its rows to go): the
  * smallest budget that fits every CTA into one wave of MVW_MIN_CTAS per SM (small launches start
- * all their warps at once; large ones become persistent-like streams). Fills p (pointers
+ * all their warps at once; large ones become persistent-like streams). rest_mul > 1: the segments
+ * after the first take rest_mul times the budget (fewer CTAs), so segment 0 ends about 1 / rest_mul
+ * into the launch (the router epilogue then runs while the other rows stream). Fills p (pointers
  * included), the grid and the dynamic shared memory. Segments must be valid. */
 static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_params *p, int *grid,
-                            int *smem) {
+                            int *smem, int rest_mul) {
+    if (rest_mul < 1) rest_mul = 1;
     memset(p, 0, sizeof *p);
     long long bytes = 0;
     int act = 0;
@@ -119,7 +122,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
                   each) */
         long long ctas = 0, nonempty = 0;
         for (int s = 0; s < n; s++) {
-            const long long rpw = mvw_rpw_for(budget, &segs[s]);
+            const long long rpw = mvw_rpw_for(s > 0 ? budget * rest_mul : budget, &segs[s]);
             ctas += (segs[s].rows + MVW_WARPS * rpw - 1) / (MVW_WARPS * rpw);
             nonempty += segs[s].rows > 0;
         }
@@ -130,7 +133,7 @@ static inline void mvw_plan(const dsv4_cuda_mvw_seg *segs, int n, int sms, mvw_p
     int cta = 0;
     for (int s = 0; s < n; s++) {
         mvw_seg_dev *d = &p->seg[s];
-        const long long rpw = mvw_rpw_for(budget, &segs[s]);
+        const long long rpw = mvw_rpw_for(s > 0 ? budget * rest_mul : budget, &segs[s]);
         d->w = (const uint8_t *)segs[s].w;
         d->x = (const uint8_t *)segs[s].x;
         d->y = segs[s].y;

@@ -954,10 +954,15 @@ static dsv4_status hc_pre_one(cuda_ctx *c, const dsv4_tensor *fn, const float *s
     double *part = (double *)cu_scratch(c, CU_SLOT_FLAT, part_bytes, err);
     if (!part) return DSV4_ERR_NOMEM;
     /* hc_pre_norm's row feeds Q8_0 products next (the attention set, the router + shared gate/up):
-     * its activation blocks are written by the same kernel (cu_preq_*) */
+     * its activation blocks are written by the same kernel (cu_preq_*). The Q8_K blocks only where the
+     * routed experts read the row: the FFN's pre step, which is the folded-post form (po) whenever the
+     * one-block tail runs. In the attention's pre they had no reader and lengthened the one-block
+     * tail, the kernel's critical path (session 28, bench/NOTES.md; DSV4_CUDA_PREQK_ALL=1 writes
+     * them there too). The FFN's unfused pre leaves them to the moe op's quantizer (the same bytes). */
     uint8_t *yq = NULL, *yk = NULL; /* Q8_0 blocks, then (n_embd % 256 == 0) Q8_K blocks */
     if (norm_w && c->preq_on && n_embd % 32 == 0) {
-        const size_t qb = (size_t)n_embd / 32 * 36, kb = n_embd % 256 == 0 ? (size_t)n_embd / 256 * 292 : 0;
+        const size_t qb = (size_t)n_embd / 32 * 36,
+                     kb = (po || c->preqk_all) && n_embd % 256 == 0 ? (size_t)n_embd / 256 * 292 : 0;
         yq = (uint8_t *)cu_scratch(c, CU_SLOT_PREQ, qb + kb, err);
         if (!yq) return DSV4_ERR_NOMEM;
         if (kb) yk = yq + qb; /* qb is a multiple of 4 */
