@@ -170,6 +170,7 @@ static int check_reg_split(uint32_t n_hc, uint32_t iters, float mag, float eps, 
 /* router_kernel's selection with `threads` threads: the warps' maxima of the strided scan, the
  * candidates at or above their k-th largest (in a shuffled order: the kernel appends them by atomics),
  * each candidate's rank among them as its slot. Slots no candidate takes stay -1. */
+static int rank_cs_bad; /* candidates whose rtu_rank_cs differs from rtu_rank */
 static void topk_rank_emulated(const float *s, uint32_t n, uint32_t k, uint32_t threads, int32_t *out) {
     float wmax[32];
     const uint32_t nw = threads / 32;
@@ -188,11 +189,17 @@ static void topk_rank_emulated(const float *s, uint32_t n, uint32_t k, uint32_t 
         const int32_t x = cand[i - 1];
         cand[i - 1] = cand[j], cand[j] = x;
     }
+    /* the kernel keeps the candidates' scores beside their ids (router_block's s_cs) and ranks by
+     * them (rtu_rank_cs); both ranks must agree */
+    float *cs = (float *)malloc((nc ? nc : 1) * sizeof(float));
+    for (uint32_t i = 0; i < nc; i++) cs[i] = s[cand[i]];
     for (uint32_t i = 0; i < k; i++) out[i] = -1;
     for (uint32_t i = 0; i < nc; i++) {
-        const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
+        const uint32_t r = rtu_rank_cs(cs, cand, nc, cs[i], cand[i]);
+        if (r != rtu_rank(s, cand, nc, cand[i])) rank_cs_bad++;
         if (r < k) out[r] = cand[i];
     }
+    free(cs);
     free(cand);
 }
 
@@ -213,8 +220,14 @@ static int check_topk(uint32_t n, uint32_t k, uint32_t threads, int levels) {
         }
     }
     cpu_topk_desc(s, n, k, ref);
+    rank_cs_bad = 0;
     topk_rank_emulated(s, n, k, threads, got);
     free(s);
+    if (rank_cs_bad) {
+        fprintf(stderr, "FAIL top-k n=%u k=%u threads=%u levels=%d: %d ranks by the kept scores differ\n", n, k,
+                threads, levels, rank_cs_bad);
+        return 1;
+    }
     if (memcmp(ref, got, k * sizeof(int32_t)) != 0) {
         for (uint32_t i = 0; i < k; i++)
             if (ref[i] != got[i]) {

@@ -23,6 +23,7 @@
 #define ROUTER_SUM_FLOOR 6.103515625e-5f /* 2^-14 */
 #define ROUTER_VT 256                    /* the virtual threads whose warp maxima bound the candidates */
 #define ROUTER_KMAX 32                   /* slots formed in shared memory (more: in st / wt themselves) */
+#define ROUTER_CMAX 128                  /* candidates whose scores are kept beside their ids */
 
 /* NT threads (a multiple of 32 dividing ROUTER_VT) call it together. lg: the n_expert logits (read
  * through L2: another block may have just written them); hash_row: the token's k ids (hash layers)
@@ -38,6 +39,10 @@ __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert,
      * reading them back from global memory put two L2 round trips on thread 0's chain */
     __shared__ int32_t s_st[ROUTER_KMAX];
     __shared__ float s_wt[ROUTER_KMAX];
+    /* the first ROUTER_CMAX candidates' scores beside their ids: the rank loop then reads both
+     * without the dependent s[cand[j]] load (session 28; the same scores, so the same ranks) */
+    __shared__ float s_cs[ROUTER_CMAX];
+    __shared__ float s_sum;
     int32_t *sv = smem_slots && k <= ROUTER_KMAX ? s_st : st;
     float *wv = smem_slots && k <= ROUTER_KMAX ? s_wt : wt;
     float *p = sh, *s = sh + n_expert;
@@ -78,15 +83,39 @@ __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert,
     } else {
         const float lo = rtu_kth_max(wmax, ROUTER_VT / 32, k);
         for (uint32_t e = threadIdx.x; e < n_expert; e += NT)
-            if (s[e] >= lo) cand[atomicAdd(&n_cand, 1u)] = (int32_t)e;
+            if (s[e] >= lo) {
+                const uint32_t at = atomicAdd(&n_cand, 1u);
+                cand[at] = (int32_t)e;
+                if (at < ROUTER_CMAX) s_cs[at] = s[e];
+            }
         __syncthreads();
         const uint32_t nc = n_cand;
         for (uint32_t i = threadIdx.x; i < nc; i += NT) {
-            const uint32_t r = rtu_rank(s, cand, nc, cand[i]);
+            const uint32_t r = smem_slots && nc <= ROUTER_CMAX ? rtu_rank_cs(s_cs, cand, nc, s_cs[i], cand[i])
+                                                                : rtu_rank(s, cand, nc, cand[i]);
             if (r < k) sv[r] = cand[i];
         }
     }
     __syncthreads(); /* sv written by other threads of the block */
+    if (sv == s_st) { /* k <= 32: lane i forms slot i's weight, lane 0 sums them in slot order */
+        const uint32_t i = threadIdx.x;
+        if (i >= 32) return;
+        if (i < k) {
+            const int32_t id = sv[i];
+            const bool ok = id >= 0 && (uint32_t)id < n_expert;
+            wv[i] = ok ? p[id] : __int_as_float(0x7fc00000); /* weights use the unbiased scores */
+            st[i] = id;
+        }
+        __syncwarp();
+        if (i == 0) {
+            float sum = 0.0f;
+            for (uint32_t j = 0; j < k; j++) sum += wv[j];
+            s_sum = sum < ROUTER_SUM_FLOOR ? ROUTER_SUM_FLOOR : sum;
+        }
+        __syncwarp();
+        if (i < k) wt[i] = wv[i] / s_sum * scale;
+        return;
+    }
     if (threadIdx.x != 0) return;
     float sum = 0.0f;
     for (uint32_t i = 0; i < k; i++) {

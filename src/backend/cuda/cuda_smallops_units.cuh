@@ -207,6 +207,14 @@ __host__ __device__ inline uint32_t rtu_rank(const float *s, const int32_t *cand
     return r;
 }
 
+/* rtu_rank with the candidates' scores beside their ids (cs[j] = s[cand[j]]; se = s[e]): the same rank. */
+__host__ __device__ inline uint32_t rtu_rank_cs(const float *cs, const int32_t *cand, uint32_t nc, float se,
+                                                int32_t e) {
+    uint32_t r = 0;
+    for (uint32_t j = 0; j < nc; j++) r += rtu_before(cs[j], cand[j], se, e) ? 1u : 0u;
+    return r;
+}
+
 /* Token ids passed by value in the launch (no upload, no host wait) when a call has few. */
 #define CU_TOK_INLINE 32
 struct cu_tok_arg {
