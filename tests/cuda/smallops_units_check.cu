@@ -224,8 +224,8 @@ static int check_topk(uint32_t n, uint32_t k, uint32_t threads, int levels) {
     topk_rank_emulated(s, n, k, threads, got);
     free(s);
     if (rank_cs_bad) {
-        fprintf(stderr, "FAIL top-k n=%u k=%u threads=%u levels=%d: %d ranks by the kept scores differ\n", n, k,
-                threads, levels, rank_cs_bad);
+        fprintf(stderr, "FAIL top-k n=%u k=%u threads=%u levels=%d: %d ranks by the kept scores differ\n", n,
+                k, threads, levels, rank_cs_bad);
         return 1;
     }
     if (memcmp(ref, got, k * sizeof(int32_t)) != 0) {

@@ -126,8 +126,8 @@ typedef struct cuda_ctx {
      * write, copy, fill, copy_from) clears it. The Q8_K record (preqk_*: the same row for the
      * routed experts) holds past matmul_multi and the router until the moe op takes it. */
     bool preq_on;
-    bool preq_attn;      /* and from the decode attention's combine (the heads, for the output projection) */
-    bool preqk_all;      /* DSV4_CUDA_PREQK_ALL=1: Q8_K blocks from every pre step (default: the FFN's only) */
+    bool preq_attn; /* and from the decode attention's combine (the heads, for the output projection) */
+    bool preqk_all; /* DSV4_CUDA_PREQK_ALL=1: Q8_K blocks from every pre step (default: the FFN's only) */
     const float *preq_x; /* the row (NULL: no record) */
     uint64_t preq_n;     /* its length */
     const uint8_t *preq_q;

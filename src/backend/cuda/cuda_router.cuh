@@ -92,11 +92,11 @@ __device__ __forceinline__ void router_block(const float *lg, uint32_t n_expert,
         const uint32_t nc = n_cand;
         for (uint32_t i = threadIdx.x; i < nc; i += NT) {
             const uint32_t r = smem_slots && nc <= ROUTER_CMAX ? rtu_rank_cs(s_cs, cand, nc, s_cs[i], cand[i])
-                                                                : rtu_rank(s, cand, nc, cand[i]);
+                                                               : rtu_rank(s, cand, nc, cand[i]);
             if (r < k) sv[r] = cand[i];
         }
     }
-    __syncthreads(); /* sv written by other threads of the block */
+    __syncthreads();  /* sv written by other threads of the block */
     if (sv == s_st) { /* k <= 32: lane i forms slot i's weight, lane 0 sums them in slot order */
         const uint32_t i = threadIdx.x;
         if (i >= 32) return;
