@@ -81,7 +81,8 @@ dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *
  * the separate quantizer launch, as DSV4_CUDA_MVW_ACT=fused|separate sets it at creation; *was (may
  * be NULL) gets the previous setting. Stubbed in CPU builds. */
 dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, bool *was, dsv4_error *err);
-/* Test hook: DSV4_CUDA_HC_TAIL's mode (0 unset, 1 multi, 2 last) for the one-launch pre step;
+/* Test hook: DSV4_CUDA_HC_TAIL's mode (0 off, 1 multi, 2 last; 3 last as the cluster tail,
+ * DSV4_CUDA_HC_CLUSTER=1, unsupported where the device does not run it) for the one-launch pre step;
  * *was gets the previous mode, *launches the tail kernel's launches so far (either may be NULL). */
 dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was, uint64_t *launches,
                                           dsv4_error *err);

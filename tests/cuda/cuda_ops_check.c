@@ -1352,7 +1352,7 @@ static void check_mvw_act(chk *c, const mvw_act_op *ops, int n_ops) {
 static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
     const dsv4_config *cf = &c->m->cfg;
     const uint32_t E = cf->n_embd, HD = cf->n_hc * E, MIX = dsv4_cfg_hc_mix(cf);
-    static const char *const names[3] = {"off", "multi", "last"};
+    static const char *const names[4] = {"off", "multi", "last", "cluster"};
     bool was_fast = true;
     int was = 0;
     uint64_t l0 = 0, l1 = 0;
@@ -1365,11 +1365,14 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
     float *x0 = calloc(HD, 4), *yr = malloc((size_t)E * 4), *yt = malloc((size_t)E * 4);
     float *sr = malloc((size_t)MIX * 4), *s_t = malloc((size_t)MIX * 4);
     if (!x0 || !yr || !yt || !sr || !s_t) abort();
-    float *dx = dcopy(c, x0, (size_t)HD * 4), *dy[3], *ds[3];
-    for (int k = 0; k < 3; k++) dy[k] = dcopy(c, yr, (size_t)E * 4), ds[k] = dcopy(c, sr, (size_t)MIX * 4);
+    float *dx = dcopy(c, x0, (size_t)HD * 4), *dy[4], *ds[4];
+    for (int k = 0; k < 4; k++) dy[k] = dcopy(c, yr, (size_t)E * 4), ds[k] = dcopy(c, sr, (size_t)MIX * 4);
     const float mags[5] = {1e-3f, 0.05f, 1.0f, 2.0f, 40.0f};
-    size_t differ[3] = {0, 0, 0}, total[3] = {0, 0, 0};
-    uint64_t ran_n[3] = {0, 0, 0};
+    size_t differ[4] = {0, 0, 0, 0}, total[4] = {0, 0, 0, 0};
+    uint64_t ran_n[4] = {0, 0, 0, 0};
+    /* the cluster tail (mode 3) where the device runs it (session 28; off by default) */
+    const int modes = dsv4_backend_cuda_set_hc_tail(&c->gpu, 3, NULL, NULL, &c->err) == DSV4_OK ? 4 : 3;
+    dsv4_error_clear(&c->err);
     bool ok = true;
     for (int ffn = 0; ffn < 2 && ok; ffn++)
         for (int mi = 0; mi < 5 && ok; mi++) {
@@ -1377,7 +1380,7 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
             ok = GPU->write(GC, dx, x, (size_t)HD * 4, &c->err) == DSV4_OK;
             free(x);
             for (int norm = 0; norm < 2 && ok; norm++)
-                for (int mode = 0; mode < 3 && ok; mode++)
+                for (int mode = 0; mode < modes && ok; mode++)
                     for (int rep = 0; rep < (mode ? 3 : 1) && ok; rep++) {
                         ok = dsv4_backend_cuda_set_hc_tail(&c->gpu, mode, NULL, &l0, &c->err) == DSV4_OK &&
                              GPU->fill_f32(GC, dy[mode], NAN, E, &c->err) == DSV4_OK &&
@@ -1397,7 +1400,9 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
                     }
         }
     if (!ok) printf("FAIL hc tail: %s\n", c->err.msg);
-    for (int mode = 1; mode < 3 && ok; mode++) {
+    if (modes == 3)
+        printf("skip %-34s the device does not run the cluster tail\n", "hc pre tail=cluster vs off");
+    for (int mode = 1; mode < modes && ok; mode++) {
         char lb[64];
         snprintf(lb, sizeof lb, "hc pre tail=%s vs off", names[mode]);
         if (!ran_n[mode]) {
@@ -1412,9 +1417,9 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
     }
     c->fails += !ok, c->checks += !ok;
     for (int norm = 0; norm < 2 && ok; norm++) {
-        double t[3][9];
+        double t[4][9];
         for (int r = 0; r < 9 && ok; r++)
-            for (int mode = 0; mode < 3 && ok; mode++) {
+            for (int mode = 0; mode < modes && ok; mode++) {
                 ok = dsv4_backend_cuda_set_hc_tail(&c->gpu, mode, NULL, NULL, &c->err) == DSV4_OK &&
                      hc_pre_call(c, L, false, norm, dx, dy[mode], ds[mode]) == DSV4_OK &&
                      GPU->sync(GC, &c->err) == DSV4_OK;
@@ -1424,8 +1429,8 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
                 ok = ok && GPU->sync(GC, &c->err) == DSV4_OK;
                 t[mode][r] = (now_s() - t0) / 200;
             }
-        double med[3] = {-1, -1, -1};
-        for (int mode = 0; mode < 3 && ok; mode++) {
+        double med[4] = {-1, -1, -1, -1};
+        for (int mode = 0; mode < modes && ok; mode++) {
             for (int i = 1; i < 9; i++) /* insertion sort of 9 */
                 for (int j = i; j > 0 && t[mode][j] < t[mode][j - 1]; j--) {
                     const double v = t[mode][j];
@@ -1434,15 +1439,15 @@ static void check_hc_tail(chk *c, const dsv4_layer_weights *L) {
             med[mode] = t[mode][4];
         }
         printf("     hc %-12s tail timing n=1 (median of 9 x 200 calls): off %.2f us, multi %.2f us, last "
-               "%.2f "
-               "us (stream, no graph)\n",
-               norm ? "pre_norm" : "pre", med[0] * 1e6, med[1] * 1e6, med[2] * 1e6);
+               "%.2f us, cluster %.2f us (stream, no graph; -1: not run)\n",
+               norm ? "pre_norm" : "pre", med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
+               med[3] < 0 ? -1.0 : med[3] * 1e6);
     }
     dsv4_backend_cuda_set_hc_tail(&c->gpu, was, NULL, NULL, &c->err);
     dsv4_backend_cuda_set_hc_fast(&c->gpu, was_fast, NULL, &c->err);
     free(x0), free(yr), free(yt), free(sr), free(s_t);
     dfree(c, dx);
-    for (int k = 0; k < 3; k++) dfree(c, dy[k]), dfree(c, ds[k]);
+    for (int k = 0; k < 4; k++) dfree(c, dy[k]), dfree(c, ds[k]);
 }
 
 int main(int argc, char **argv) {
@@ -1630,6 +1635,34 @@ int main(int argc, char **argv) {
                 printf("%s %-34s %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ",
                        "hc_post_pre_norm bitwise", differ, total);
                 c->fails += differ != 0, c->checks++;
+                /* the same call as the cluster tail (DSV4_CUDA_HC_CLUSTER=1) where the device runs it */
+                int was_tail = 0;
+                if (dsv4_backend_cuda_set_hc_tail(&c->gpu, 3, &was_tail, NULL, &c->err) == DSV4_OK) {
+                    GPU->fill_f32(GC, y2, NAN, E, &c->err);
+                    GPU->fill_f32(GC, s2, NAN, MIX, &c->err);
+                    GPU->fill_f32(GC, o2, NAN, HD, &c->err);
+                    const dsv4_status sc = GPU->hc_post_pre_norm(
+                        GC, df, dx, dsp, o2, &L0->hc_ffn_fn, &L0->hc_ffn_scale, &L0->hc_ffn_base,
+                        &L0->ffn_norm, HC, E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, y2, s2, &c->err);
+                    dsv4_backend_cuda_set_hc_tail(&c->gpu, was_tail, NULL, NULL, &c->err);
+                    if (ran(c, "hc_post_pre_norm cluster vs unfused", DSV4_OK, sc, &ec)) {
+                        size_t dc = 0;
+                        for (int v = 0; v < 3; v++) {
+                            float *a = malloc(nv[v] * 4), *b = malloc(nv[v] * 4);
+                            GPU->read(GC, a, pa[v], nv[v] * 4, &c->err);
+                            GPU->read(GC, b, pb[v], nv[v] * 4, &c->err);
+                            for (size_t i = 0; i < nv[v]; i++) dc += memcmp(&a[i], &b[i], 4) != 0;
+                            free(a), free(b);
+                        }
+                        printf("%s %-34s %zu of %zu values differ (required: 0)\n", dc ? "FAIL" : "ok  ",
+                               "hc_post_pre_norm cluster bitwise", dc, total);
+                        c->fails += dc != 0, c->checks++;
+                    }
+                } else {
+                    dsv4_error_clear(&c->err);
+                    printf("skip %-34s the device does not run the cluster tail\n",
+                           "hc_post_pre_norm cluster");
+                }
             }
             free(zh), free(ze);
             dfree(c, o1), dfree(c, o2), dfree(c, y1), dfree(c, y2), dfree(c, s1), dfree(c, s2);

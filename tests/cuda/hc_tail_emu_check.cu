@@ -115,8 +115,11 @@ static void check_row(uint32_t ke, float mag, bool *control_differs) {
     const float sref = rms_scale(ref_row_sumsq(uref, ne), ne, eps);
     for (uint32_t d = 0; d < ne; d++) yref[d] = uref[d] * sref * nw[d];
 
-    /* the kernel's tail from the slots, for both modes */
-    for (int grid = 0; grid < 2; grid++) {
+    /* the kernel's tail from the slots, for the three modes: one block (0), grid (1), cluster (2: CL = 4 ke
+     * CTAs, each its slice of 64 groups, hct_cl_mine) */
+    for (int mode = 0; mode < 3; mode++) {
+        const int grid = mode; /* (the labels) */
+        const uint32_t CL = 4 * ke;
         double th[NT];
         float uk[NT][4][4]; /* [t][e][c]: u group hct_group(t, e) */
         for (uint32_t t = 0; t < NT; t++) {
@@ -136,13 +139,21 @@ static void check_row(uint32_t ke, float mag, bool *control_differs) {
         EXPECT(same_f(sk, sref), "ke=%u grid=%d: norm scale %.9g, reference %.9g", ke, grid, sk, sref);
         memset(seen, 0, ne / 4);
         memset(yg, 0, (size_t)ne * 4);
-        const uint32_t b_lo = grid ? 0 : P - 1,
-                       b_hi = grid ? P : P; /* one-block tail: any block, say the last */
+        const uint32_t b_lo = mode == 1   ? 0
+                              : mode == 2 ? 0
+                                          : P - 1,
+                       b_hi = mode == 1   ? P
+                              : mode == 2 ? CL
+                                          : P; /* one-block tail: any block, say the last */
         for (uint32_t b = b_lo; b < b_hi; b++)
             for (uint32_t t = 0; t < NT; t++)
                 for (uint32_t e = 0; e < ke; e++) {
                     const uint32_t g = hct_group(t, e);
-                    if (!hct_writes(g, P, b, grid)) continue;
+                    if (mode == 2 ? !hct_cl_mine(g, b, ke, CL) : !hct_writes(g, P, b, mode == 1)) continue;
+                    if (mode == 2) /* its Q8_K block is CTA b's, held by warps 2m, 2m + 1 of slot e */
+                        EXPECT((g >> 6) == b && e == hct_cl_q8k_e(b) && (t >> 6) == hct_cl_q8k_m(b),
+                               "ke=%u cluster: group %u (thread %u, slot %u) outside CTA %u's Q8_K block", ke,
+                               g, t, e, b);
                     EXPECT(g < ne / 4, "ke=%u: group %u past the row", ke, g);
                     if (g >= ne / 4) continue;
                     seen[g]++;
@@ -177,6 +188,17 @@ int main(void) {
             EXPECT(cnt[g] == 1, "ke=%u: group %u held %u times", ke, g, cnt[g]);
         free(cnt);
     }
+    /* the cluster tail's mix chunks: CTA b's chunks b CPC + j (the kernel's i0) cover the row's chunks once
+     */
+    for (uint32_t ke = 1; ke <= 4; ke *= 4) {
+        const uint32_t P = HCT_NH * 1024 * ke / 256, CL = 4 * ke, CPC = P / CL;
+        uint8_t cnt[64] = {0};
+        for (uint32_t b = 0; b < CL; b++)
+            for (uint32_t j = 0; j < CPC; j++) cnt[b * CPC + j]++;
+        uint32_t bad = P % CL != 0;
+        for (uint32_t p = 0; p < P; p++) bad += cnt[p] != 1;
+        EXPECT(bad == 0, "ke=%u: the cluster's chunks (%u a CTA) do not cover the %u once", ke, CPC, P);
+    }
     bool control_differs = false;
     const float mags[5] = {1e-3f, 0.05f, 1.0f, 2.0f, 40.0f};
     int rows = 0;
@@ -188,6 +210,7 @@ int main(void) {
         printf("hc_tail_emu_check: %d failures\n", g_fail);
         return 1;
     }
-    printf("hc_tail_emu_check: ok (%d rows, n_embd 1024 and 4096, one-block and grid tails)\n", rows);
+    printf("hc_tail_emu_check: ok (%d rows, n_embd 1024 and 4096, one-block, grid and cluster tails)\n",
+           rows);
     return 0;
 }

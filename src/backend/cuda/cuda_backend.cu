@@ -480,18 +480,23 @@ extern "C" dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool
     return DSV4_OK;
 }
 
-/* Test hook (cuda_ops_check): DSV4_CUDA_HC_TAIL's mode (0 unset, 1 multi, 2 last) as creation sets
- * it; *was gets the previous mode and *launches the register/grid tail launches so far (may be NULL). */
+/* Test hook (cuda_ops_check): DSV4_CUDA_HC_TAIL's mode (0 off, 1 multi, 2 last) as creation sets
+ * it, or 3: last with the cluster tail (DSV4_CUDA_HC_CLUSTER=1; DSV4_ERR_UNSUPPORTED where the device
+ * does not run it); *was gets the previous mode and *launches the register/grid tail launches so far
+ * (may be NULL). */
 extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was,
                                                      uint64_t *launches, dsv4_error *err) {
     if (!b || !b->ops || b->ops->destroy != cu_destroy)
         return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: not a CUDA backend");
-    if (mode < CU_HC_TAIL_OFF || mode > CU_HC_TAIL_LAST)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: mode %d (0..2)", mode);
+    if (mode < CU_HC_TAIL_OFF || mode > CU_HC_TAIL_LAST + 1)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: mode %d (0..3)", mode);
     cuda_ctx *c = (cuda_ctx *)b->ctx;
-    if (was) *was = c->hc_tail;
+    if (mode == CU_HC_TAIL_LAST + 1 && !c->hc_cluster_ok)
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "set hc_tail: the device does not run the cluster tail");
+    if (was) *was = c->hc_cluster ? CU_HC_TAIL_LAST + 1 : c->hc_tail;
     if (launches) *launches = c->hc_tail_launches;
-    c->hc_tail = mode;
+    c->hc_cluster = mode == CU_HC_TAIL_LAST + 1;
+    c->hc_tail = c->hc_cluster ? CU_HC_TAIL_LAST : mode;
     return DSV4_OK;
 }
 

@@ -137,6 +137,9 @@ typedef struct cuda_ctx {
     int hc_tail;               /* DSV4_CUDA_HC_TAIL: CU_HC_TAIL_* (register / grid tail of the pre step) */
     uint32_t hc_tail_resident; /* blocks of hc_tail_kernel resident at once (cu_hc_tail_init) */
     uint64_t hc_tail_launches; /* launches of hc_tail_kernel (the test hook reports it) */
+    bool hc_cluster;           /* DSV4_CUDA_HC_CLUSTER=1 and the device runs its clusters (cu_hc_tail_init) */
+    bool hc_cluster_ok;        /* the device runs the cluster tail's clusters */
+    uint64_t hc_cluster_launches; /* of them, the cluster tail's */
     /* prefill products on cuBLAS (cuda_gemm_blas.h): the handle (made on the first such product),
      * 0 not tried / 1 ready / -1 unavailable, one device word for the weight scan, products run */
     void *blas;

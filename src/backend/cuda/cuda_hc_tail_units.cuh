@@ -28,6 +28,15 @@ __host__ __device__ inline bool hct_writes(uint32_t g, uint32_t P, uint32_t b, b
     return !grid || g % P == b;
 }
 
+/* The cluster tail (CL = 4 KE CTAs): CTA b writes the u / y groups [64 b, 64 b + 64): one Q8_K block
+ * (block b), held by the row threads 64 m .. 64 m + 63 (m = b % 4) in slot e = b / 4; and it computes
+ * the mix chunks b CPC .. b CPC + CPC - 1 of the row's 16 KE chunks of 256 values (CPC = 4). */
+__host__ __device__ inline bool hct_cl_mine(uint32_t g, uint32_t b, uint32_t ke, uint32_t cl) {
+    return g / (256 * ke / (cl ? cl : 1)) == b;
+}
+__host__ __device__ inline uint32_t hct_cl_q8k_e(uint32_t b) { return b / 4; }
+__host__ __device__ inline uint32_t hct_cl_q8k_m(uint32_t b) { return b % 4; }
+
 /* ss + v.x² + v.y² + v.z² + v.w², element by element: cu_row_sumsq's step (explicit _rn on the
  * device: no contraction). */
 __host__ __device__ inline double hct_sq4(double ss, float a, float b, float c, float d) {

@@ -105,8 +105,7 @@ dsv4_status cu_embed(void *vctx, const dsv4_tensor *emb, const int32_t *tokens, 
 
 /* One mix row's partial dot over the lane's 8 inputs: exact products summed in double in order,
  * then a xor butterfly over the warp; lane 0 stores it. */
-__device__ __forceinline__ void hc_mix_dot(const uint4 q, const float *f, uint32_t lane, uint32_t m,
-                                           uint32_t n_mix, double *part_t) {
+__device__ __forceinline__ void hc_mix_dot_to(const uint4 q, const float *f, uint32_t lane, double *dst) {
     const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
     double acc = 0.0;
 #pragma unroll
@@ -117,7 +116,12 @@ __device__ __forceinline__ void hc_mix_dot(const uint4 q, const float *f, uint32
         acc += (double)w1 * f[2 * j + 1];
     }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) part_t[(uint64_t)blockIdx.x * n_mix + m] = acc;
+    if (lane == 0) *dst = acc;
+}
+/* block blockIdx.x's partial of mix row m (chunk blockIdx.x of the row) into part_t */
+__device__ __forceinline__ void hc_mix_dot(const uint4 q, const float *f, uint32_t lane, uint32_t m,
+                                           uint32_t n_mix, double *part_t) {
+    hc_mix_dot_to(q, f, lane, part_t + (uint64_t)blockIdx.x * n_mix + m);
 }
 
 /* Decode mix, partial dots. Block (p, t) takes token t's Σx² over the whole row (the rmsnorm op's
@@ -596,7 +600,9 @@ __device__ __forceinline__ unsigned hct_ld_acquire(const unsigned *p) {
  * Each warp picks its largest |v| (the lowest index among ties, as the CPU's strict scan), the two
  * warps of a block meet through shared memory, then every thread writes its 4 codes and the 4-lane
  * groups their 16-element sums. All 256 row threads call it (one named barrier). */
-template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&yv)[KE], uint8_t *yk) {
+template <uint32_t KE>
+__device__ __forceinline__ void hct_q8_k(const float4 (&yv)[KE], uint8_t *yk, int only_e = -1,
+                                         int only_m = -1) {
     __shared__ float s_am[HCT_THREADS / 32][KE], s_mv[HCT_THREADS / 32][KE];
     __shared__ int s_ai[HCT_THREADS / 32][KE];
     const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -604,6 +610,7 @@ template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&y
     int ai[KE];
 #pragma unroll
     for (uint32_t e = 0; e < KE; e++) {
+        if (only_e >= 0 && e != (uint32_t)only_e) continue; /* the cluster tail: one block a CTA */
         const uint32_t g = hct_group(t, e);
         const float v[4] = {yv[e].x, yv[e].y, yv[e].z, yv[e].w};
         am[e] = 0.0f, mv[e] = 0.0f, ai[e] = 0x7fffffff;
@@ -622,6 +629,7 @@ template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&y
     hct_row_sync();
 #pragma unroll
     for (uint32_t e = 0; e < KE; e++) {
+        if (only_e >= 0 && e != (uint32_t)only_e) continue;
         const float am2 = s_am[warp ^ 1][e], mv2 = s_mv[warp ^ 1][e];
         const int ai2 = s_ai[warp ^ 1][e];
         if (am2 > am[e] || (am2 == am[e] && ai2 < ai[e])) am[e] = am2, mv[e] = mv2, ai[e] = ai2;
@@ -643,6 +651,7 @@ template <uint32_t KE> __device__ __forceinline__ void hct_q8_k(const float4 (&y
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 16 elements = the 4 lanes 4j .. 4j + 3 */
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (only_m >= 0 && (int)(t >> 6) != only_m) continue; /* another CTA's block (cluster tail) */
         *(uint32_t *)(ob + 4 + 4 * (g & 63)) = pk;
         if ((g & 3) == 0) *(int16_t *)(ob + 260 + 2 * ((g & 63) >> 2)) = (int16_t)sum;
         if ((g & 63) == 0) *(float *)ob = d;
@@ -696,21 +705,61 @@ __device__ __forceinline__ float4 hct_post_load(const hct_post &po, uint32_t d0,
     return *(const float4 *)(po.f + d0);
 }
 
-template <bool NORM, uint32_t KE, bool POST>
+/* The cluster tail (CL > 0 CTAs, one thread-block cluster, DSV4_CUDA_HC_CLUSTER=1; sm_90): CTA r takes
+ * mix chunks r CPC .. r CPC + CPC - 1 (the same per-chunk partials, hc_mix_dot's), keeps them in its
+ * shared memory, and after a cluster barrier every CTA reads all of them through distributed shared
+ * memory and sums them in chunk order (the one-block tail's sum): no fence, ticket or L2 round trip.
+ * Every CTA then forms u and Σu² (it holds the whole row, as every block does) and writes only its
+ * slice of y (hct_cl_mine: NE / 4 / CL float4 groups = one Q8_K block at NE = 4096, CL = 16) with that
+ * slice's Q8_0 and Q8_K blocks, so the one-block tail's quantization is split CL ways; CTA 0 writes the
+ * split. The same expressions in the same orders: the same bits as the one-block tail. */
+/* the cluster barrier's halves and a double from CTA `rank`'s shared memory (sm_90; never run below) */
+__device__ __forceinline__ void hct_cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void hct_cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ double hct_dsmem_ld(const double *p, uint32_t rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    uint32_t r;
+    double v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(r) : "memory");
+    return v;
+#else
+    (void)p, (void)rank;
+    return 0.0;
+#endif
+}
+
+template <bool NORM, uint32_t KE, bool POST, uint32_t CL = 0>
 __global__ void __launch_bounds__(HCT_BLOCK)
     hc_tail_kernel(const float *x, const uint8_t *fn, uint64_t fn_row_bytes, float rms_eps, double *part,
                    unsigned *sync, bool grid, const float *scale, const float *base, const float *norm_w,
                    uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq, uint8_t *yk,
                    hct_post po) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    if (CL > 0) __trap(); /* clusters need sm_90: the host never launches it there */
+#endif
     cu_pdl_trigger();
     constexpr uint32_t NE = 1024 * KE, HD = HCT_NH * NE, NX = HCT_NH * KE, W = HCT_THREADS / 32;
+    constexpr uint32_t CPC = CL ? HD / HCM_CHUNK / CL : 1; /* mix chunks a CTA */
+    static_assert(CL == 0 || (NORM && CL == 4 * KE && (HD / HCM_CHUNK) % (CL ? CL : 1) == 0),
+                  "hc_tail_kernel: the cluster tail normalizes, a Q8_K block a CTA, whole chunks a CTA");
     __shared__ double st[HCT_MAX_P * HCT_NMIX];
+    __shared__ double cpart[CL ? CPC * HCT_NMIX : 1]; /* the cluster tail: this CTA's chunk partials */
     __shared__ float mix[HCT_NMIX], s_base[HCT_NMIX], s_scale[3];
     __shared__ double red[HCT_THREADS / 32];
     __shared__ bool go;
-    const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5, P = gridDim.x;
+    const uint32_t t = threadIdx.x, lane = t & 31, warp = t >> 5, P = CL ? HD / HCM_CHUNK : gridDim.x;
     const bool row = warp < W; /* a row thread; warp W is the split warp */
-    const bool split = split_out && (!grid || blockIdx.x == 0);
+    const bool split = split_out && (CL ? blockIdx.x == 0 : (!grid || blockIdx.x == 0));
     /* Before the wait only weights and arguments (cuda_pdl.cuh): their loads overlap the end of the
      * kernel before. Nothing global is written, and x, part and sync are touched, after it. */
     if (t < HCT_NMIX) s_base[t] = base[t];
@@ -718,14 +767,19 @@ __global__ void __launch_bounds__(HCT_BLOCK)
     float4 nw[KE];
 #pragma unroll
     for (uint32_t e = 0; e < KE; e++)
-        if (NORM && row && hct_writes(hct_group(t, e), P, blockIdx.x, grid))
+        if (NORM && row &&
+            (CL ? hct_cl_mine(hct_group(t, e), blockIdx.x, KE, CL)
+                : hct_writes(hct_group(t, e), P, blockIdx.x, grid)))
             nw[e] = ((const float4 *)norm_w)[hct_group(t, e)];
-    const uint32_t i0 = blockIdx.x * HCM_CHUNK + lane * 8;
-    uint4 qp[HCM_PREFETCH];
+    uint4 qp[CPC][HCM_PREFETCH];
 #pragma unroll
-    for (uint32_t i = 0; i < HCM_PREFETCH; i++)
-        if (row && warp + i * W < HCT_NMIX)
-            qp[i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
+    for (uint32_t j = 0; j < CPC; j++) {
+        const uint32_t i0 = (blockIdx.x * CPC + j) * HCM_CHUNK + lane * 8;
+#pragma unroll
+        for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+            if (row && warp + i * W < HCT_NMIX)
+                qp[j][i] = *(const uint4 *)(fn + (uint64_t)(warp + i * W) * fn_row_bytes + (uint64_t)i0 * 2);
+    }
     cu_pdl_wait();
     __shared__ float s_pc[HCT_NH + HCT_NH * HCT_NH]; /* POST: the previous split's post and comb */
     if (POST) {
@@ -736,6 +790,7 @@ __global__ void __launch_bounds__(HCT_BLOCK)
     float4 xv[NX];
     if (row) {
         float4 a, b;
+        const uint32_t i0 = blockIdx.x * CPC * HCM_CHUNK + lane * 8; /* this CTA's first chunk */
         if (POST) {
             /* thread t's groups t + 256 k, k = h * KE + e: stream h at d0 = 4 (t + 256 e) */
 #pragma unroll
@@ -765,40 +820,73 @@ __global__ void __launch_bounds__(HCT_BLOCK)
         for (uint32_t k = 0; k < NX; k++) ss = hct_sq4(ss, xv[k].x, xv[k].y, xv[k].z, xv[k].w);
         const double tot = hct_finish(ss, red);
         const float s = 1.0f / sqrtf((float)(tot / (double)HD) + rms_eps);
-        const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
 #pragma unroll
-        for (uint32_t i = 0; i < HCM_PREFETCH; i++)
-            if (warp + i * W < HCT_NMIX) hc_mix_dot(qp[i], f, lane, warp + i * W, HCT_NMIX, part);
-        for (uint32_t m = warp + HCM_PREFETCH * W; m < HCT_NMIX; m += W)
-            hc_mix_dot(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)i0 * 2), f, lane, m,
-                       HCT_NMIX, part);
-    }
-    /* the grid-wide sum */
-    __threadfence(); /* this block's partials, device-wide, before it arrives */
-    __syncthreads();
-    if (t == 0) {
-        if (grid) {
-            const unsigned g0 = hct_ld_acquire(sync + 32); /* before arriving: the last bumps it after */
-            if (atomicAdd(sync, 1u) == P - 1) {
-                atomicExch(sync, 0u);
-                __threadfence();
-                atomicAdd(sync + 32, 1u);
-            } else {
-                while (hct_ld_acquire(sync + 32) == g0) __nanosleep(32);
+        for (uint32_t j = 0; j < CPC; j++) {
+            const uint32_t ij = i0 + j * HCM_CHUNK;
+            if (j > 0) { /* the cluster tail's further chunks: their 8 values, as chunk 0's above */
+                if (POST) {
+                    const uint32_t h0 = ij / NE, d0 = ij % NE;
+                    float4 o[HCT_NH];
+                    float4 f4 = hct_post_load<NE>(po, d0, o);
+                    a = hct_post4(f4, o, s_pc, h0);
+                    f4 = hct_post_load<NE>(po, d0 + 4, o);
+                    b = hct_post4(f4, o, s_pc, h0);
+                    if (warp == 0) {
+                        *(float4 *)(po.out + ij) = a;
+                        *(float4 *)(po.out + ij + 4) = b;
+                    }
+                } else {
+                    a = *(const float4 *)(x + ij), b = *(const float4 *)(x + ij + 4);
+                }
             }
-            go = true;
-        } else {
-            go = atomicAdd(sync, 1u) == P - 1;
-            if (go) atomicExch(sync, 0u);
+            const float f[8] = {a.x * s, a.y * s, a.z * s, a.w * s, b.x * s, b.y * s, b.z * s, b.w * s};
+            double *dst = CL ? cpart + j * HCT_NMIX : part + (uint64_t)blockIdx.x * HCT_NMIX;
+#pragma unroll
+            for (uint32_t i = 0; i < HCM_PREFETCH; i++)
+                if (warp + i * W < HCT_NMIX) hc_mix_dot_to(qp[j][i], f, lane, dst + warp + i * W);
+            for (uint32_t m = warp + HCM_PREFETCH * W; m < HCT_NMIX; m += W)
+                hc_mix_dot_to(*(const uint4 *)(fn + (uint64_t)m * fn_row_bytes + (uint64_t)ij * 2), f, lane,
+                              dst + m);
         }
     }
-    __syncthreads();
-    if (!go) return;
-    __threadfence();
+    /* the grid-wide sum */
     const uint32_t np = P * HCT_NMIX;
+    if (CL) { /* the cluster's chunk partials: a cluster barrier, then every CTA reads them all */
+        hct_cluster_arrive();
+        hct_cluster_wait(); /* every CTA's cpart written (release / acquire) */
+#pragma unroll 8
+        for (uint32_t i = t; i < np; i += HCT_BLOCK) {
+            const uint32_t pc = i / HCT_NMIX, m = i % HCT_NMIX;
+            st[i] = hct_dsmem_ld(cpart + (pc % CPC) * HCT_NMIX + m, pc / CPC);
+        }
+        hct_cluster_arrive(); /* done with the others' shared memory; no CTA leaves before every arrival */
+        __syncthreads();
+    } else {
+        __threadfence(); /* this block's partials, device-wide, before it arrives */
+        __syncthreads();
+        if (t == 0) {
+            if (grid) {
+                const unsigned g0 = hct_ld_acquire(sync + 32); /* before arriving: the last bumps it after */
+                if (atomicAdd(sync, 1u) == P - 1) {
+                    atomicExch(sync, 0u);
+                    __threadfence();
+                    atomicAdd(sync + 32, 1u);
+                } else {
+                    while (hct_ld_acquire(sync + 32) == g0) __nanosleep(32);
+                }
+                go = true;
+            } else {
+                go = atomicAdd(sync, 1u) == P - 1;
+                if (go) atomicExch(sync, 0u);
+            }
+        }
+        __syncthreads();
+        if (!go) return;
+        __threadfence();
 #pragma unroll 8 /* the loads in flight together */
-    for (uint32_t i = t; i < np; i += HCT_BLOCK) st[i] = __ldcg(part + i);
-    __syncthreads();
+        for (uint32_t i = t; i < np; i += HCT_BLOCK) st[i] = __ldcg(part + i);
+        __syncthreads();
+    }
     if (t < HCT_NMIX) {
         double acc = 0.0;
 #pragma unroll 16
@@ -811,6 +899,7 @@ __global__ void __launch_bounds__(HCT_BLOCK)
     if (!row) { /* the split warp: the combine matrix, stored from its registers */
         const float cv = hc_comb4_warp(mix, s_scale, s_base, iters, eps);
         if (split && lane < HCT_NH * HCT_NH) split_out[2 * HCT_NH + lane] = cv;
+        if (CL) hct_cluster_wait();
         return;
     }
     /* Every row warp: pre/post one per lane (each warp the same bits; warp 0 stores them), the four
@@ -846,8 +935,10 @@ __global__ void __launch_bounds__(HCT_BLOCK)
         const float sc = 1.0f / sqrtf((float)(tu / (double)NE) + rms_eps);
         float4 yv[KE];
 #pragma unroll
-        for (uint32_t e = 0; e < KE; e++)
-            if (hct_writes(hct_group(t, e), P, blockIdx.x, grid)) {
+        for (uint32_t e = 0; e < KE; e++) {
+            if (CL) yv[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); /* another CTA's groups: not stored */
+            if (CL ? hct_cl_mine(hct_group(t, e), blockIdx.x, KE, CL)
+                   : hct_writes(hct_group(t, e), P, blockIdx.x, grid)) {
                 const float4 v = make_float4(u[e].x * sc * nw[e].x, u[e].y * sc * nw[e].y,
                                              u[e].z * sc * nw[e].z, u[e].w * sc * nw[e].w);
                 yv[e] = v;
@@ -857,7 +948,13 @@ __global__ void __launch_bounds__(HCT_BLOCK)
                  * order-free). Block b's 8 float4 groups are the 8 lanes t ^ 0..7 of this warp. */
                 if (yq) act_q8_0_store_group(v, hct_group(t, e), yq);
             }
-        if (yk) hct_q8_k<KE>(yv, yk); /* the one-block tail only (as yq) */
+        }
+        /* the one-block tail: every block; the cluster tail: this CTA's one (stream group e, warps 2m, 2m+1)
+         */
+        if (yk)
+            hct_q8_k<KE>(yv, yk, CL ? (int)hct_cl_q8k_e(blockIdx.x) : -1,
+                         CL ? (int)hct_cl_q8k_m(blockIdx.x) : -1);
+        if (CL) hct_cluster_wait();
     } else {
 #pragma unroll
         for (uint32_t e = 0; e < KE; e++)
@@ -877,6 +974,25 @@ template <bool NORM, uint32_t KE> static int hct_blocks_per_sm(void) {
 
 /* The most blocks of every hc_tail_kernel instance resident at once on this device (0: unknown,
  * the grid tail is never launched). */
+/* Whether a cluster of the cluster-tail instance K (CL CTAs) can be resident on this device. */
+static bool hct_cluster_fits(const void *k, uint32_t cl) {
+    if (cl > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(cl), cfg.blockDim = dim3(HCT_BLOCK), cfg.attrs = at, cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
 void cu_hc_tail_init(cuda_ctx *c) {
     int nb = hct_blocks_per_sm<true, 1>();
     const int n[3] = {hct_blocks_per_sm<false, 1>(), hct_blocks_per_sm<true, 4>(),
@@ -884,6 +1000,32 @@ void cu_hc_tail_init(cuda_ctx *c) {
     for (int i = 0; i < 3; i++)
         if (n[i] < nb) nb = n[i];
     c->hc_tail_resident = (uint32_t)nb * (uint32_t)c->caps.sm_count;
+    /* DSV4_CUDA_HC_CLUSTER=1 (off by default: written in session 28, not yet run on a GPU): the one-block
+     * tail's launches as the cluster tail, where the device runs thread-block clusters of its size */
+    const char *hc = getenv("DSV4_CUDA_HC_CLUSTER");
+    c->hc_cluster_ok = c->caps.cc_major >= 9 &&
+                       hct_cluster_fits((const void *)hc_tail_kernel<true, 4, false, 16>, 16) &&
+                       hct_cluster_fits((const void *)hc_tail_kernel<true, 4, true, 16>, 16) &&
+                       hct_cluster_fits((const void *)hc_tail_kernel<true, 1, false, 4>, 4) &&
+                       hct_cluster_fits((const void *)hc_tail_kernel<true, 1, true, 4>, 4);
+    c->hc_cluster = hc && strcmp(hc, "1") == 0 && c->hc_cluster_ok;
+}
+
+/* The cluster tail: one cluster of 4 KE CTAs (cudaLaunchKernelEx: the cluster size is a launch attribute). */
+template <uint32_t KE, bool POST>
+static cudaError_t hct_cluster_launch(cudaStream_t st, const float *x, const uint8_t *fn,
+                                      uint64_t fn_row_bytes, float rms_eps, double *part, unsigned *sync,
+                                      const float *scale, const float *base, const float *norm_w,
+                                      uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq,
+                                      uint8_t *yk, hct_post po) {
+    constexpr uint32_t CL = 4 * KE;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(CL), cfg.blockDim = dim3(HCT_BLOCK), cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, hc_tail_kernel<true, KE, POST, CL>, x, fn, fn_row_bytes, rms_eps, part,
+                              sync, false, scale, base, norm_w, iters, eps, split_out, y, yq, yk, po);
 }
 
 /* The register-tail pre step when DSV4_CUDA_HC_TAIL asks for it and the shapes fit (n_hc = 4,
@@ -906,7 +1048,24 @@ static dsv4_status hc_tail(cuda_ctx *c, const uint8_t *wd, uint64_t fn_row_bytes
         return DSV4_OK;
     const hct_post pv = po ? *po : hct_post{NULL, NULL, NULL, NULL};
     unsigned *sync = c->d_hc_tail + (grid ? 0 : 64); /* the two modes keep their own words */
-    if (grid || !norm_w) yq = yk = NULL; /* the Q8 copies need the one-block tail (and the normed row) */
+    if (grid || !norm_w) yq = yk = NULL;    /* the Q8 copies need the one-block tail (and the normed row) */
+    if (c->hc_cluster && !grid && norm_w) { /* the cluster tail in place of the one-block tail */
+        const cudaError_t e =
+            n_embd == 4096
+                ? (po ? hct_cluster_launch<4, true>
+                      : hct_cluster_launch<4, false>)(c->stream, x_hc, wd, fn_row_bytes, rms_eps, part, sync,
+                                                      sv, bv, norm_w, iters, hc_eps, split, y, yq, yk, pv)
+                : (po ? hct_cluster_launch<1, true>
+                      : hct_cluster_launch<1, false>)(c->stream, x_hc, wd, fn_row_bytes, rms_eps, part, sync,
+                                                      sv, bv, norm_w, iters, hc_eps, split, y, yq, yk, pv);
+        if (e != cudaSuccess) return cu_fail(err, e, "hc pre (cluster tail)");
+        c->hc_tail_launches++;
+        c->hc_cluster_launches++;
+        *done = true;
+        if (yq) cu_preq_set(c, y, n_embd, yq);
+        if (yk) cu_preqk_set(c, y, n_embd, yk);
+        return DSV4_OK;
+    }
 #define HCT_LAUNCH(NORM, KE, POST)                                                                           \
     hc_tail_kernel<NORM, KE, POST><<<P, HCT_BLOCK, 0, c->stream>>>(x_hc, wd, fn_row_bytes, rms_eps, part,    \
                                                                    sync, grid, sv, bv, norm_w, iters,        \
@@ -1259,5 +1418,9 @@ extern "C" int cu_pdl_kernels_hc(const void **out) {
     out[7] = (const void *)hc_post_kernel<0>;
     out[8] = (const void *)(hc_tail_kernel<true, 1, true>);
     out[9] = (const void *)(hc_tail_kernel<true, 4, true>);
-    return 10;
+    out[10] = (const void *)(hc_tail_kernel<true, 1, false, 4>);
+    out[11] = (const void *)(hc_tail_kernel<true, 1, true, 4>);
+    out[12] = (const void *)(hc_tail_kernel<true, 4, false, 16>);
+    out[13] = (const void *)(hc_tail_kernel<true, 4, true, 16>);
+    return 14;
 }
