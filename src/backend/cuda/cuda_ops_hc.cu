@@ -974,17 +974,25 @@ template <bool NORM, uint32_t KE> static int hct_blocks_per_sm(void) {
 
 /* The most blocks of every hc_tail_kernel instance resident at once on this device (0: unknown,
  * the grid tail is never launched). */
+/* The cluster tail's launch: one cluster of cl CTAs (the cluster size is a launch attribute). */
+static void hct_cluster_cfg(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, uint32_t cl, cudaStream_t st) {
+    *cfg = cudaLaunchConfig_t{};
+    *at = cudaLaunchAttribute{};
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = cl, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+    cfg->gridDim = dim3(cl), cfg->blockDim = dim3(HCT_BLOCK), cfg->stream = st, cfg->attrs = at,
+    cfg->numAttrs = 1;
+}
+
 /* Whether a cluster of the cluster-tail instance K (CL CTAs) can be resident on this device. */
 static bool hct_cluster_fits(const void *k, uint32_t cl) {
     if (cl > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(cl), cfg.blockDim = dim3(HCT_BLOCK), cfg.attrs = at, cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at;
+    hct_cluster_cfg(&cfg, &at, cl, 0);
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1011,7 +1019,7 @@ void cu_hc_tail_init(cuda_ctx *c) {
     c->hc_cluster = hc && strcmp(hc, "1") == 0 && c->hc_cluster_ok;
 }
 
-/* The cluster tail: one cluster of 4 KE CTAs (cudaLaunchKernelEx: the cluster size is a launch attribute). */
+/* The cluster tail: one cluster of 4 KE CTAs (cudaLaunchKernelEx). */
 template <uint32_t KE, bool POST>
 static cudaError_t hct_cluster_launch(cudaStream_t st, const float *x, const uint8_t *fn,
                                       uint64_t fn_row_bytes, float rms_eps, double *part, unsigned *sync,
@@ -1019,11 +1027,9 @@ static cudaError_t hct_cluster_launch(cudaStream_t st, const float *x, const uin
                                       uint32_t iters, float eps, float *split_out, float *y, uint8_t *yq,
                                       uint8_t *yk, hct_post po) {
     constexpr uint32_t CL = 4 * KE;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(CL), cfg.blockDim = dim3(HCT_BLOCK), cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at;
+    hct_cluster_cfg(&cfg, &at, CL, st);
     return cudaLaunchKernelEx(&cfg, hc_tail_kernel<true, KE, POST, CL>, x, fn, fn_row_bytes, rms_eps, part,
                               sync, false, scale, base, norm_w, iters, eps, split_out, y, yq, yk, po);
 }
