@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 28 call 4, short form (call 4's machine was taken back; ~5 min of device time left): s28_c4.sh's
-# checks first (flash4 logits default vs DSV4_CUDA_ROUTER_SMEM=0 byte-identical, cuda_ops_check), then as much of
-# the full flash q2 2K decode A/B as the time allows.
+# Session 28 call 4 (final build; a first, longer form of this call lost its machine and brought nothing back): the
+# router's candidates ranked by scores kept beside their ids and the slot weights a lane per slot (default) against
+# DSV4_CUDA_ROUTER_SMEM=0 (session 12's code path): flash4 logits byte-identical, cuda_ops_check, then as much of the
+# full flash q2 2K decode A/B as ~5 min of device time allows.
 set -u
 SUMMARY=s28_c4
 . "$(dirname "$0")/ab_lib.sh"

@@ -11,18 +11,16 @@ SUMMARY=s29_c1
 ab_flash4
 ab_ops_check "hc pre|hc_post_pre_norm|cluster"
 tiny_ops f16 "hc pre|hc_post_pre_norm|cluster"
-dump def-c1 "$C/dsv4" 1 toks-long X=1
-dump cl-c1 "$C/dsv4" 1 toks-long DSV4_CUDA_HC_CLUSTER=1
-same def-c1 cl-c1
-dump def-c2048 "$C/dsv4" 2048 toks-long X=1
-dump cl-c2048 "$C/dsv4" 2048 toks-long DSV4_CUDA_HC_CLUSTER=1
-same def-c2048 cl-c2048
+for ch in 1 2048; do
+  dump "new-c$ch" "$C/dsv4" $ch toks-long X=1
+  vs_env "cl-c$ch" $ch toks-long DSV4_CUDA_HC_CLUSTER=1
+done
 say "checks done at ${SECONDS} s"
 A="--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
-run def-1 "$A" X=1
-run cl-1 "$A" DSV4_CUDA_HC_CLUSTER=1
-run def-2 "$A" X=1
-run cl-2 "$A" DSV4_CUDA_HC_CLUSTER=1
+for i in 1 2; do
+  run "def-$i" "$A" X=1
+  run "cl-$i" "$A" DSV4_CUDA_HC_CLUSTER=1
+done
 NCU=/usr/local/cuda/bin/ncu
 P="$ROOT/.carry/data/promessi_sposi.txt"
 MET=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum,launch__grid_size,launch__registers_per_thread

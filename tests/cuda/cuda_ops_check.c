@@ -1342,6 +1342,23 @@ static void check_mvw_act(chk *c, const mvw_act_op *ops, int n_ops) {
     dsv4_backend_cuda_set_mvw_act(&c->gpu, was, NULL, &c->err);
 }
 
+/* n device vector pairs (pa[v], pb[v], nv[v] floats) compared bit for bit: one ok / FAIL line, counted. */
+static void dev_bitwise(chk *c, const char *lb, const float *const *pa, const float *const *pb,
+                        const size_t *nv, int n) {
+    size_t differ = 0, total = 0;
+    for (int v = 0; v < n; v++) {
+        float *a = malloc(nv[v] * 4), *b = malloc(nv[v] * 4);
+        if (!a || !b) abort();
+        GPU->read(GC, a, pa[v], nv[v] * 4, &c->err);
+        GPU->read(GC, b, pb[v], nv[v] * 4, &c->err);
+        for (size_t i = 0; i < nv[v]; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+        total += nv[v];
+        free(a), free(b);
+    }
+    printf("%s %-34s %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ", lb, differ, total);
+    c->fails += differ != 0, c->checks++;
+}
+
 /* The register / grid tail of the one-launch pre step (DSV4_CUDA_HC_TAIL=last / multi, switched
  * through the test hook) against today's one-launch kernel (off), bit for bit: hc_pre (u, split)
  * and hc_pre_norm (normed row, split), both HC sublayers, inputs of several magnitudes, outputs
@@ -1623,18 +1640,7 @@ int main(int argc, char **argv) {
             if (gate && ran(c, "hc_post_pre_norm fused vs unfused", DSV4_OK, sf, &ec)) {
                 const float *pa[3] = {o1, y1, s1}, *pb[3] = {o2, y2, s2};
                 const size_t nv[3] = {HD, E, MIX};
-                size_t differ = 0, total = 0;
-                for (int v = 0; v < 3; v++) {
-                    float *a = malloc(nv[v] * 4), *b = malloc(nv[v] * 4);
-                    GPU->read(GC, a, pa[v], nv[v] * 4, &c->err);
-                    GPU->read(GC, b, pb[v], nv[v] * 4, &c->err);
-                    for (size_t i = 0; i < nv[v]; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
-                    total += nv[v];
-                    free(a), free(b);
-                }
-                printf("%s %-34s %zu of %zu values differ (required: 0)\n", differ ? "FAIL" : "ok  ",
-                       "hc_post_pre_norm bitwise", differ, total);
-                c->fails += differ != 0, c->checks++;
+                dev_bitwise(c, "hc_post_pre_norm bitwise", pa, pb, nv, 3);
                 /* the same call as the cluster tail (DSV4_CUDA_HC_CLUSTER=1) where the device runs it */
                 int was_tail = 0;
                 if (dsv4_backend_cuda_set_hc_tail(&c->gpu, 3, &was_tail, NULL, &c->err) == DSV4_OK) {
@@ -1645,19 +1651,8 @@ int main(int argc, char **argv) {
                         GC, df, dx, dsp, o2, &L0->hc_ffn_fn, &L0->hc_ffn_scale, &L0->hc_ffn_base,
                         &L0->ffn_norm, HC, E, cf->hc_sinkhorn_iter, cf->rms_eps, cf->hc_eps, y2, s2, &c->err);
                     dsv4_backend_cuda_set_hc_tail(&c->gpu, was_tail, NULL, NULL, &c->err);
-                    if (ran(c, "hc_post_pre_norm cluster vs unfused", DSV4_OK, sc, &ec)) {
-                        size_t dc = 0;
-                        for (int v = 0; v < 3; v++) {
-                            float *a = malloc(nv[v] * 4), *b = malloc(nv[v] * 4);
-                            GPU->read(GC, a, pa[v], nv[v] * 4, &c->err);
-                            GPU->read(GC, b, pb[v], nv[v] * 4, &c->err);
-                            for (size_t i = 0; i < nv[v]; i++) dc += memcmp(&a[i], &b[i], 4) != 0;
-                            free(a), free(b);
-                        }
-                        printf("%s %-34s %zu of %zu values differ (required: 0)\n", dc ? "FAIL" : "ok  ",
-                               "hc_post_pre_norm cluster bitwise", dc, total);
-                        c->fails += dc != 0, c->checks++;
-                    }
+                    if (ran(c, "hc_post_pre_norm cluster vs unfused", DSV4_OK, sc, &ec))
+                        dev_bitwise(c, "hc_post_pre_norm cluster bitwise", pa, pb, nv, 3);
                 } else {
                     dsv4_error_clear(&c->err);
                     printf("skip %-34s the device does not run the cluster tail\n",
