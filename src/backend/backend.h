@@ -65,6 +65,8 @@ typedef enum dsv4_fused_op {
     DSV4_FUSED_ATTN_CHUNK_QNR = 12,   /* prefill chunks: the queries' per-head norm + rope_tail (q_norm_rope)
                                          inside attention_chunk, which reads them raw, and the heads'
                                          inverse rope_tail on its way out */
+    DSV4_FUSED_ATTN_QNR = 13,         /* decode without the indexer: q_norm_rope inside attention_rope, which
+                                         reads the queries raw */
     DSV4_FUSED_COUNT
 } dsv4_fused_op;
 
@@ -292,6 +294,14 @@ typedef struct dsv4_backend_ops {
                                   uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                   uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
                                   const dsv4_rope *rope, float *out, dsv4_error *err);
+    /* attention_rope(...) of one raw query token at pos whose heads are first normed and rotated as
+     * q_norm_rope(q, 1, n_head, head_dim, eps, pos, 1, rope) does; q is left as it was (the fallback
+     * runs the ops on it); bitwise q_norm_rope + attention_rope. */
+    dsv4_status (*attention_qnr)(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                                 uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                 uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                 uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float eps,
+                                 uint32_t pos, const dsv4_rope *rope, float *out, dsv4_error *err);
 
     /* ---- step recording (optional; NULL: every op runs as it is issued) ---- */
     /* step_begin: the ops issued until step_end form one decode step (n = 1), which the backend

@@ -51,7 +51,8 @@ struct dsv4_graph {
     bool force_bounce;
     dsv4_bounce bounce;
     bool fusion;
-    bool q_raw; /* this layer's chunk queries in w.q are raw: attention_chunk_qnr norms and rotates them */
+    bool q_raw; /* this layer's queries in w.q are raw: attention_chunk_qnr / attention_qnr norm and rotate
+                   them */
     uint32_t fusion_disable, fusion_fault;
     bool record_steps;  /* decode steps go through step_begin/step_end when the backend offers them */
     bool prepare_ahead; /* record decode step p+1 while step p runs */

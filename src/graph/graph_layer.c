@@ -210,6 +210,19 @@ static dsv4_status attention_per_token(dsv4_graph *g, dsv4_kv_state *kv, uint32_
         const uint32_t raw_start = (p + 1 - n_raw) % cap;
         /* one decode token: its heads' inverse RoPE inside the attention (the same rotation of the
          * same values); attention is a pure function of q and the cache, so the fallback redoes it */
+        if (n == 1 && g->q_raw) { /* the raw query normed and rotated inside the attention (attn_qnr) */
+            g->q_raw = false;
+            const dsv4_status st = OPS->attention_qnr(
+                BCTX, w->q, H, Dh, kvt, raw, cap, raw_start, n_raw, R ? KVP(K->comp) : NULL, n_comp, sel,
+                n_sel, &L->attn_sinks, kq_scale, c->rms_eps, p, &g->rope[il], w->heads, err);
+            float *const outs[1] = {w->heads};
+            const size_t n_outs[1] = {(size_t)QD};
+            if (graph_fusion_result(g, DSV4_FUSED_ATTN_QNR, st, outs, n_outs, 1, err)) {
+                *roped = true;
+                continue;
+            }
+            GB(graph_q_norm_rope(g, L, &g->rope[il], 1, p, err));
+        }
         if (n == 1) {
             const dsv4_fused_query fq = {.n_tokens = 1,
                                          .width = Dh,
@@ -314,6 +327,17 @@ dsv4_status graph_layer_attention(dsv4_graph *g, dsv4_kv_state *kv, uint32_t il,
     const dsv4_fused_query aq = graph_fused_query(g, n, Dh, DSV4_TYPE_F32, DSV4_TYPE_F32, H);
     g->q_raw =
         chunked && graph_fusion_wanted(g, DSV4_FUSED_ATTN_CHUNK_QNR, OPS->attention_chunk_qnr != NULL, &aq);
+    if (n == 1 && t_idx != 0) { /* a decode token without the indexer: the same, in attention_qnr */
+        const dsv4_fused_query dq = {.n_tokens = 1,
+                                     .width = Dh,
+                                     .weight_type = kv->layout.row_type,
+                                     .mode = g->mode,
+                                     .n_hc = H,
+                                     .aux_type = kv->layout.row_type,
+                                     .tier = g->active,
+                                     .n_tiers = g->n_tiers};
+        g->q_raw = graph_fusion_wanted(g, DSV4_FUSED_ATTN_QNR, OPS->attention_qnr != NULL, &dq);
+    }
     bool pushed = false; /* token 0's KV side done on a lane (decode) */
     if (n == 1) {
         /* The KV side (norm, RoPE, FP8, cache push, compressors) shares no buffer with the query

@@ -12,7 +12,7 @@ const char *dsv4_fusion_name(dsv4_fused_op op) {
     static const char *const names[DSV4_FUSED_COUNT] = {
         "hc_pre_norm", "q_norm_rope",      "kv_norm_rope_fp8", "parallel_ffn",    "parallel_attn",
         "hc_post_add", "attn_rope",        "moe_sum_post",     "q_norm_rope_idx", "emit_row",
-        "router_topk", "hc_post_pre_norm", "attn_chunk_qnr"};
+        "router_topk", "hc_post_pre_norm", "attn_chunk_qnr",   "attn_qnr"};
     return (unsigned)op < DSV4_FUSED_COUNT ? names[op] : NULL;
 }
 

@@ -679,6 +679,27 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
                 qok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32");
             (qok ? g_pass : g_fail)++;
         }
+        /* attention_qnr: the raw query normed and rotated in the attention's query load == q_norm_rope
+         * (the decode kernel, a block per head) then attention_fast_rope (bitwise); q is left raw */
+        dbuf<float> dqn(q), dqr(q.size()), dfq(q.size());
+        launch_ok(
+            dsv4_cuda_q_norm_rope((dsv4_cuda_stream)g_stream, dqn.p, 1, n_head, 512, 1e-6f, pos, 1, &rp),
+            "q_norm_rope");
+        launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dqn.p, n_head, 512, kt, draw.p,
+                                                raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
+                                                dsinks.p, kq, dqr.p, scratch.p, pos, &rp, nullptr),
+                  "attention_fast_rope (normed q)");
+        CUDA_OK(cudaMemset(dfq.p, 0xff, dfq.n * 4));
+        launch_ok(dsv4_cuda_attention_fast_qnr_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
+                                                    raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
+                                                    dsinks.p, kq, dfq.p, scratch.p, pos, &rp, 1e-6f, nullptr),
+                  "attention_fast_qnr_rope");
+        const bool qn_ok = bits_equal(dqr.get(), dfq.get()) && bits_equal(dq.get(), q);
+        printf("%s attention_qnr %uh raw %u comp %u sel %u %s %s: fused == q_norm_rope + attention_rope "
+               "(bitwise), q left raw\n",
+               qn_ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32",
+               yarn ? "yarn" : "plain");
+        (qn_ok ? g_pass : g_fail)++;
     }
     const std::vector<float> ex = dex.get();
     std::vector<const float *> rows;

@@ -377,13 +377,16 @@ static void test_fusion_on_off_fault(void **state) {
     /* attn_chunk_qnr: the attention halves of the prefill chunks (68 tokens in chunks of 7: 10 chunks, all
      * of 2+ tokens); q_norm_rope is then not asked there, except on its fallback */
     const uint64_t qnr = (uint64_t)g_layers * ((N_TOK - 4 + 6) / 7);
+    /* attn_qnr: the attention halves of the decode steps without the indexer (q_norm_rope and attn_rope
+     * are then not asked there, except on its fallback) */
+    const uint64_t aqn = dec - idxd;
     const dsv4_fused_op HC = DSV4_FUSED_HC_PRE_NORM, Q = DSV4_FUSED_Q_NORM_ROPE,
                         KV = DSV4_FUSED_KV_NORM_ROPE_FP8, PF = DSV4_FUSED_PARALLEL_FFN,
                         PA = DSV4_FUSED_PARALLEL_ATTN, PA2 = DSV4_FUSED_HC_POST_ADD,
                         AR = DSV4_FUSED_ATTN_ROPE, MS = DSV4_FUSED_MOE_SUM_POST,
                         QI = DSV4_FUSED_Q_NORM_ROPE_IDX, ER = DSV4_FUSED_EMIT_ROW,
                         RT = DSV4_FUSED_ROUTER_TOPK, HP = DSV4_FUSED_HC_POST_PRE_NORM,
-                        QN = DSV4_FUSED_ATTN_CHUNK_QNR;
+                        QN = DSV4_FUSED_ATTN_CHUNK_QNR, AQ = DSV4_FUSED_ATTN_QNR;
     dsv4_engine_stats on, off, dis, flt, flt1;
     size_t b_on, b_off, b_dis, b_flt, b_flt1;
     eng_opts o_on = {TIERS3, true, false, NULL, NULL};
@@ -393,7 +396,7 @@ static void test_fusion_on_off_fault(void **state) {
     eng_opts o_flt = {
         TIERS3, true, false, NULL,
         "hc_pre_norm,q_norm_rope,kv_norm_rope_fp8,parallel_ffn,parallel_attn,hc_post_add,attn_"
-        "rope,moe_sum_post,q_norm_rope_idx,emit_row,router_topk,hc_post_pre_norm,attn_chunk_qnr"};
+        "rope,moe_sum_post,q_norm_rope_idx,emit_row,router_topk,hc_post_pre_norm,attn_chunk_qnr,attn_qnr"};
     /* one fault next to selected fusions: kv's fallback redoes its projection only */
     eng_opts o_flt1 = {TIERS3, true, false, NULL, "kv_norm_rope_fp8"};
     uint8_t *s_on = fusion_run(&o_on, &on, &b_on);
@@ -411,25 +414,30 @@ static void test_fusion_on_off_fault(void **state) {
     assert_memory_equal(s_on, s_flt, b_on);
     assert_memory_equal(s_on, s_flt1, b_on);
     expect_counts(&on, HC, calls - hcpp, 0, 0, 0);
-    expect_counts(&on, Q, attn - idxd - qnr, 0, 0, 0);
+    expect_counts(&on, Q, attn - idxd - qnr - aqn, 0, 0, 0);
     expect_counts(&on, KV, attn, 0, 0, 0);
     expect_counts(&off, HC, 0, 0, 0, calls);
     expect_counts(&off, Q, 0, 0, 0, attn);
     expect_counts(&off, KV, 0, 0, 0, attn);
     expect_counts(&dis, HC, 0, 0, 0, calls - hcpp);
-    expect_counts(&dis, Q, attn - idxd - qnr, 0, 0, 0);
+    expect_counts(&dis, Q, attn - idxd - qnr - aqn, 0, 0, 0);
     expect_counts(&dis, KV, 0, 0, 0, attn);
     expect_counts(&flt, HC, 0, calls, calls, 0);
     expect_counts(&flt, Q, 0, attn, attn, 0);
     expect_counts(&flt, KV, 0, attn, attn, 0);
     expect_counts(&flt1, HC, calls - hcpp, 0, 0, 0);
-    expect_counts(&flt1, Q, attn - idxd - qnr, 0, 0, 0);
+    expect_counts(&flt1, Q, attn - idxd - qnr - aqn, 0, 0, 0);
     expect_counts(&flt1, KV, 0, attn, attn, 0);
     /* parallel_ffn (disabled by name in `dis`), parallel_attn, attn_rope and moe_sum_post (the decode
      * halves) */
     expect_run_counts(&on, &off, &dis, &flt, &flt1, PF, ffn, true);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, PA, dec, false);
-    expect_run_counts(&on, &off, &dis, &flt, &flt1, AR, dec, false);
+    /* attn_rope: the decode halves attn_qnr did not take; where it falls back (faulted), all of them */
+    expect_counts(&on, AR, dec - aqn, 0, 0, 0);
+    expect_counts(&off, AR, 0, 0, 0, dec);
+    expect_counts(&dis, AR, dec - aqn, 0, 0, 0);
+    expect_counts(&flt, AR, 0, dec, dec, 0);
+    expect_counts(&flt1, AR, dec - aqn, 0, 0, 0);
     expect_run_counts(&on, &off, &dis, &flt, &flt1, MS, dec, false);
     /* q_norm_rope_idx; where it falls back (faulted), q_norm_rope runs (and is faulted too: attn) */
     expect_run_counts(&on, &off, &dis, &flt, &flt1, QI, idxd, false);
@@ -438,6 +446,8 @@ static void test_fusion_on_off_fault(void **state) {
     expect_run_counts(&on, &off, &dis, &flt, &flt1, HP, hcpp, false);
     /* attn_chunk_qnr; where it falls back (faulted), q_norm_rope runs before the attention (faulted too) */
     expect_run_counts(&on, &off, &dis, &flt, &flt1, QN, qnr, false);
+    /* attn_qnr; where it falls back (faulted), q_norm_rope then attn_rope run (faulted too) */
+    expect_run_counts(&on, &off, &dis, &flt, &flt1, AQ, aqn, false);
     /* hc_post_add: every FFN half (all have a shared expert) but the decode ones moe_sum_post took;
      * where that one falls back (faulted), the decode halves ask for hc_post_add too */
     expect_counts(&on, PA2, ffn - dec, 0, 0, 0);

@@ -328,3 +328,23 @@ dsv4_status cpu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint
     if (st != DSV4_OK) return st;
     return cpu_rope_tail(vctx, out, 1, n_head, head_dim, pos, 1, rope, true, err);
 }
+
+/* attn_qnr (backend.h): q_norm_rope on a copy of the raw query, then attention_rope; the ops in their
+ * order (offered on the CPU so the graph's protocol runs in CI). */
+dsv4_status cpu_attention_qnr(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                              uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                              uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                              uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, float eps,
+                              uint32_t pos, const dsv4_rope *rope, float *out, dsv4_error *err) {
+    const size_t nq = (size_t)n_head * head_dim;
+    if (nq == 0) return DSV4_OK;
+    float *qn = malloc(nq * sizeof(float));
+    if (!qn) return dsv4_fail(err, DSV4_ERR_NOMEM, "out of memory in attention_qnr (%zu query values)", nq);
+    memcpy(qn, q, nq * sizeof(float));
+    dsv4_status st = cpu_q_norm_rope(vctx, qn, 1, n_head, head_dim, eps, pos, 1, rope, err);
+    if (st == DSV4_OK)
+        st = cpu_attention_rope(vctx, qn, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp,
+                                n_comp, sel, n_sel, sinks, kq_scale, pos, rope, out, err);
+    free(qn);
+    return st;
+}

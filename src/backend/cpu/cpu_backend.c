@@ -129,6 +129,7 @@ static bool cpu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_qu
     case DSV4_FUSED_ROUTER_TOPK:
         return q->n_tokens == 1 && q->width > 0 && q->width2 > 0 && q->width2 <= q->width;
     case DSV4_FUSED_ATTN_CHUNK_QNR: return q->n_tokens > 1 && q->width > 0 && q->width % 2 == 0;
+    case DSV4_FUSED_ATTN_QNR: return q->n_tokens == 1 && q->width > 0 && q->width % 2 == 0;
     case DSV4_FUSED_EMIT_ROW:
         return q->n_tokens == 1 && q->width > 0 &&
                (q->aux_type == DSV4_TYPE_F32 || q->aux_type == DSV4_TYPE_F16);
@@ -181,6 +182,7 @@ static const dsv4_backend_ops cpu_ops = {
     .indexer_topk = cpu_indexer_topk,
     .attention = cpu_attention,
     .attention_rope = cpu_attention_rope,
+    .attention_qnr = cpu_attention_qnr,
     .hc_post_add = cpu_hc_post_add,
     .moe_slots = cpu_moe_slots,
     .hc_post_slots = cpu_hc_post_slots,

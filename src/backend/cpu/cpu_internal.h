@@ -138,6 +138,11 @@ dsv4_status cpu_attention_rope(void *ctx, const float *q, uint32_t n_head, uint3
                                uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
                                const dsv4_rope *rope, float *out, dsv4_error *err);
+dsv4_status cpu_attention_qnr(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                              const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                              const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                              const dsv4_tensor *sinks, float kq_scale, float eps, uint32_t pos,
+                              const dsv4_rope *rope, float *out, dsv4_error *err);
 dsv4_status cpu_hc_post_add(void *ctx, const float *a, const float *b, const float *x_hc, const float *split,
                             uint32_t n, uint32_t n_hc, uint32_t n_embd, float *out_hc, dsv4_error *err);
 dsv4_status cpu_hc_post_slots(void *ctx, const float *slots, uint32_t k, const float *b, const float *x_hc,

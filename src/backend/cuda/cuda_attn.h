@@ -107,6 +107,15 @@ int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q, uint32_t n
                                   uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                   uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
                                   void *scratch, uint32_t pos, const dsv4_rope *rope, void *outq);
+/* dsv4_cuda_attention_fast_rope of the raw query heads q, normed (no weight, eps) and rotated at pos on the
+ * way in, q itself left as it is: the same bits as dsv4_cuda_q_norm_rope(q, 1, n_head, head_dim, eps, pos,
+ * 1, rope) before the call (DSV4_FUSED_ATTN_QNR). */
+int dsv4_cuda_attention_fast_qnr_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim,
+                                      uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                      uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                      uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
+                                      void *scratch, uint32_t pos, const dsv4_rope *rope, float eps,
+                                      void *outq);
 int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
                                    uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
                                    const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,

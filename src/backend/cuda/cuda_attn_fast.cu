@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_fast.cuh"
+#include "backend/cuda/cuda_attn_qnr.cuh"
 #include "backend/cuda/cuda_attn_rope.cuh"
 #include "backend/cuda/cuda_pdl.cuh"
 #include "backend/cuda/cuda_pdl.h"
@@ -55,11 +56,26 @@ template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t
     }
 }
 
-__global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
-    cu_pdl_enter();
+/* on = 1 (attention_qnr): q holds the raw query heads, normed and rotated on the way in as q_norm_rope
+ * does (qnr_head512: its bits), q itself left as it is. */
+struct fa_qnr {
+    rope_args a; /* the token's forward rotation */
+    float eps;
+    uint32_t on;
+};
+
+__global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a, fa_qnr r) {
+    cu_pdl_trigger();
     extern __shared__ __align__(16) unsigned char fa_dyn[];
     fa_smem &s = *reinterpret_cast<fa_smem *>(fa_dyn);
     const uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    /* the pair angles (arguments only: before the wait) in the score and weight space, free until the
+     * first tile's scores, which come after two barriers */
+    static_assert(FA_G * FA_TR >= FA_D / 2 && FA_TR * FA_G >= FA_D / 2, "the angles fit sc and pt");
+    float *const qcs = s.sc, *const qsn = s.pt;
+    if (r.on)
+        for (uint32_t k = tid; k < r.a.half; k += FA_T) rope_pair_cs_sn(r.a, r.a.pos0, k, &qcs[k], &qsn[k]);
+    cu_pdl_wait();
     const uint32_t qd = w % (FA_G / FA_HW), wh = w / (FA_G / FA_HW); /* head quad; row / dim half */
     const uint32_t t = blockIdx.z, seg = blockIdx.y, h0 = blockIdx.x * FA_G;
     const fa_tok k = fa_token(a, t);
@@ -88,6 +104,11 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a) {
     for (uint32_t hh = 0; hh < FA_HW; hh++)
 #pragma unroll
         for (uint32_t j = 0; j < 4; j++) q[hh][j] = *(const float4 *)(qh + (size_t)hh * FA_D + 128 * j);
+    static_assert(QNR_W == FA_D && QNR_GR == 4,
+                  "q[hh] is qnr_head512's row: group j of lane l at 128 j + 4 l");
+    if (r.on)
+#pragma unroll
+        for (uint32_t hh = 0; hh < FA_HW; hh++) qnr_head512(q[hh], lane, r.eps, r.a.half, qcs, qsn);
     float4 o[FA_HW][2];
 #pragma unroll
     for (uint32_t hh = 0; hh < FA_HW; hh++) o[hh][0] = o[hh][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -253,7 +274,7 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
  * device holds at once, so the segments (and the bits) are a function of the device and the
  * token's row count only. */
 int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st,
-              const rope_args *ra = nullptr) {
+              const rope_args *ra = nullptr, const fa_qnr *qr = nullptr) {
     const size_t smem = sizeof(fa_smem);
     int dev = 0, sms = 0, occ = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -267,7 +288,9 @@ int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool dec
     const fa_launch_shape g = fa_shape(a, n, max_rows, scratch != nullptr, decode);
     a.part = g.segments ? (float *)scratch : nullptr;
     a.stride = g.grid_y;
-    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a);
+    if (qr && n != 1) return (int)cudaErrorInvalidValue; /* one token's angles */
+    fa_qnr no_qnr = {};
+    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a, qr ? *qr : no_qnr);
     if (ra && !g.segments) return (int)cudaErrorInvalidConfiguration; /* the RoPE rides on the combine */
     rope_args none = {};
     if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a, ra ? *ra : none);
@@ -289,7 +312,7 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
                           uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                           uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                           uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out, void *scratch,
-                          const rope_args *rope_inv, void *outq = nullptr) {
+                          const rope_args *rope_inv, void *outq = nullptr, const fa_qnr *qr = nullptr) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
     if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
@@ -312,7 +335,7 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
     a.kq_scale = kq_scale;
     a.half = kv_type == DSV4_TYPE_F16;
     const uint32_t max_rows = n_raw + (sel ? n_sel : n_comp);
-    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s, rope_inv);
+    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s, rope_inv, qr);
 }
 
 extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head,
@@ -336,6 +359,24 @@ extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q,
     const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
                           n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq);
+}
+
+extern "C" int dsv4_cuda_attention_fast_qnr_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head,
+                                                 uint32_t head_dim, uint32_t kv_type, const void *raw,
+                                                 uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                                                 const void *comp, uint32_t n_comp, const int32_t *sel,
+                                                 uint32_t n_sel, const float *sinks_dev, float kq_scale,
+                                                 float *out, void *scratch, uint32_t pos,
+                                                 const dsv4_rope *rope, float eps, void *outq) {
+    if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
+    if (outq && ((uintptr_t)outq & 3u) != 0) return (int)cudaErrorInvalidValue;
+    const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
+    fa_qnr qr = {};
+    qr.a = rope_args_make(rope, false, n_head, head_dim, pos, 1);
+    qr.eps = eps;
+    qr.on = 1;
+    return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
+                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq, &qr);
 }
 
 extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,

@@ -253,6 +253,7 @@ static bool cu_fused_available(void *ctx, dsv4_fused_op op, const dsv4_fused_que
     case DSV4_FUSED_PARALLEL_ATTN: return c->side_stream && c->lane == 0 && q->n_tokens == 1;
     case DSV4_FUSED_HC_POST_ADD: return q->n_tokens > 0 && q->n_hc > 0 && q->n_hc <= 16; /* HC_MAX */
     case DSV4_FUSED_ATTN_ROPE: return cu_attention_rope_ok(c, q->n_tokens, q->width);
+    case DSV4_FUSED_ATTN_QNR: return cu_attention_qnr_ok(c, q->n_tokens, q->width);
     case DSV4_FUSED_ATTN_CHUNK_QNR: return cu_attention_chunk_qnr_ok(c, q->n_tokens, q->width, q->width2);
     case DSV4_FUSED_MOE_SUM_POST:
         return q->n_hc > 0 && q->n_hc <= 16 &&
@@ -340,6 +341,7 @@ static const dsv4_backend_ops cuda_ops = {
     .moe_slots = cu_moe_slots,
     .hc_post_slots = cu_hc_post_slots,
     .attention_rope = cu_attention_rope,
+    .attention_qnr = cu_attention_qnr,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .step_run = cu_step_run,

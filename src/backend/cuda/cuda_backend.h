@@ -343,6 +343,12 @@ dsv4_status cu_hc_pre_norm(void *ctx, const dsv4_tensor *fn, const dsv4_tensor *
 /* Query heads: per-head rmsnorm + RoPE; KV rows: rmsnorm(weight) + RoPE + FP8 (cuda_ops_attn.cu,
  * kernels in cuda_attn_fused.cu), and their gates. */
 bool cu_q_norm_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
+bool cu_attention_qnr_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
+dsv4_status cu_attention_qnr(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                             const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                             const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                             const dsv4_tensor *sinks, float kq_scale, float eps, uint32_t pos,
+                             const dsv4_rope *rope, float *out, dsv4_error *err);
 bool cu_attention_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim);
 dsv4_status cu_attention_rope(void *ctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
                               const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,

@@ -258,17 +258,18 @@ bool cu_attention_rope_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_di
     return n_tokens == 1 && head_dim == 512 && attn_fast(c);
 }
 
-dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim,
-                              uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
-                              uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
-                              uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
-                              const dsv4_rope *rope, float *out, dsv4_error *err) {
-    cuda_ctx *c = (cuda_ctx *)vctx;
-    GCU(kv_type_ok(kv_type, head_dim, false, "attention_rope", err));
+/* attention_rope and attention_qnr (qnr: the raw query's norm + RoPE on the way in, eps) */
+static dsv4_status attention_rope_run(cuda_ctx *c, const float *q, uint32_t n_head, uint32_t head_dim,
+                                      uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                                      uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                                      uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
+                                      const dsv4_rope *rope, bool qnr, float eps, float *out, const char *op,
+                                      dsv4_error *err) {
+    GCU(kv_type_ok(kv_type, head_dim, false, op, err));
     if (!cu_attention_rope_ok(c, 1, head_dim) ||
         !dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, NULL) || !rope ||
         rope->n_rot > head_dim || rope->n_rot % 2)
-        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention_rope: not on the fast kernels here");
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "%s: not on the fast kernels here", op);
     const float *sd = attn_sinks_dev(c, sinks, n_head, n_raw, raw_cap, raw_start, err);
     if (!sd) return DSV4_ERR_INVALID;
     void *scr = cu_scratch(c, CU_SLOT_ATTN, dsv4_cuda_attention_fast_scratch_bytes(), err);
@@ -278,12 +279,44 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
     uint8_t *oq = c->preq_attn ? (uint8_t *)cu_scratch(c, CU_SLOT_PREQA, qd / 32 * 36, err) : NULL;
     if (c->preq_attn && !oq) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
     cu_preq_clear(c); /* out is rewritten */
+    const int rc = qnr ? dsv4_cuda_attention_fast_qnr_rope(STREAM(c), q, n_head, head_dim, kv_type, raw,
+                                                           raw_cap, raw_start, n_raw, comp, n_comp, sel,
+                                                           n_sel, sd, kq_scale, out, scr, pos, rope, eps, oq)
+                       : dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap,
+                                                       raw_start, n_raw, comp, n_comp, sel, n_sel, sd,
+                                                       kq_scale, out, scr, pos, rope, oq);
     const dsv4_status st = attn_rc(
-        dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw,
-                                      comp, n_comp, sel, n_sel, sd, kq_scale, out, scr, pos, rope, oq),
-        "attention (fast) + inverse rope", err);
+        rc, qnr ? "attention (fast) + query norm, rope + inverse rope" : "attention (fast) + inverse rope",
+        err);
     if (st == DSV4_OK && oq) cu_preq_set(c, out, qd, oq);
     return st;
+}
+
+dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim,
+                              uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
+                              uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
+                              uint32_t n_sel, const dsv4_tensor *sinks, float kq_scale, uint32_t pos,
+                              const dsv4_rope *rope, float *out, dsv4_error *err) {
+    return attention_rope_run((cuda_ctx *)vctx, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw,
+                              comp, n_comp, sel, n_sel, sinks, kq_scale, pos, rope, false, 0.0f, out,
+                              "attention_rope", err);
+}
+
+/* Gate of attn_qnr: attn_rope's (the fast decode kernels take 512-wide heads, qnr_head512's width). */
+bool cu_attention_qnr_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim) {
+    return cu_attention_rope_ok(c, n_tokens, head_dim) && head_dim == 512;
+}
+
+dsv4_status cu_attention_qnr(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
+                             const void *raw, uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
+                             const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
+                             const dsv4_tensor *sinks, float kq_scale, float eps, uint32_t pos,
+                             const dsv4_rope *rope, float *out, dsv4_error *err) {
+    if (!cu_attention_qnr_ok((const cuda_ctx *)vctx, 1, head_dim))
+        return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "attention_qnr: heads of %u not taken", head_dim);
+    return attention_rope_run((cuda_ctx *)vctx, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw,
+                              comp, n_comp, sel, n_sel, sinks, kq_scale, pos, rope, true, eps, out,
+                              "attention_qnr", err);
 }
 
 dsv4_status cu_compressor_chunk(void *vctx, const float *kv, uint64_t kv_stride, const float *score,

@@ -212,6 +212,7 @@ PW_NAME(attention_chunk)
 PW_NAME(attention_chunk_qnr)
 PW_NAME(hc_post_add)
 PW_NAME(attention_rope)
+PW_NAME(attention_qnr)
 PW_NAME(activate)
 PW_NAME(copy_from)
 PW_NAME(host_alloc)
@@ -400,6 +401,7 @@ static void install(cu_prof *p, const dsv4_backend_ops *base) {
     PW_SET(attention_chunk_qnr, PW(attention_chunk_qnr, true));
     PW_SET(hc_post_add, PW(hc_post_add, true));
     PW_SET(attention_rope, PW(attention_rope, true));
+    PW_SET(attention_qnr, PW(attention_qnr, true));
     PW_SET(activate, PW(activate, false));
     PW_SET(copy_from, PW(copy_from, true));
     PW_SET(host_alloc, PW(host_alloc, false));
