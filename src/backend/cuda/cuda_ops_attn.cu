@@ -302,9 +302,20 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
                               "attention_rope", err);
 }
 
+/* DSV4_CUDA_ATTN_QNR=0 / =1: the CUDA gate of attn_qnr closed / open (ATTN_QNR_DEFAULT when unset) */
+#define ATTN_QNR_DEFAULT 1
+static bool attn_qnr_enabled(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_ATTN_QNR");
+        v = e && *e ? strcmp(e, "0") != 0 : ATTN_QNR_DEFAULT;
+    }
+    return v != 0;
+}
+
 /* Gate of attn_qnr: attn_rope's (the fast decode kernels take 512-wide heads, qnr_head512's width). */
 bool cu_attention_qnr_ok(const cuda_ctx *c, uint32_t n_tokens, uint32_t head_dim) {
-    return cu_attention_rope_ok(c, n_tokens, head_dim) && head_dim == 512;
+    return cu_attention_rope_ok(c, n_tokens, head_dim) && head_dim == 512 && attn_qnr_enabled();
 }
 
 dsv4_status cu_attention_qnr(void *vctx, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type,
