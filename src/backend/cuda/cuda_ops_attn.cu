@@ -303,7 +303,7 @@ dsv4_status cu_attention_rope(void *vctx, const float *q, uint32_t n_head, uint3
 }
 
 /* DSV4_CUDA_ATTN_QNR=0 / =1: the CUDA gate of attn_qnr closed / open (ATTN_QNR_DEFAULT when unset) */
-#define ATTN_QNR_DEFAULT 0 /* open once the H200 has checked it (session 29: no device call ran) */
+#define ATTN_QNR_DEFAULT 1 /* bitwise on the H200 (session 30 call 1, bench/results/2026-12-06-s30-c1-*) */
 static bool attn_qnr_enabled(void) {
     static int v = -1;
     if (v < 0) {
