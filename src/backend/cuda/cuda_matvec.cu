@@ -238,6 +238,8 @@ __global__ void __launch_bounds__(MV_THREADS *NP, NP == 1 ? mv_min_blocks(F) : 1
     cp_async_wait(0);
 }
 
+#include "backend/cuda/cuda_act_quant.cuh" /* act_q8_k_block: the folded MoE mid */
+#include "backend/cuda/cuda_backend.h"     /* cu_swiglu_mid */
 #include "backend/cuda/cuda_mv_stream.cuh" /* Q2_K / IQ2_XXS rows streamed per warp (uses the helpers above) */
 
 /* ---- host side ---- */
@@ -376,6 +378,13 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
         tab[i] = md_iq2_grid_sel(dsv4_iq2xxs_grid[i]);
     }
     for (int i = 0; i < 128; i++) tab[256 + i] = md_iq2_sign_sel(dsv4_ksigns_iq2xs[i]);
+    e = cudaMalloc((void **)&ctx->d_mid_tickets, DSV4_CUDA_MV_MID_TICKETS * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(ctx->d_mid_tickets, 0, DSV4_CUDA_MV_MID_TICKETS * sizeof(int));
+    if (e != cudaSuccess) {
+        dsv4_cuda_mv_destroy(ctx);
+        return dsv4_fail(err, DSV4_ERR_NOMEM, "dsv4_cuda_mv_init: MoE mid tickets: %s",
+                         cudaGetErrorString(e));
+    }
     if (grid_ok) {
         e = cudaMalloc((void **)&ctx->d_iq2_sel, sizeof tab);
         if (e == cudaSuccess) e = cudaMemcpy(ctx->d_iq2_sel, tab, sizeof tab, cudaMemcpyHostToDevice);
@@ -392,8 +401,10 @@ extern "C" void dsv4_cuda_mv_destroy(dsv4_cuda_mv_ctx *ctx) {
     if (!ctx) return;
     if (ctx->d_iq2_grid) cudaFree(ctx->d_iq2_grid);
     if (ctx->d_iq2_sel) cudaFree(ctx->d_iq2_sel);
+    if (ctx->d_mid_tickets) cudaFree(ctx->d_mid_tickets);
     ctx->d_iq2_grid = NULL;
     ctx->d_iq2_sel = NULL;
+    ctx->d_mid_tickets = NULL;
 }
 
 extern "C" size_t dsv4_cuda_act_bytes(uint32_t weight_type, int64_t n) {
@@ -549,7 +560,7 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
 static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *w, const void *w2,
                              int64_t in, int64_t out, int64_t n_expert, const int32_t *ids, int k,
                              const void *x, int64_t x_stride_bytes, float *y, struct CUstream_st *cstream,
-                             dsv4_error *err) {
+                             const dsv4_cuda_mv_mid *mid, dsv4_error *err) {
     const int f = mv_format_of(type);
     if (!ctx || f == MV_NONE)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec: weight type %u has no CUDA matvec",
@@ -587,6 +598,17 @@ static dsv4_status mv_launch(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const v
     mv_kernel_fn sfn = NULL;
     int rows = 0, depth = 0;
     const bool stream = mvs_plan(ctx, f, in, out, slots, &grid, &smem, &sfn, &threads, &rows, &depth);
+    if (mid) { /* the folded mid: the streamed IQ2_XXS pair only, nothing launched otherwise */
+        if (!stream || f != MV_IQ2_XXS || !w2 || !mid->weights || !mid->midq || !ctx->d_mid_tickets ||
+            out % 256 != 0 || (int64_t)k * out / 256 > DSV4_CUDA_MV_MID_TICKETS || x_stride_bytes != 0)
+            return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "dsv4_cuda_matvec(%s): no folded mid for this plan",
+                             mv_format_name(f));
+        p.midq = (uint8_t *)mid->midq;
+        p.mid_w = mid->weights;
+        p.tickets = ctx->d_mid_tickets;
+        p.mid_clamp = mid->clamp;
+        p.mid_clamp_on = mid->clamp_on;
+    }
     if (stream) {
         p.row_bytes = (int)rb;
         p.in = (int)in;
@@ -624,7 +646,7 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts(const dsv4_cuda_mv_ctx *ctx, uin
                                                 int64_t in, int64_t out, int64_t n_expert, const int32_t *ids,
                                                 int k, const void *x, int64_t x_stride_bytes, float *y,
                                                 struct CUstream_st *stream, dsv4_error *err) {
-    return mv_launch(ctx, type, w, NULL, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err);
+    return mv_launch(ctx, type, w, NULL, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, NULL, err);
 }
 
 extern "C" dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx, uint32_t type,
@@ -633,7 +655,18 @@ extern "C" dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx
                                                      const void *x, int64_t x_stride_bytes, float *y,
                                                      struct CUstream_st *stream, dsv4_error *err) {
     if (!wb) return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec_experts_pair: second tensor is NULL");
-    return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, err);
+    return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, x_stride_bytes, y, stream, NULL, err);
+}
+
+extern "C" dsv4_status dsv4_cuda_matvec_experts_pair_mid(const dsv4_cuda_mv_ctx *ctx, uint32_t type,
+                                                         const void *wa, const void *wb, int64_t in,
+                                                         int64_t out, int64_t n_expert, const int32_t *ids,
+                                                         int k, const void *x, float *y,
+                                                         const dsv4_cuda_mv_mid *mid,
+                                                         struct CUstream_st *stream, dsv4_error *err) {
+    if (!wb || !mid)
+        return dsv4_fail(err, DSV4_ERR_INVALID, "dsv4_cuda_matvec_experts_pair_mid: NULL argument");
+    return mv_launch(ctx, type, wa, wb, in, out, n_expert, ids, k, x, 0, y, stream, mid, err);
 }
 
 extern "C" dsv4_status dsv4_cuda_mv_describe(const dsv4_cuda_mv_ctx *ctx, uint32_t type, int64_t in,

@@ -66,7 +66,9 @@ typedef struct dsv4_cuda_mv_ctx {
     /* per format (IQ2_XXS, Q2_K) from DSV4_CUDA_MV_PLAN_IQ2 / _Q2K="tile,stages,ctas[,groups]" at init, under
      * `tune`; zeros: the built-in plan */
     dsv4_cuda_mv_tuning fmt_tune[5];
+    int *d_mid_tickets; /* DSV4_CUDA_MV_MID_TICKETS counters, zero between launches (the folded MoE mid) */
 } dsv4_cuda_mv_ctx;
+#define DSV4_CUDA_MV_MID_TICKETS 4096
 
 /* Read the device's properties, raise the kernels' shared-memory limits, upload the tables. */
 dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4_error *err);
@@ -109,6 +111,23 @@ dsv4_status dsv4_cuda_matvec_experts_pair(const dsv4_cuda_mv_ctx *ctx, uint32_t 
                                           const void *wb, int64_t in, int64_t out, int64_t n_expert,
                                           const int32_t *ids, int k, const void *x, int64_t x_stride_bytes,
                                           float *y, struct CUstream_st *stream, dsv4_error *err);
+
+/* The routed experts' mid (moe_mid_q8k_kernel: silu(gate) * up, clamped when clamp_on, times the slot's
+ * route weight, then Q8_K blocks of 256) folded into the gate/up pair launch: the same bytes in midq
+ * (k * out / 256 blocks) and the same gate/up rows in y. Only the streamed IQ2_XXS kernel takes it:
+ * DSV4_ERR_UNSUPPORTED with nothing launched otherwise (other plans, out % 256 != 0, more blocks than
+ * DSV4_CUDA_MV_MID_TICKETS). */
+typedef struct dsv4_cuda_mv_mid {
+    const float *weights; /* k route weights (device) */
+    float clamp;
+    int clamp_on;
+    void *midq;
+} dsv4_cuda_mv_mid;
+dsv4_status dsv4_cuda_matvec_experts_pair_mid(const dsv4_cuda_mv_ctx *ctx, uint32_t type, const void *wa,
+                                              const void *wb, int64_t in, int64_t out, int64_t n_expert,
+                                              const int32_t *ids, int k, const void *x, float *y,
+                                              const dsv4_cuda_mv_mid *mid, struct CUstream_st *stream,
+                                              dsv4_error *err);
 
 /* The launch geometry a matvec of this shape gets under ctx's tuning ("R=.. nseg=.. S=.. grid=..
  * smem=.."), for benchmarks and logs. */

@@ -229,6 +229,41 @@ static __device__ __forceinline__ void mvi_fetch_next(const mv_params &p, uint32
     cp_async_commit();
 }
 
+/* The MoE mid folded into the gate/up launch (p.midq set; p.k1 experts, gate slots 0..k1-1, up slots
+ * k1..2 k1 - 1). A 256-row block b of expert j needs 256 / PR gate groups and as many up groups; each warp,
+ * after its last row, adds the groups it finished in each block it touched to the block's ticket (its
+ * lanes' stores fenced first), and the warp that completes a ticket forms the block's 256 mid values from
+ * the rows through L2 and quantizes them: moe_mid_q8k_kernel's expression (cu_swiglu_mid times the route
+ * weight, lane l taking values 8 l .. 8 l + 7) and act_q8_k_block, so the same bytes as the separate mid
+ * kernel. It resets the ticket for the next launch (every group of the block has been counted by then). */
+template <int PR>
+static __device__ __forceinline__ void mvi_mid_tail(const mv_params &p, int begin, int end, int lane) {
+    __threadfence(); /* this lane's rows, before any ticket counts them */
+    __syncwarp();
+    const int gpo = p.out / PR, gpb = 256 / PR, bpo = p.out / 256;
+    for (int g = begin; g < end;) {
+        const int slot = g / gpo, blk = (g % gpo) / gpb;
+        const int stop = min(end, slot * gpo + (blk + 1) * gpb), n = stop - g;
+        const int j = slot < p.k1 ? slot : slot - p.k1, b = j * bpo + blk;
+        int done = 0;
+        if (lane == 0) done = atomicAdd(p.tickets + b, n) + n == 2 * gpb;
+        done = __shfl_sync(0xffffffffu, done, 0);
+        if (done) {
+            __threadfence(); /* the other warps' rows, after their tickets */
+            const long long i0 = (long long)j * p.out + blk * 256 + lane * 8;
+            const float *gr = p.y + i0, *ur = p.y + (long long)p.k1 * p.out + i0;
+            const float wr = __ldcg(p.mid_w + j);
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                v[i] = cu_swiglu_mid(__ldcg(gr + i), __ldcg(ur + i), p.mid_clamp_on, p.mid_clamp) * wr;
+            act_q8_k_block(v, lane, p.midq + (long long)b * 292);
+            if (lane == 0) p.tickets[b] = 0;
+        }
+        g = stop;
+    }
+}
+
 template <int SPL, int PR, int D>
 __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params p) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -297,6 +332,7 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
         }
     }
     mvs_cp_wait<0>();
+    if (p.midq) mvi_mid_tail<PR>(p, begin, end, lane);
 }
 
 #endif

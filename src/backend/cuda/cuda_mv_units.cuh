@@ -41,6 +41,14 @@ struct mv_params {
      * id and activation of slot - k1. w2 NULL: every slot reads w. */
     const uint8_t *w2;
     int k1;
+    /* The MoE mid folded into a gate/up pair launch (mvs_iq2_kernel; NULL midq: not asked): the warp
+     * that completes a 256-row block of gate and up rows forms its mid values and Q8_K block
+     * (mvi_mid_tail). tickets: one counter per block, zero between launches. */
+    uint8_t *midq;
+    const float *mid_w;
+    int *tickets;
+    float mid_clamp;
+    int mid_clamp_on;
 };
 
 /* Slot -> (tensor base, index into ids and the activations). */

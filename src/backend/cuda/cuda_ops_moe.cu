@@ -148,6 +148,12 @@ static bool moe_mid_wide(void) {
     const char *v = getenv("DSV4_CUDA_MOE_MID");
     return !(v && strcmp(v, "warp") == 0);
 }
+/* DSV4_CUDA_MOE_MID=fold: the mid formed by the gate/up launch's last warp per block (same bytes;
+ * dsv4_cuda_matvec_experts_pair_mid), the mid kernel when the plan declines it. Read on every call. */
+static bool moe_mid_fold(void) {
+    const char *v = getenv("DSV4_CUDA_MOE_MID");
+    return v && strcmp(v, "fold") == 0;
+}
 
 /* out[t][d] = sum over slots in order. */
 __global__ void moe_sum_kernel(const float *y, uint32_t n, uint32_t k, uint32_t embd, float *out) {
@@ -253,18 +259,34 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
     else
         st = cu_quant_rows(c, gate->type, x, in, in, 1, CU_SLOT_XQ, &xq, &xq_stride, err);
     if (st != DSV4_OK) return st;
-    st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
-                                       (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
-    if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
+    bool folded = false;
+    if (moe_mid_fold()) { /* kq: the mid as Q8_K blocks */
+        const dsv4_cuda_mv_mid mid = {weights, clamp, clamp > 1.0e-6f, mq};
+        st = dsv4_cuda_matvec_experts_pair_mid(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
+                                               (int64_t)n_expert, sel, (int)k, xq, gu, &mid, c->stream, err);
+        if (st == DSV4_OK)
+            folded = true;
+        else if (st != DSV4_ERR_UNSUPPORTED)
+            return st;
+        else
+            dsv4_error_clear(err); /* declined, nothing launched: the pair and the mid kernel */
+    }
+    if (!folded) {
+        st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
+                                           (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
+        if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
+    }
     const uint64_t nblocks = (uint64_t)k * ff / 256;
-    if (moe_mid_wide())
-        moe_mid_q8k_wide_kernel<<<(unsigned)nblocks, 256, 0, c->stream>>>(
-            gu, gu + (size_t)k * ff, weights, (uint32_t)ff, clamp, clamp > 1.0e-6f, mq);
-    else
-        moe_mid_q8k_kernel<<<(unsigned)((nblocks + MIDQ_WARPS - 1) / MIDQ_WARPS), MIDQ_WARPS * 32, 0,
-                             c->stream>>>(gu, gu + (size_t)k * ff, weights, nblocks, (uint32_t)ff, clamp,
-                                          clamp > 1.0e-6f, mq);
-    if ((st = cu_launched(err, "moe mid q8_k")) != DSV4_OK) return st;
+    if (!folded) {
+        if (moe_mid_wide())
+            moe_mid_q8k_wide_kernel<<<(unsigned)nblocks, 256, 0, c->stream>>>(
+                gu, gu + (size_t)k * ff, weights, (uint32_t)ff, clamp, clamp > 1.0e-6f, mq);
+        else
+            moe_mid_q8k_kernel<<<(unsigned)((nblocks + MIDQ_WARPS - 1) / MIDQ_WARPS), MIDQ_WARPS * 32, 0,
+                                 c->stream>>>(gu, gu + (size_t)k * ff, weights, nblocks, (uint32_t)ff, clamp,
+                                              clamp > 1.0e-6f, mq);
+        if ((st = cu_launched(err, "moe mid q8_k")) != DSV4_OK) return st;
+    }
     st = dsv4_cuda_matvec_experts(&c->mv, down->type, dd, (int64_t)ff, (int64_t)embd, (int64_t)n_expert, sel,
                                   (int)k, mq, (int64_t)mqb, y, c->stream, err);
     if (st != DSV4_OK || slots) return st; /* moe_slots: the post sums them */
