@@ -9,7 +9,7 @@ SUMMARY=s30_c2
 . "$(dirname "$0")/ab_lib.sh"
 ab_flash4
 ops_moe fold DSV4_CUDA_MOE_MID=fold
-grep -E "moe" "$OUT/ops-fold.txt" | cut -c1-200 | head -12 | tee -a "$S"
+grep -E "moe decode" "$OUT/ops-fold.txt" | cut -c1-200 | head -12 | tee -a "$S"
 DSV4_CUDA_MOE_MID=fold tiny_ops q2 "moe"
 dump "new-c1" "$C/dsv4" 1 toks-long
 vs_env "fold-c1" 1 toks-long DSV4_CUDA_MOE_MID=fold

@@ -1142,6 +1142,26 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
             dsv4_type_name(L->ffn_down_exps.type), K, tn * 1e6, to * 1e6, to / tn, maxd, maxr, d3, ys);
         c->fails += bad;
         c->checks++;
+        /* the mid folded into the gate/up launch (DSV4_CUDA_MOE_MID=fold) against the mid kernel: bitwise
+         * over 201 calls each (the last call's output: the tickets must be back at zero after every launch);
+         * shapes the streamed IQ2_XXS plan declines run the mid kernel either way */
+        const env_saved mm = env_set("DSV4_CUDA_MOE_MID", "fold");
+        const double tf = time_moe(c, L, clamp, dx, n, dsel, dwt, dy, env, true, 200);
+        setenv("DSV4_CUDA_MOE_MID", "wide", 1);
+        const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 200);
+        env_restore(&mm);
+        size_t df = ys;
+        if (tf > 0 && tw > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
+            GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
+            df = 0;
+            for (size_t i = 0; i < ys; i++) df += memcmp(&a[i], &b[i], 4) != 0;
+        }
+        printf("%s moe decode mid fold %s/%s k=%u: folded %.2f us, mid kernel %.2f us (stream, no graph); "
+               "%zu of %zu differ (required: 0)\n",
+               df ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),
+               dsv4_type_name(L->ffn_down_exps.type), K, tf * 1e6, tw * 1e6, df, ys);
+        c->fails += df != 0;
+        c->checks++;
     }
     if (n >= 2) { /* the grouped path's tensor-core products (default: the wide kernels; "old": the
                    * first ones) against its scalar ones (bitwise) */
