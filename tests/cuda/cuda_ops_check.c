@@ -1065,6 +1065,18 @@ static void check_moe_x16(chk *c, const dsv4_layer_weights *L, float clamp, uint
     free(lg), free(x), free(wt), free(o), free(got), free(ref), free(sel);
 }
 
+/* Values of two device results of ys floats (read into a, b) that differ bitwise; ys when a timing run
+ * failed (ta or tb <= 0) or a read did. */
+static size_t moe_bits_differ(chk *c, double ta, double tb, const float *da, const float *db, float *a,
+                              float *b, size_t ys) {
+    if (!(ta > 0 && tb > 0) || GPU->read(GC, a, da, ys * 4, &c->err) != DSV4_OK ||
+        GPU->read(GC, b, db, ys * 4, &c->err) != DSV4_OK)
+        return ys;
+    size_t d = 0;
+    for (size_t i = 0; i < ys; i++) d += memcmp(&a[i], &b[i], 4) != 0;
+    return d;
+}
+
 /* Timing of the routed experts: for n >= 2 grouped against generic, for n == 1 the fused decode
  * path (5 launches) against the unfused one (7), on the same CPU-router selection; the two device
  * results must agree bit for bit. */
@@ -1097,12 +1109,7 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
     if (n == 1 && !pd) unsetenv("DSV4_CUDA_MOE_DECODE");
     if (n == 1 && pd) setenv("DSV4_CUDA_MOE_DECODE", saved_dec, 1);
     const size_t ys = (size_t)n * E;
-    size_t differ = ys;
-    if (tg > 0 && tr > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
-        GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
-        differ = 0;
-        for (size_t i = 0; i < ys; i++) differ += memcmp(&a[i], &b[i], 4) != 0;
-    }
+    const size_t differ = moe_bits_differ(c, tg, tr, dy, dy2, a, b, ys);
     printf("%s moe %s timing %s/%s n=%u k=%u: %s %.3f ms (%.2f us/token), %s %.3f ms (%.2fx); "
            "%zu of %zu differ\n",
            differ ? "FAIL" : "ok  ", n == 1 ? "decode" : "prefill", dsv4_type_name(L->ffn_gate_exps.type),
@@ -1150,12 +1157,7 @@ static void time_moe_prefill(chk *c, const dsv4_layer_weights *L, float clamp, u
         setenv("DSV4_CUDA_MOE_MID", "wide", 1);
         const double tw = time_moe(c, L, clamp, dx, n, dsel, dwt, dy2, env, true, 200);
         env_restore(&mm);
-        size_t df = ys;
-        if (tf > 0 && tw > 0 && GPU->read(GC, a, dy, ys * 4, &c->err) == DSV4_OK &&
-            GPU->read(GC, b, dy2, ys * 4, &c->err) == DSV4_OK) {
-            df = 0;
-            for (size_t i = 0; i < ys; i++) df += memcmp(&a[i], &b[i], 4) != 0;
-        }
+        const size_t df = moe_bits_differ(c, tf, tw, dy, dy2, a, b, ys);
         printf("%s moe decode mid fold %s/%s k=%u: folded %.2f us, mid kernel %.2f us (stream, no graph); "
                "%zu of %zu differ (required: 0)\n",
                df ? "FAIL" : "ok  ", dsv4_type_name(L->ffn_gate_exps.type),

@@ -275,9 +275,7 @@ static dsv4_status moe_decode_fused(cuda_ctx *c, const dsv4_tensor *gate, const 
         st = dsv4_cuda_matvec_experts_pair(&c->mv, gate->type, gd, ud, (int64_t)in, (int64_t)ff,
                                            (int64_t)n_expert, sel, (int)k, xq, 0, gu, c->stream, err);
         if (st != DSV4_OK) return st; /* UNSUPPORTED: nothing launched but the x quantization (harmless) */
-    }
-    const uint64_t nblocks = (uint64_t)k * ff / 256;
-    if (!folded) {
+        const uint64_t nblocks = (uint64_t)k * ff / 256;
         if (moe_mid_wide())
             moe_mid_q8k_wide_kernel<<<(unsigned)nblocks, 256, 0, c->stream>>>(
                 gu, gu + (size_t)k * ff, weights, (uint32_t)ff, clamp, clamp > 1.0e-6f, mq);
