@@ -458,13 +458,21 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
     return DSV4_OK;
 }
 
+/* The context behind a test hook's backend (the real table or the profiler's), or NULL with *err set. */
+static cuda_ctx *cu_hook_ctx(const dsv4_backend *b, const char *what, dsv4_error *err) {
+    if (!b || !b->ops || b->ops->destroy != cu_destroy) {
+        dsv4_fail(err, DSV4_ERR_INVALID, "%s: not a CUDA backend", what);
+        return NULL;
+    }
+    return (cuda_ctx *)b->ctx;
+}
+
 /* Test hook (cuda_ops_check): the one-launch hc pre step on or off, as DSV4_CUDA_HC_FAST=0 sets it
  * at creation. Returns the previous setting through *was (may be NULL). */
 extern "C" dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool on, bool *was,
                                                      dsv4_error *err) {
-    if (!b || !b->ops || b->ops->destroy != cu_destroy)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_fast: not a CUDA backend");
-    cuda_ctx *c = (cuda_ctx *)b->ctx;
+    cuda_ctx *c = cu_hook_ctx(b, "set hc_fast", err);
+    if (!c) return DSV4_ERR_INVALID;
     if (was) *was = c->hc_fast;
     c->hc_fast = on;
     return DSV4_OK;
@@ -474,9 +482,8 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_fast(const dsv4_backend *b, bool
  * off, as DSV4_CUDA_MVW_ACT=fused|separate sets it at creation. *was (may be NULL) gets the previous. */
 extern "C" dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool fused, bool *was,
                                                      dsv4_error *err) {
-    if (!b || !b->ops || b->ops->destroy != cu_destroy)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "set mvw_act: not a CUDA backend");
-    cuda_ctx *c = (cuda_ctx *)b->ctx;
+    cuda_ctx *c = cu_hook_ctx(b, "set mvw_act", err);
+    if (!c) return DSV4_ERR_INVALID;
     if (was) *was = c->mvw_act_fused;
     c->mvw_act_fused = fused;
     return DSV4_OK;
@@ -488,11 +495,10 @@ extern "C" dsv4_status dsv4_backend_cuda_set_mvw_act(const dsv4_backend *b, bool
  * (may be NULL). */
 extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int mode, int *was,
                                                      uint64_t *launches, dsv4_error *err) {
-    if (!b || !b->ops || b->ops->destroy != cu_destroy)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: not a CUDA backend");
+    cuda_ctx *c = cu_hook_ctx(b, "set hc_tail", err);
+    if (!c) return DSV4_ERR_INVALID;
     if (mode < CU_HC_TAIL_OFF || mode > CU_HC_TAIL_LAST + 1)
         return dsv4_fail(err, DSV4_ERR_INVALID, "set hc_tail: mode %d (0..3)", mode);
-    cuda_ctx *c = (cuda_ctx *)b->ctx;
     if (mode == CU_HC_TAIL_LAST + 1 && !c->hc_cluster_ok)
         return dsv4_fail(err, DSV4_ERR_UNSUPPORTED, "set hc_tail: the device does not run the cluster tail");
     if (was) *was = c->hc_cluster ? CU_HC_TAIL_LAST + 1 : c->hc_tail;
@@ -506,9 +512,8 @@ extern "C" dsv4_status dsv4_backend_cuda_set_hc_tail(const dsv4_backend *b, int 
  * conversions they shared inside matmul_multi, and whether the library is loaded. */
 extern "C" dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint64_t *calls, uint64_t *shared,
                                                     bool *loaded, dsv4_error *err) {
-    if (!b || !b->ops || b->ops->destroy != cu_destroy)
-        return dsv4_fail(err, DSV4_ERR_INVALID, "blas calls: not a CUDA backend");
-    const cuda_ctx *c = (const cuda_ctx *)b->ctx;
+    const cuda_ctx *c = cu_hook_ctx(b, "blas calls", err);
+    if (!c) return DSV4_ERR_INVALID;
     if (calls) *calls = c->blas_calls;
     if (shared) *shared = c->blas_shared;
     if (loaded) *loaded = dsv4_cuda_blas_loaded(NULL);
@@ -518,9 +523,8 @@ extern "C" dsv4_status dsv4_backend_cuda_blas_calls(const dsv4_backend *b, uint6
 extern "C" dsv4_status dsv4_backend_cuda_device_info(const dsv4_backend *b, dsv4_device_info *out,
                                                      dsv4_error *err) {
     memset(out, 0, sizeof *out);
-    if (!b || !b->ops || b->ops->destroy != cu_destroy) /* the real table or the profiler's */
-        return dsv4_fail(err, DSV4_ERR_INVALID, "device info: not a CUDA backend");
-    const cuda_ctx *c = (const cuda_ctx *)b->ctx;
+    const cuda_ctx *c = cu_hook_ctx(b, "device info", err);
+    if (!c) return DSV4_ERR_INVALID;
     snprintf(out->backend, sizeof out->backend, "cuda");
     snprintf(out->name, sizeof out->name, "%s", c->caps.name);
     out->device = c->device;
