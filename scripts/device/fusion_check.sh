@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH="$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B="$ROOT/.carry/bin"; C="$B/cuda"; W=/dev/shm/dsv4-fusion; mkdir -p "$W"
 S="$OUT/fusion_check.txt"; : >"$S"; fails=0
 say() { echo "$*" | tee -a "$S"; }
-FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx emit_row router_topk hc_post_pre_norm"
+FUSIONS="hc_pre_norm q_norm_rope kv_norm_rope_fp8 parallel_ffn parallel_attn hc_post_add attn_rope moe_sum_post q_norm_rope_idx emit_row router_topk hc_post_pre_norm attn_qnr"
 # the fused router is off by default (measured slower): on for every run here
 export DSV4_CUDA_ROUTER_FUSED="${DSV4_CUDA_ROUTER_FUSED:-1}"
 say "commit: $(cat "$ROOT/.carry/COMMIT" 2>/dev/null || echo unknown)"
@@ -49,9 +49,10 @@ for name in tiny flash4; do
   ch=64
   dump p64on X=1
   dump p64off DSV4_FUSION=off
-  dump p64fault DSV4_FAULT=q_norm_rope,kv_norm_rope_fp8,parallel_ffn,hc_post_add
+  dump p64fault DSV4_FAULT=q_norm_rope,kv_norm_rope_fp8,parallel_ffn,hc_post_add,attn_chunk_qnr
+  dump p64gateoff DSV4_CUDA_FUSED_GATE=off
   ch=1
-  for tag in p64off p64fault; do
+  for tag in p64off p64fault p64gateoff; do
     if cmp -s "$W/$name.p64on.bin" "$W/$name.$tag.bin"; then say "ok   $name: chunk 64 fusions on == $tag (byte-identical)"
     else say "FAIL $name: chunk 64 fusions on != $tag"; fails=$((fails+1)); fi
   done
@@ -64,7 +65,7 @@ for name in tiny flash4; do
       grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f gated off (n_embd not 1024 or 4096)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
       continue
     fi
-    if [ "$name" = tiny ] && [ "$f" = attn_rope ]; then # its gate wants 512-wide heads (the fast attention)
+    if [ "$name" = tiny ] && { [ "$f" = attn_rope ] || [ "$f" = attn_qnr ]; }; then # its gate wants 512-wide heads (the fast attention)
       grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.on.err" && say "ok   $name: $f gated off (heads narrower than 512)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
       continue
     fi
@@ -80,6 +81,15 @@ for name in tiny flash4; do
     grep -qE "^fusion $f: selected 0," "$OUT/$name.gateoff.err" && say "ok   $name: $f never selected with the gates off" || { say "FAIL $name: $f selected with gates off"; fails=$((fails+1)); }
     grep -qE "^fusion $f: selected 0, fallback [1-9][0-9]*, faulted [1-9]" "$sfault" && say "ok   $name: DSV4_FAULT=$f fell back every time" || { say "FAIL $name: fault counters for $f"; fails=$((fails+1)); }
   done
+  # the prefill chunk's query norm + RoPE inside the attention (512-wide heads only: flash4)
+  f=attn_chunk_qnr
+  if [ "$name" = tiny ]; then
+    grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped [1-9]" "$OUT/$name.p64on.err" && say "ok   $name: $f gated off (heads narrower than 512)" || { say "FAIL $name: $f counters"; fails=$((fails+1)); }
+  else
+    grep -qE "^fusion $f: selected [1-9]" "$OUT/$name.p64on.err" && say "ok   $name: $f selected" || { say "FAIL $name: $f not selected"; fails=$((fails+1)); }
+    grep -qE "^fusion $f: selected 0," "$OUT/$name.p64gateoff.err" && say "ok   $name: $f never selected with the gates off" || { say "FAIL $name: $f selected with gates off"; fails=$((fails+1)); }
+    grep -qE "^fusion $f: selected 0, fallback [1-9][0-9]*, faulted [1-9]" "$OUT/$name.p64fault.err" && say "ok   $name: DSV4_FAULT=$f fell back every time" || { say "FAIL $name: fault counters for $f"; fails=$((fails+1)); }
+  fi
 done
 # flash4 past the indexer's start (2,200 positions, one token per step): q_norm_rope_idx selected
 # in the ratio-4 layers, and on == disabled by name == faulted, byte for byte
