@@ -232,6 +232,15 @@ template <int SPL> static int check_iq2_stream_units(int rows) {
         printf("streamed IQ2_XXS unit: FAIL (the table does not hold the PRMT pool word)\n");
         bad++;
     }
+    uint8_t *lut_nt = (uint8_t *)calloc(1, MV_IQ2S_TABLE_BYTES); /* the kernel's build, thread by thread */
+    for (int t = 0; t < MVI_THREADS; t++) mv_build_iq2s_table_nt<MVI_THREADS>(tab, lut_nt, t);
+    if (memcmp(lut, lut_nt, MV_IQ2S_TABLE_BYTES) != 0) {
+        printf(
+            "streamed IQ2_XXS unit: FAIL (the kernel's %d-thread table build differs from the reference)\n",
+            MVI_THREADS);
+        bad++;
+    }
+    free(lut_nt);
     const dsv4_q8_k *xq = (const dsv4_q8_k *)xa;
     double worst = 0.0;
     for (int r = 0; r < rows; r++) {

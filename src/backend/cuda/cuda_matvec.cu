@@ -353,6 +353,9 @@ extern "C" dsv4_status dsv4_cuda_mv_init(dsv4_cuda_mv_ctx *ctx, int device, dsv4
             t.tile_bytes >= 0 && t.stages >= 0 && t.ctas_per_sm >= 0 && t.groups >= 0)
             ctx->fmt_tune[plan_fmt[i]] = t;
     }
+    const char *sv = getenv("DSV4_CUDA_MVI_SPARE");
+    ctx->mvi_spare = sv ? atoi(sv) : 0;
+    if (ctx->mvi_spare < 0) ctx->mvi_spare = 0;
     const char *iv = getenv("DSV4_CUDA_MV_IQ2");
     /* DSV4_CUDA_MV_IQ2=mask|sel: the pipeline kernel with that decoder; unset or "stream": the rows
      * streamed per warp (session 16) */
@@ -546,7 +549,11 @@ static bool mvs_plan(const dsv4_cuda_mv_ctx *ctx, int f, int64_t in, int64_t out
     if (ctas > fit) ctas = fit;
     if (ctas < 1) return false;
     const int64_t groups = (int64_t)k * out / pr, warps_needed = (groups + 1) / 2; /* >= 2 groups a warp */
-    int64_t g = (int64_t)ctas * ctx->sm_count;
+    /* IQ2_XXS: one CTA an SM, so an SM still busy with the kernel before (the router's block, a side lane's
+     * kernel) starts its CTA late and the launch ends with it; DSV4_CUDA_MVI_SPARE leaves that many SMs out
+     * (session 32 A/B; the rows' bits do not depend on which warp takes a group) */
+    int64_t g =
+        (int64_t)ctas * (ctx->sm_count - (iq2 && ctx->mvi_spare < ctx->sm_count ? ctx->mvi_spare : 0));
     if (g * warps > warps_needed) g = (warps_needed + warps - 1) / warps;
     *grid = (int)(g < 1 ? 1 : g);
     *smem = (int)need;

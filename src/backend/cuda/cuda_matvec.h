@@ -67,6 +67,7 @@ typedef struct dsv4_cuda_mv_ctx {
      * `tune`; zeros: the built-in plan */
     dsv4_cuda_mv_tuning fmt_tune[5];
     int *d_mid_tickets; /* DSV4_CUDA_MV_MID_TICKETS counters, zero between launches (the folded MoE mid) */
+    int mvi_spare;      /* DSV4_CUDA_MVI_SPARE: SMs the streamed IQ2_XXS launch leaves out (A/B) */
 } dsv4_cuda_mv_ctx;
 #define DSV4_CUDA_MV_MID_TICKETS 4096
 

@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(MVI_THREADS, 1) mvs_iq2_kernel(const mv_params
     uint8_t *ring = (uint32_t)warp < nb ? smem + warp * RING : lut + MV_IQ2S_TABLE_BYTES + (warp - nb) * RING;
     const uint32_t sring = (uint32_t)__cvta_generic_to_shared(ring) + 16u * (uint32_t)lane;
     cu_pdl_trigger();
-    mv_build_iq2s_table(p.sel, lut, tid, MVI_THREADS); /* a constant table: before the wait */
+    mv_build_iq2s_table_nt<MVI_THREADS>(p.sel, lut, tid); /* a constant table: before the wait */
     __syncthreads();
     const long long total = (long long)p.k * p.out / PR, wg = (long long)blockIdx.x * MVI_WARPS + warp,
                     nw = (long long)gridDim.x * MVI_WARPS;

@@ -623,6 +623,29 @@ static inline __host__ __device__ void mv_build_iq2s_table(const uint32_t *tab, 
         *(uint4 *)(lut + 16 * i) = make_uint4(v, v, v, v);
     }
 }
+/* mv_build_iq2s_table for NT threads (NT % 16 == 0, 4096 % NT == 0) with every table load issued before the
+ * first store: a thread's 16-byte steps all have the same word (NT is a multiple of 16) and lines e0 + s NT /
+ * 16, so its loads need no branch. Why (session 32, from the PTX): the generic loop's loads sat behind
+ * branches, one L2 round trip after another (8 a thread at NT = 512), and a CTA that starts late (its SM
+ * still busy with the kernel before) paid them in front of its first group. The same bytes (cuda_matvec_emu
+ * compares the two). */
+template <int NT>
+static inline __host__ __device__ void mv_build_iq2s_table_nt(const uint32_t *tab, uint8_t *lut, int tid) {
+    constexpr int STEPS = 4096 / NT;
+    const int w = (tid & 15) * 4, e0 = tid >> 4;
+    uint32_t v[STEPS];
+    MV_UNROLL
+    for (int s = 0; s < STEPS; s++) {
+        const int e = e0 + s * (NT / 16);
+        v[s] = tab[w < 32 ? e : 256 + (e & 127)];
+    }
+    MV_UNROLL
+    for (int s = 0; s < STEPS; s++) {
+        const int e = e0 + s * (NT / 16);
+        const uint32_t x = w < 32 || e < 128 ? v[s] : e == 255 && w == 32 ? MD_IQ2_POS : 0u;
+        *(uint4 *)(lut + 16 * (tid + NT * s)) = make_uint4(x, x, x, x);
+    }
+}
 /* mvs_iq2_kernel's CTA: 16 warps, one table, the warps' rings around it */
 #define MVI_WARPS 16
 #define MVI_THREADS (MVI_WARPS * 32)
