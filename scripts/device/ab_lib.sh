@@ -90,6 +90,16 @@ q8wg_chk() {
   grep -E "FAIL|TOPS|never" "$OUT/q8wg-$tag.txt" | sed 's/.*n=/n=/; s/outputs differ from quant_dot_q8_0/differ/' | cut -c1-160 | tee -a "$S"
   return $rc
 }
+# fusion_tiers FUSION_LIMIT TIERS_LIMIT: fusion_check.sh and tiers_cuda.sh (seconds each at most) into
+# $OUT/fusion, $OUT/tiers, their verdicts and FAIL / qnr / boundary lines
+fusion_tiers() {
+  OUT="$OUT/fusion" timeout "$1" bash "$ROOT/scripts/device/fusion_check.sh" >"$OUT/fusion.log" 2>&1
+  say "fusion_check rc $?: $(tail -1 "$OUT/fusion.log")"
+  grep -E "^FAIL|qnr" "$OUT/fusion.log" | head -30 | tee -a "$S"
+  OUT="$OUT/tiers" timeout "$2" bash "$ROOT/scripts/device/tiers_cuda.sh" >"$OUT/tiers.log" 2>&1
+  say "tiers_cuda rc $?: $(tail -1 "$OUT/tiers.log")"
+  grep -E "^FAIL|^ok|cost|boundary" "$OUT/tiers.log" | head -30 | tee -a "$S"
+}
 # ab_finish NAME: the closing line, then everything under $OUT but the summary in one archive NAME.tgz
 # (the device tool brings back few files)
 ab_finish() {

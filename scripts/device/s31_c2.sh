@@ -6,10 +6,5 @@ set -u
 SUMMARY=s31_c2
 . "$(dirname "$0")/ab_lib.sh"
 say "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-OUT="$OUT/fusion" timeout 330 bash "$ROOT/scripts/device/fusion_check.sh" >"$OUT/fusion.log" 2>&1
-say "fusion_check rc $?: $(tail -1 "$OUT/fusion.log")"
-grep -E "^FAIL|qnr" "$OUT/fusion.log" | head -30 | tee -a "$S"
-OUT="$OUT/tiers" timeout 180 bash "$ROOT/scripts/device/tiers_cuda.sh" >"$OUT/tiers.log" 2>&1
-say "tiers_cuda rc $?: $(tail -1 "$OUT/tiers.log")"
-grep -E "^FAIL|^ok|cost|boundary" "$OUT/tiers.log" | head -30 | tee -a "$S"
+fusion_tiers 330 180
 ab_finish "$SUMMARY"

@@ -44,12 +44,7 @@ if [ "${mem:-0}" -gt 120000 ]; then
   say "full flash done at ${SECONDS} s"
 fi
 if [ $SECONDS -lt 330 ]; then
-  OUT="$OUT/fusion" timeout 200 bash "$ROOT/scripts/device/fusion_check.sh" >"$OUT/fusion.log" 2>&1
-  say "fusion_check rc $?: $(tail -1 "$OUT/fusion.log")"
-  grep -E "^FAIL|qnr" "$OUT/fusion.log" | head -30 | tee -a "$S"
-  OUT="$OUT/tiers" timeout 100 bash "$ROOT/scripts/device/tiers_cuda.sh" >"$OUT/tiers.log" 2>&1
-  say "tiers_cuda rc $?: $(tail -1 "$OUT/tiers.log")"
-  grep -E "^FAIL|^ok|cost|boundary" "$OUT/tiers.log" | head -30 | tee -a "$S"
+  fusion_tiers 200 100
 else
   say "SKIP fusion_check, tiers_cuda: time (${SECONDS} s)"
 fi
