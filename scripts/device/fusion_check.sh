@@ -38,10 +38,18 @@ for name in tiny flash4; do
   dump nofusion DSV4_FUSION=off
   dump gateoff DSV4_CUDA_FUSED_GATE=off
   for f in $FUSIONS; do dump "fault-$f" DSV4_FAULT=$f; done
+  # flash4 decode: attn_qnr takes the query norm + RoPE (q_norm_rope, attn_rope) into the attention;
+  # those two are checked with attn_qnr disabled by name
+  QNR_TAGS=""
+  if [ "$name" = flash4 ]; then
+    dump noqnr DSV4_FUSION_DISABLE=attn_qnr
+    for f in q_norm_rope attn_rope; do dump "noqnr-fault-$f" DSV4_FUSION_DISABLE=attn_qnr DSV4_FAULT=$f; done
+    QNR_TAGS="noqnr noqnr-fault-q_norm_rope noqnr-fault-attn_rope"
+  fi
   # every decode step recorded: none fell back to op-by-op (a scratch buffer growing during a
   # recording used to make the first steps after a prefill run unrecorded)
   grep -qE "unrecorded after a failed recording 0" "$OUT/$name.on.err" && say "ok   $name: every decode step recorded" || { say "FAIL $name: decode steps ran unrecorded: $(grep -E 'decode steps' "$OUT/$name.on.err")"; fails=$((fails+1)); }
-  for tag in nofusion gateoff $(for f in $FUSIONS; do echo fault-$f; done); do
+  for tag in nofusion gateoff $(for f in $FUSIONS; do echo fault-$f; done) $QNR_TAGS; do
     if cmp -s "$W/$name.on.bin" "$W/$name.$tag.bin"; then say "ok   $name: fusions on == $tag (byte-identical)"
     else say "FAIL $name: fusions on != $tag"; fails=$((fails+1)); fi
   done
@@ -76,6 +84,10 @@ for name in tiny flash4; do
     son="$OUT/$name.on.err"; sfault="$OUT/$name.fault-$f.err"
     if [ "$name" = flash4 ] && [ "$f" = hc_post_add ]; then # decode FFNs take moe_sum_post: the prefill runs
       son="$OUT/$name.p64on.err"; sfault="$OUT/$name.p64fault.err"
+    fi
+    if [ "$name" = flash4 ] && { [ "$f" = q_norm_rope ] || [ "$f" = attn_rope ]; }; then # superseded by attn_qnr
+      grep -qE "^fusion $f: selected 0, fallback 0, faulted 0, skipped 0" "$son" && say "ok   $name: $f superseded by attn_qnr" || { say "FAIL $name: $f ran beside attn_qnr"; fails=$((fails+1)); }
+      son="$OUT/$name.noqnr.err"; sfault="$OUT/$name.noqnr-fault-$f.err"
     fi
     grep -qE "^fusion $f: selected [1-9]" "$son" && say "ok   $name: $f selected" || { say "FAIL $name: $f not selected"; fails=$((fails+1)); }
     grep -qE "^fusion $f: selected 0," "$OUT/$name.gateoff.err" && say "ok   $name: $f never selected with the gates off" || { say "FAIL $name: $f selected with gates off"; fails=$((fails+1)); }
