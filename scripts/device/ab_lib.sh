@@ -95,7 +95,7 @@ q8wg_chk() {
 fusion_tiers() {
   OUT="$OUT/fusion" timeout "$1" bash "$ROOT/scripts/device/fusion_check.sh" >"$OUT/fusion.log" 2>&1
   say "fusion_check rc $?: $(tail -1 "$OUT/fusion.log")"
-  grep -E "^FAIL|qnr" "$OUT/fusion.log" | head -30 | tee -a "$S"
+  grep -E "^FAIL|^ok.*qnr" "$OUT/fusion.log" | head -30 | tee -a "$S"
   OUT="$OUT/tiers" timeout "$2" bash "$ROOT/scripts/device/tiers_cuda.sh" >"$OUT/tiers.log" 2>&1
   say "tiers_cuda rc $?: $(tail -1 "$OUT/tiers.log")"
   grep -E "^FAIL|^ok|cost|boundary" "$OUT/tiers.log" | head -30 | tee -a "$S"

@@ -640,9 +640,25 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
         CUDA_OK(cudaMemset(dfa.p, 0xff, dfa.n * 4));
         launch_ok(dsv4_cuda_attention_fast((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p, raw_cap,
                                            raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq, dfa.p,
-                                           scratch.p),
+                                           scratch.p, nullptr),
                   "attention_fast");
         runs[k] = dfa.get();
+    }
+    /* the fold (bar): the split CTAs meet and combine their partials themselves == split + combine
+     * (bitwise); the barrier words are reused by every later fold of this test */
+    dbuf<unsigned> dbar(DSV4_CUDA_FA_BAR_WORDS);
+    CUDA_OK(cudaMemset(dbar.p, 0, dbar.n * sizeof(unsigned)));
+    for (int k = 0; k < 2; k++) {
+        CUDA_OK(cudaMemset(scratch.p, 0xff, scratch.n));
+        CUDA_OK(cudaMemset(dfa.p, 0xff, dfa.n * 4));
+        launch_ok(dsv4_cuda_attention_fast((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p, raw_cap,
+                                           raw_start, n_raw, dcomp.p, n_comp, ps, n_sel, dsinks.p, kq, dfa.p,
+                                           scratch.p, dbar.p),
+                  "attention_fast (fold)");
+        const bool ok = bits_equal(dfa.get(), runs[0]);
+        printf("%s attention fold %uh raw %u comp %u sel %u %s, launch %d: == split + combine (bitwise)\n",
+               ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32", k + 1);
+        (ok ? g_pass : g_fail)++;
     }
     /* attention_rope: the fast attention with the heads' inverse RoPE in its combine == the fast
      * attention, then the rope op (bitwise; YaRN and plain angles, a position past the raw ring) */
@@ -660,7 +676,7 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
         launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
                                                 raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
                                                 dsinks.p, kq, dfr.p, scratch.p, pos, &rp,
-                                                yarn ? dq8.p : nullptr),
+                                                yarn ? dq8.p : nullptr, nullptr),
                   "attention_fast_rope");
         const std::vector<float> fr = dfr.get();
         const bool ok = bits_equal(dref.get(), fr);
@@ -668,6 +684,22 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
                ok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32",
                yarn ? "yarn" : "plain");
         (ok ? g_pass : g_fail)++;
+        { /* the fold with the inverse RoPE and the Q8_0 blocks: the combine's bits and bytes */
+            dbuf<float> dff(q.size());
+            dbuf<uint8_t> dq8f(dq8.n);
+            CUDA_OK(cudaMemset(dff.p, 0xff, dff.n * 4));
+            CUDA_OK(cudaMemset(dq8f.p, 0x5a, dq8f.n));
+            launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
+                                                    raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
+                                                    dsinks.p, kq, dff.p, scratch.p, pos, &rp,
+                                                    yarn ? dq8f.p : nullptr, dbar.p),
+                      "attention_fast_rope (fold)");
+            const bool fok = bits_equal(dff.get(), fr) && (!yarn || dq8f.get() == dq8.get());
+            printf("%s attention_rope fold %uh raw %u comp %u sel %u %s %s: == the combine's (bitwise%s)\n",
+                   fok ? "ok  " : "FAIL", n_head, n_raw, n_comp, n_sel, f16 ? "f16" : "f32",
+                   yarn ? "yarn" : "plain", yarn ? ", Q8_0 bytes too" : "");
+            (fok ? g_pass : g_fail)++;
+        }
         if (yarn) { /* the blocks are quant_act_q8_0's bytes of the row it wrote */
             std::vector<dsv4_q8_0_act> want(q.size() / 32);
             quant_act_q8_0(fr.data(), want.data(), (int64_t)fr.size());
@@ -687,12 +719,13 @@ void test_fast_decode(rng &r, uint32_t n_head, uint32_t raw_cap, uint32_t raw_st
             "q_norm_rope");
         launch_ok(dsv4_cuda_attention_fast_rope((dsv4_cuda_stream)g_stream, dqn.p, n_head, 512, kt, draw.p,
                                                 raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
-                                                dsinks.p, kq, dqr.p, scratch.p, pos, &rp, nullptr),
+                                                dsinks.p, kq, dqr.p, scratch.p, pos, &rp, nullptr, nullptr),
                   "attention_fast_rope (normed q)");
         CUDA_OK(cudaMemset(dfq.p, 0xff, dfq.n * 4));
         launch_ok(dsv4_cuda_attention_fast_qnr_rope((dsv4_cuda_stream)g_stream, dq.p, n_head, 512, kt, draw.p,
                                                     raw_cap, raw_start, n_raw, dcomp.p, n_comp, ps, n_sel,
-                                                    dsinks.p, kq, dfq.p, scratch.p, pos, &rp, 1e-6f, nullptr),
+                                                    dsinks.p, kq, dfq.p, scratch.p, pos, &rp, 1e-6f, nullptr,
+                                                    yarn ? dbar.p : nullptr),
                   "attention_fast_qnr_rope");
         const bool qn_ok = bits_equal(dqr.get(), dfq.get()) && bits_equal(dq.get(), q);
         printf("%s attention_qnr %uh raw %u comp %u sel %u %s %s: fused == q_norm_rope + attention_rope "
@@ -972,7 +1005,7 @@ void test_fast_serial(rng &r, uint32_t n_head, uint32_t n, uint32_t pos0, uint32
         launch_ok(dsv4_cuda_attention_fast((dsv4_cuda_stream)g_stream, dq.p + (size_t)t * n_head * 512,
                                            n_head, 512, kt, dring.p, raw_cap, (p + 1 - nr) % raw_cap, nr, pc,
                                            nc, us ? dsel.p + (size_t)t * n_sel : nullptr, us ? n_sel : 0,
-                                           dsinks.p, kq, dtok.p, scratch.p),
+                                           dsinks.p, kq, dtok.p, scratch.p, nullptr),
                   "attention_fast");
         const std::vector<float> tok = dtok.get();
         same += memcmp(tok.data(), &chunk[(size_t)t * n_head * 512], tok.size() * 4) == 0;
@@ -1102,6 +1135,8 @@ void fast_timings(rng &r) {
     for (size_t i = 0; i < sel.size(); i++) sel[i] = (int32_t)(i % 512);
     dbuf<int32_t> dsel(sel);
     dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    dbuf<unsigned> dbar(DSV4_CUDA_FA_BAR_WORDS);
+    CUDA_OK(cudaMemset(dbar.p, 0, dbar.n * sizeof(unsigned)));
     const float kq = 1.0f / sqrtf(512.0f);
     const dsv4_cuda_stream s = (dsv4_cuda_stream)g_stream;
     struct dcase {
@@ -1123,10 +1158,18 @@ void fast_timings(rng &r) {
         const double new_us = graph_us(
             [&] {
                 return dsv4_cuda_attention_fast(s, q.p, H, 512, DSV4_TYPE_F16, draw.p, 128, 37, 128, dcomp.p,
-                                                c.n_comp, ps, c.n_sel, sinks.p, kq, out.p, scratch.p);
+                                                c.n_comp, ps, c.n_sel, sinks.p, kq, out.p, scratch.p,
+                                                nullptr);
+            },
+            20, 11);
+        const double fold_us = graph_us(
+            [&] {
+                return dsv4_cuda_attention_fast(s, q.p, H, 512, DSV4_TYPE_F16, draw.p, 128, 37, 128, dcomp.p,
+                                                c.n_comp, ps, c.n_sel, sinks.p, kq, out.p, scratch.p, dbar.p);
             },
             20, 11);
         printf("RESULT %s %.2f %.2f\n", c.name, old_us, new_us);
+        printf("FOLD %s: split + combine %.2f us, fold %.2f us\n", c.name, new_us, fold_us);
     }
     struct ccase {
         const char *name;
@@ -1165,6 +1208,8 @@ void tc_timings(rng &r) {
     dbuf<float> q(normals(r, (size_t)2048 * H * 512)), ckv(ck.v), sinks(normals(r, H, 2.0f)),
         out((size_t)2048 * H * 512);
     dbuf<uint8_t> scratch(dsv4_cuda_attention_fast_scratch_bytes());
+    dbuf<unsigned> dbar(DSV4_CUDA_FA_BAR_WORDS);
+    CUDA_OK(cudaMemset(dbar.p, 0, dbar.n * sizeof(unsigned)));
     const float kq = 1.0f / sqrtf(512.0f);
     const dsv4_cuda_stream s = (dsv4_cuda_stream)g_stream;
     struct ccase {

@@ -89,7 +89,11 @@ int dsv4_cuda_attention_chunk(dsv4_cuda_stream s, const float *q, uint32_t n, ui
  * (within 2e-6 of max|exact| per head on realistic data), deterministic. Applies when _ok says so
  * (head_dim 512, n_head a multiple of 16, 16-byte aligned q, out and rows); scratch: a device
  * buffer of dsv4_cuda_attention_fast_scratch_bytes() bytes (a constant) for the split partials
- * (decode always uses it: the same two launches at every position, as a recorded step needs). */
+ * (decode always uses it: the same launches at every position, as a recorded step needs). bar (decode
+ * only; NULL: none): DSV4_CUDA_FA_BAR_WORDS zeroed words of device memory that no other launch uses at
+ * the same time; with it the split kernel's CTAs meet and fold their partials themselves (the
+ * combine kernel's arithmetic: the same bits) and the combine launch is left out. */
+#define DSV4_CUDA_FA_BAR_WORDS 128
 size_t dsv4_cuda_attention_fast_scratch_bytes(void);
 bool dsv4_cuda_attention_fast_ok(uint32_t n_head, uint32_t head_dim, const void *q, const void *out,
                                  const void *raw, const void *comp, const void *chunk_kv);
@@ -97,7 +101,7 @@ int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head
                              uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                              uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                              uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
-                             void *scratch);
+                             void *scratch, unsigned *bar);
 /* dsv4_cuda_attention_fast, then the heads' inverse RoPE at position pos (dsv4_cuda_rope_tail(out, 1,
  * n_head, head_dim, pos, 1, rope, true)) inside the combine launch: the same bits as the two calls.
  * outq (NULL: none): the combine also writes out's Q8_0 activation blocks there (n_head * head_dim / 32
@@ -106,7 +110,8 @@ int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q, uint32_t n
                                   uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                                   uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                   uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
-                                  void *scratch, uint32_t pos, const dsv4_rope *rope, void *outq);
+                                  void *scratch, uint32_t pos, const dsv4_rope *rope, void *outq,
+                                  unsigned *bar);
 /* dsv4_cuda_attention_fast_rope of the raw query heads q, normed (no weight, eps) and rotated at pos on the
  * way in, q itself left as it is: the same bits as dsv4_cuda_q_norm_rope(q, 1, n_head, head_dim, eps, pos,
  * 1, rope) before the call (DSV4_FUSED_ATTN_QNR). */
@@ -115,7 +120,7 @@ int dsv4_cuda_attention_fast_qnr_rope(dsv4_cuda_stream s, const float *q, uint32
                                       uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                                       uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out,
                                       void *scratch, uint32_t pos, const dsv4_rope *rope, float eps,
-                                      void *outq);
+                                      void *outq, unsigned *bar);
 int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,
                                    uint32_t head_dim, uint32_t pos0, const float *chunk_kv, uint32_t kv_type,
                                    const void *raw, uint32_t raw_cap, const void *comp, uint32_t ratio,

@@ -56,6 +56,57 @@ template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t
     }
 }
 
+/* One output element of the decode combine (every lane of the warp calls it: lanes are 32 consecutive d of
+ * head h, one Q8_0 block, and the RoPE partner is the neighbouring lane): the segments folded, the sink,
+ * ra.half > 0 the inverse RoPE of the tail with rope_rotate's expression (the rope op's bits; rot, cs, sn:
+ * this element's angle), then out and its Q8_0 block. CG: the partials read around L1. */
+template <bool CG>
+__device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
+                                               uint32_t d, uint32_t splits, bool rot, float cs, float sn) {
+    const uint32_t r0 = FA_D - 2 * ra.half; /* first RoPE element of a head */
+    const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
+    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
+    float v = fa_combine_pf<16, CG>(m, l, a.part + idx * FA_D + d, FA_D, splits, a.sinks[h]);
+    if (ra.half > 0) { /* uniform per launch: every lane takes part in the shuffle */
+        const float other = __shfl_xor_sync(0xffffffffu, v, 1);
+        if (rot) {
+            float x0 = (d - r0) & 1u ? other : v, x1 = (d - r0) & 1u ? v : other;
+            rope_rotate(&x0, &x1, cs, sn);
+            v = (d - r0) & 1u ? x1 : x0;
+        }
+    }
+    a.out[th * FA_D + d] = v;
+    /* a warp's 32 values are one Q8_0 block (FA_D is a multiple of 32) */
+    if (a.outq) act_q8_0_store_lane(v, (th * FA_D + d) >> 5, a.outq);
+}
+
+__device__ __forceinline__ uint64_t fa_ns(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* The n segment CTAs of one head group meet (thread 0 of each; bar: count, generation). Every CTA of the
+ * grid is resident by then: fa_max_splits keeps the grid within the CTAs the device holds at once, the
+ * earlier kernel has finished (cu_pdl_wait) and the next one starts only after every CTA of this one has
+ * triggered. The last to arrive resets the count and advances the generation the others wait on; a wait
+ * past 2 s traps (a launch error, never a hang). */
+__device__ __forceinline__ void fa_meet(unsigned *bar, uint32_t n) {
+    volatile unsigned *gen = bar + 1;
+    const unsigned g = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == n - 1) {
+        atomicExch(bar, 0u);
+        __threadfence();
+        atomicAdd(bar + 1, 1u);
+    } else {
+        const uint64_t t0 = fa_ns();
+        while (*gen == g)
+            if (fa_ns() - t0 > 2000000000ull) __trap();
+    }
+    __threadfence();
+}
+
 /* on = 1 (attention_qnr): q holds the raw query heads, normed and rotated on the way in as q_norm_rope
  * does (qnr_head512: its bits), q itself left as it is. */
 struct fa_qnr {
@@ -64,7 +115,7 @@ struct fa_qnr {
     uint32_t on;
 };
 
-__global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a, fa_qnr r) {
+__global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a, fa_qnr r, rope_args ra) {
     cu_pdl_trigger();
     extern __shared__ __align__(16) unsigned char fa_dyn[];
     fa_smem &s = *reinterpret_cast<fa_smem *>(fa_dyn);
@@ -232,6 +283,22 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a, fa_qnr r) {
             }
         }
     }
+    if (!a.part || !a.bar) return;
+    /* decode fold (a.bar): the head group's segments meet, then CTA seg combines the group's 32-value
+     * blocks seg, seg + splits, ... (warp w from block seg + splits w): the combine kernel's elements */
+    __threadfence(); /* this thread's partials, before the meeting counts them */
+    __syncthreads();
+    if (tid == 0) fa_meet(a.bar + 2 * blockIdx.x, tp.splits);
+    __syncthreads();
+    constexpr uint32_t NB = FA_G * FA_D / 32, BPH = FA_D / 32, NW = FA_T / 32;
+    const uint32_t r0 = FA_D - 2 * ra.half;
+    for (uint32_t b = seg + tp.splits * w; b < NB; b += tp.splits * NW) { /* warp-uniform */
+        const uint32_t d = (b % BPH) * 32 + lane;
+        const bool rot = ra.half > 0 && d >= r0;
+        float cs = 0.0f, sn = 0.0f;
+        if (rot) rope_pair_cs_sn(ra, ra.pos0 + t * ra.pos_step, (d - r0) >> 1, &cs, &sn);
+        fa_combine_out<true>(a, ra, h0 + b / BPH, t, d, tp.splits, rot, cs, sn);
+    }
 }
 
 /* grid (n_head, FA_D / FA_CT, n): one thread per output element folds its token's segments. */
@@ -250,20 +317,7 @@ __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args 
     cu_pdl_wait();
     const fa_tok k = fa_token(a, t);
     const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
-    const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
-    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
-    float v = fa_combine_pf<16>(m, l, a.part + idx * FA_D + d, FA_D, tp.splits, a.sinks[h]);
-    if (ra.half > 0) { /* uniform per launch: every lane takes part in the shuffle */
-        const float other = __shfl_xor_sync(0xffffffffu, v, 1);
-        if (rot) {
-            float x0 = (d - r0) & 1u ? other : v, x1 = (d - r0) & 1u ? v : other;
-            rope_rotate(&x0, &x1, cs, sn);
-            v = (d - r0) & 1u ? x1 : x0;
-        }
-    }
-    a.out[th * FA_D + d] = v;
-    /* a warp's 32 values are one Q8_0 block (FA_CT and FA_D are multiples of 32) */
-    if (a.outq) act_q8_0_store_lane(v, (th * FA_D + d) >> 5, a.outq);
+    fa_combine_out<false>(a, ra, h, t, d, tp.splits, rot, cs, sn); /* FA_CT: whole warps of one head */
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -274,7 +328,7 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
  * device holds at once, so the segments (and the bits) are a function of the device and the
  * token's row count only. */
 int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool decode, cudaStream_t st,
-              const rope_args *ra = nullptr, const fa_qnr *qr = nullptr) {
+              const rope_args *ra = nullptr, const fa_qnr *qr = nullptr, unsigned *bar = nullptr) {
     const size_t smem = sizeof(fa_smem);
     int dev = 0, sms = 0, occ = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -288,12 +342,18 @@ int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool dec
     const fa_launch_shape g = fa_shape(a, n, max_rows, scratch != nullptr, decode);
     a.part = g.segments ? (float *)scratch : nullptr;
     a.stride = g.grid_y;
-    if (qr && n != 1) return (int)cudaErrorInvalidValue; /* one token's angles */
-    fa_qnr no_qnr = {};
-    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a, qr ? *qr : no_qnr);
+    if (qr && n != 1) return (int)cudaErrorInvalidValue;              /* one token's angles */
     if (ra && !g.segments) return (int)cudaErrorInvalidConfiguration; /* the RoPE rides on the combine */
+    /* the fold: one decode token, its grid within the device (fa_meet), a barrier pair per head group */
+    a.bar = bar && decode && n == 1 && g.segments && a.n_head / FA_G <= FA_BAR_GROUPS &&
+                    (uint64_t)(a.n_head / FA_G) * g.grid_y <= a.slots
+                ? bar
+                : nullptr;
+    fa_qnr no_qnr = {};
     rope_args none = {};
-    if (g.segments) fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a, ra ? *ra : none);
+    fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a, qr ? *qr : no_qnr, ra ? *ra : none);
+    if (g.segments && !a.bar)
+        fa_combine_kernel<<<dim3(a.n_head, FA_D / FA_CT, n), FA_CT, 0, st>>>(a, ra ? *ra : none);
     return attn_launch_status();
 }
 
@@ -312,7 +372,8 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
                           uint32_t kv_type, const void *raw, uint32_t raw_cap, uint32_t raw_start,
                           uint32_t n_raw, const void *comp, uint32_t n_comp, const int32_t *sel,
                           uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out, void *scratch,
-                          const rope_args *rope_inv, void *outq = nullptr, const fa_qnr *qr = nullptr) {
+                          const rope_args *rope_inv, void *outq = nullptr, const fa_qnr *qr = nullptr,
+                          unsigned *bar = nullptr) {
     if (n_raw > raw_cap || (n_raw && raw_start >= raw_cap)) return (int)cudaErrorInvalidValue;
     if (kv_type != DSV4_TYPE_F32 && kv_type != DSV4_TYPE_F16) return (int)cudaErrorInvalidValue;
     if (!dsv4_cuda_attention_fast_ok(n_head, head_dim, q, out, raw, comp, nullptr) || !aligned16(scratch))
@@ -335,16 +396,17 @@ static int attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head, u
     a.kq_scale = kq_scale;
     a.half = kv_type == DSV4_TYPE_F16;
     const uint32_t max_rows = n_raw + (sel ? n_sel : n_comp);
-    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s, rope_inv, qr);
+    return fa_launch(a, 1, max_rows, scratch, true, (cudaStream_t)s, rope_inv, qr, bar);
 }
 
 extern "C" int dsv4_cuda_attention_fast(dsv4_cuda_stream s, const float *q, uint32_t n_head,
                                         uint32_t head_dim, uint32_t kv_type, const void *raw,
                                         uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
                                         const void *comp, uint32_t n_comp, const int32_t *sel, uint32_t n_sel,
-                                        const float *sinks_dev, float kq_scale, float *out, void *scratch) {
+                                        const float *sinks_dev, float kq_scale, float *out, void *scratch,
+                                        unsigned *bar) {
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                          n_sel, sinks_dev, kq_scale, out, scratch, nullptr);
+                          n_sel, sinks_dev, kq_scale, out, scratch, nullptr, nullptr, nullptr, bar);
 }
 
 extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head,
@@ -353,21 +415,19 @@ extern "C" int dsv4_cuda_attention_fast_rope(dsv4_cuda_stream s, const float *q,
                                              const void *comp, uint32_t n_comp, const int32_t *sel,
                                              uint32_t n_sel, const float *sinks_dev, float kq_scale,
                                              float *out, void *scratch, uint32_t pos, const dsv4_rope *rope,
-                                             void *outq) {
+                                             void *outq, unsigned *bar) {
     if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
     if (outq && ((uintptr_t)outq & 3u) != 0) return (int)cudaErrorInvalidValue;
     const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq);
+                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq, nullptr, bar);
 }
 
-extern "C" int dsv4_cuda_attention_fast_qnr_rope(dsv4_cuda_stream s, const float *q, uint32_t n_head,
-                                                 uint32_t head_dim, uint32_t kv_type, const void *raw,
-                                                 uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw,
-                                                 const void *comp, uint32_t n_comp, const int32_t *sel,
-                                                 uint32_t n_sel, const float *sinks_dev, float kq_scale,
-                                                 float *out, void *scratch, uint32_t pos,
-                                                 const dsv4_rope *rope, float eps, void *outq) {
+extern "C" int dsv4_cuda_attention_fast_qnr_rope(
+    dsv4_cuda_stream s, const float *q, uint32_t n_head, uint32_t head_dim, uint32_t kv_type, const void *raw,
+    uint32_t raw_cap, uint32_t raw_start, uint32_t n_raw, const void *comp, uint32_t n_comp,
+    const int32_t *sel, uint32_t n_sel, const float *sinks_dev, float kq_scale, float *out, void *scratch,
+    uint32_t pos, const dsv4_rope *rope, float eps, void *outq, unsigned *bar) {
     if (!rope || rope->n_rot % 2 || rope->n_rot > head_dim) return (int)cudaErrorInvalidValue;
     if (outq && ((uintptr_t)outq & 3u) != 0) return (int)cudaErrorInvalidValue;
     const rope_args ra = rope_args_make(rope, true, n_head, head_dim, pos, 1);
@@ -376,7 +436,7 @@ extern "C" int dsv4_cuda_attention_fast_qnr_rope(dsv4_cuda_stream s, const float
     qr.eps = eps;
     qr.on = 1;
     return attention_fast(s, q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq, &qr);
+                          n_sel, sinks_dev, kq_scale, out, scratch, &ra, outq, &qr, bar);
 }
 
 extern "C" int dsv4_cuda_attention_chunk_fast(dsv4_cuda_stream s, const float *q, uint32_t n, uint32_t n_head,

@@ -43,6 +43,7 @@ constexpr uint32_t FA_SMAX = 64;       /* splits of one (token, head group) at m
 constexpr uint32_t FA_PART = 4096;     /* (token, head, split) partials the scratch holds */
 constexpr uint32_t FA_ROWB = FA_D * 4; /* staged bytes of a row (F32 at most) */
 /* scratch: o [FA_PART][FA_D], then m [FA_PART], then l [FA_PART] */
+constexpr uint32_t FA_BAR_GROUPS = 64; /* decode fold: head groups a barrier buffer serves (2 words each) */
 constexpr size_t FA_SCRATCH_BYTES = (size_t)FA_PART * (FA_D + 2) * sizeof(float);
 
 static_assert(FA_T / 32 == (FA_G / FA_HW) * (FA_TR / FA_RW), "warps = head quads x row halves");
@@ -60,6 +61,7 @@ struct fa_args {
     float *out;      /* [n][n_head][FA_D] */
     uint8_t *outq;   /* decode combine: out's Q8_0 activation blocks too (nullptr: none) */
     float *part;     /* scratch of the split partials, or nullptr: each CTA finishes its heads */
+    unsigned *bar;   /* decode fold (fa_launch): 2 words a head group, zero at first; nullptr: the combine */
     const float *kv; /* attention_chunk: the chunk's own F32 rows (positions >= pos0); decode: nullptr */
     uint32_t n_head, raw_cap, raw_start, n_raw, n_comp, n_sel, pos0, ratio;
     uint32_t slots;  /* CTAs the device holds at once (fa_token_plan) */
@@ -274,9 +276,17 @@ FA_HD float fa_combine_one(const float *m, const float *l, const float *o, uint6
     return O * fa_finish_scale(sink, M, L);
 }
 
+/* CG: a load that skips L1 (the fold reads partials other CTAs of the same launch wrote) */
+template <bool CG> FA_HD float fa_ld(const float *p) {
+#ifdef __CUDA_ARCH__
+    if (CG) return __ldcg(p);
+#endif
+    return *p;
+}
+
 /* fa_combine_one with the loads of PF segments issued before their folds (the same folds in the same
  * order: the same bits). The decode combine's time was the chain of one L2 round trip per segment. */
-template <uint32_t PF>
+template <uint32_t PF, bool CG = false>
 FA_HD float fa_combine_pf(const float *m, const float *l, const float *o, uint64_t o_stride, uint32_t n,
                           float sink) {
     float M = -INFINITY, L = 0.0f, O = 0.0f;
@@ -284,7 +294,9 @@ FA_HD float fa_combine_pf(const float *m, const float *l, const float *o, uint64
         float mv[PF], lv[PF], ov[PF];
         FA_UNROLL
         for (uint32_t j = 0; j < PF; j++)
-            if (j0 + j < n) mv[j] = m[j0 + j], lv[j] = l[j0 + j], ov[j] = o[(uint64_t)(j0 + j) * o_stride];
+            if (j0 + j < n)
+                mv[j] = fa_ld<CG>(m + j0 + j), lv[j] = fa_ld<CG>(l + j0 + j),
+                ov[j] = fa_ld<CG>(o + (uint64_t)(j0 + j) * o_stride);
         FA_UNROLL
         for (uint32_t j = 0; j < PF; j++)
             if (j0 + j < n) {

@@ -184,7 +184,9 @@ typedef struct cuda_ctx {
     int32_t *d_iota;       /* 0, 1, ..., CU_IOTA-1: group ids of matmul_grouped */
     unsigned *d_hc_ticket; /* one-launch hc pre step: blocks done (0 between launches) */
     unsigned *d_hc_tail;   /* hc_tail_kernel: [0] count, [32] generation (grid); [64] ticket (last); [96] the
-                              router epilogue's ticket (cu_matmuls_router) */
+                              router epilogue's ticket (cu_matmuls_router); [128] the decode attention
+                              fold's barriers, a set per lane (cu_fa_bar); CU_SYNC_WORDS in all, zeroed */
+    bool fa_fold;          /* not DSV4_CUDA_FA_FOLD=0: the decode attention folds its splits (no combine) */
     /* scratch */
     void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
     size_t scratch_bytes[2 * CU_SLOTS];
@@ -321,6 +323,8 @@ dsv4_status cu_matmul_multi(void *ctx, const dsv4_matmul_item *items, uint32_t n
                             dsv4_error *err);
 /* The matmul_grouped op (one launch for one token, else one matmul per group). */
 #define CU_IOTA 64
+/* d_hc_tail's words: the hc tail's and router's 128, then a decode attention fold set per lane */
+#define CU_SYNC_WORDS (128 + 2 * 128) /* 128: DSV4_CUDA_FA_BAR_WORDS (cu_fa_bar checks) */
 dsv4_status cu_matmul_grouped(void *ctx, const dsv4_tensor *w, uint32_t n_groups, const float *x,
                               uint64_t x_stride, uint32_t n, float *y, uint64_t y_stride, dsv4_error *err);
 

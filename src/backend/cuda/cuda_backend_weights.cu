@@ -232,7 +232,7 @@ dsv4_status cu_tables_init(cuda_ctx *c, dsv4_error *err) {
     if (e == cudaSuccess) e = cudaMemcpy(c->d_iota, iota, sizeof iota, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_hc_ticket, sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->d_hc_ticket, 0, sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_hc_tail, 128 * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(c->d_hc_tail, 0, 128 * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->d_hc_tail, CU_SYNC_WORDS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(c->d_hc_tail, 0, CU_SYNC_WORDS * sizeof(unsigned));
     return e == cudaSuccess ? DSV4_OK : cu_fail(err, e, "device tables");
 }

@@ -160,6 +160,15 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
  * prefill kernel (cuda_attn_tc.cu) takes attention_chunk; decode stays on the fast kernel. */
 static bool attn_fast(const cuda_ctx *c) { return c->numerics == DSV4_NUMERICS_DS4 && !c->attn_exact; }
 
+/* The decode attention fold's barrier words (the current lane's set: the lanes may each run an
+ * attention), or NULL (DSV4_CUDA_FA_FOLD=0: the split kernel and the combine, the same bits). */
+static_assert(DSV4_CUDA_FA_BAR_WORDS == 128 && CU_SYNC_WORDS == 128 + 2 * DSV4_CUDA_FA_BAR_WORDS,
+              "d_hc_tail holds a fold set per lane after its first 128 words");
+static unsigned *cu_fa_bar(const cuda_ctx *c) {
+    if (!c->fa_fold || !c->d_hc_tail) return NULL;
+    return c->d_hc_tail + 128 + (c->lane == 1 ? DSV4_CUDA_FA_BAR_WORDS : 0);
+}
+
 /* KV row types the attention / indexer ops read (FP4: indexer rows only) */
 static dsv4_status kv_type_ok(uint32_t type, uint32_t width, bool fp4, const char *op, dsv4_error *err) {
     if (type == DSV4_TYPE_F32 || type == DSV4_TYPE_F16 || (fp4 && type == DSV4_KV_FP4 && width % 32 == 0))
@@ -243,7 +252,7 @@ dsv4_status cu_attention(void *vctx, const float *q, uint32_t n_head, uint32_t h
         if (!scr) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
         return attn_rc(dsv4_cuda_attention_fast(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap,
                                                 raw_start, n_raw, comp, n_comp, sel, n_sel, sd, kq_scale, out,
-                                                scr),
+                                                scr, cu_fa_bar(c)),
                        "attention (fast)", err);
     }
     return attn_rc(dsv4_cuda_attention(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start,
@@ -279,12 +288,12 @@ static dsv4_status attention_rope_run(cuda_ctx *c, const float *q, uint32_t n_he
     uint8_t *oq = c->preq_attn ? (uint8_t *)cu_scratch(c, CU_SLOT_PREQA, qd / 32 * 36, err) : NULL;
     if (c->preq_attn && !oq) return c->step_capturing ? DSV4_ERR_UNSUPPORTED : DSV4_ERR_NOMEM;
     cu_preq_clear(c); /* out is rewritten */
-    const int rc = qnr ? dsv4_cuda_attention_fast_qnr_rope(STREAM(c), q, n_head, head_dim, kv_type, raw,
-                                                           raw_cap, raw_start, n_raw, comp, n_comp, sel,
-                                                           n_sel, sd, kq_scale, out, scr, pos, rope, eps, oq)
+    const int rc = qnr ? dsv4_cuda_attention_fast_qnr_rope(
+                             STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap, raw_start, n_raw, comp,
+                             n_comp, sel, n_sel, sd, kq_scale, out, scr, pos, rope, eps, oq, cu_fa_bar(c))
                        : dsv4_cuda_attention_fast_rope(STREAM(c), q, n_head, head_dim, kv_type, raw, raw_cap,
                                                        raw_start, n_raw, comp, n_comp, sel, n_sel, sd,
-                                                       kq_scale, out, scr, pos, rope, oq);
+                                                       kq_scale, out, scr, pos, rope, oq, cu_fa_bar(c));
     const dsv4_status st = attn_rc(
         rc, qnr ? "attention (fast) + query norm, rope + inverse rope" : "attention (fast) + inverse rope",
         err);
