@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 33 call 2 (one H100 or H200, ~8 min; the full flash part on an H200 only): the decode attention fold
-# (the split CTAs meet and combine their own partials; DSV4_CUDA_FA_FOLD=0: the combine kernel). test_cuda_attn
+# (the split CTAs meet and combine their own partials; DSV4_CUDA_FA_FOLD=0: the combine kernel; =2: two blocks a
+# round trip). test_cuda_attn
 # (fold == split + combine, bitwise, and graph timings of both), cuda_ops_check, flash4 logits fold vs
 # DSV4_CUDA_FA_FOLD=0 at chunk 1 (2,200 positions: the indexer layers too) and 3, fusion_check (its
 # q_norm_rope / attn_rope checks now with attn_qnr disabled), flash4 2K decode interleaved, then the full
@@ -14,17 +15,22 @@ timeout 150 "$C/test_cuda_attn" >"$OUT/test_cuda_attn.txt" 2>&1
 say "test_cuda_attn rc $?: $(tail -1 "$OUT/test_cuda_attn.txt")"
 grep -E "^FAIL|fold|^FOLD" "$OUT/test_cuda_attn.txt" | grep -v "^ok" | head -20 | tee -a "$S"
 say "fold checks ok: $(grep -c '^ok.*fold' "$OUT/test_cuda_attn.txt"), failed: $(grep -c '^FAIL.*fold' "$OUT/test_cuda_attn.txt")"
+DSV4_CUDA_FA_FOLD=2 timeout 150 "$C/test_cuda_attn" >"$OUT/test_cuda_attn-f2.txt" 2>&1
+say "test_cuda_attn (FOLD=2: pairs) rc $?: $(tail -1 "$OUT/test_cuda_attn-f2.txt")"
+grep -E "^FOLD" "$OUT/test_cuda_attn-f2.txt" | head -8 | sed 's/^/pairs /' | tee -a "$S"
+say "pair fold checks ok: $(grep -c '^ok.*fold' "$OUT/test_cuda_attn-f2.txt"), failed: $(grep -c '^FAIL.*fold' "$OUT/test_cuda_attn-f2.txt")"
 ab_ops_check "attention"
 dump "new-c1" "$C/dsv4" 1 toks-long
 vs_env "nofold-c1" 1 toks-long DSV4_CUDA_FA_FOLD=0
+vs_env "pairs-c1" 1 toks-long DSV4_CUDA_FA_FOLD=2
 dump "new-c3" "$C/dsv4" 3 toks
 vs_env "nofold-c3" 3 toks DSV4_CUDA_FA_FOLD=0
 say "checks done at ${SECONDS} s"
 P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corpus.txt"
 A="-m $M --backend cuda --prompt-file $P --ctx-start 2048 --ctx-max 2048 --gen-tokens 128"
 for i in 1 2 3; do
-  for m in fold nofold; do
-    f=1; [ $m = nofold ] && f=0
+  for m in fold nofold pairs; do
+    f=1; [ $m = nofold ] && f=0; [ $m = pairs ] && f=2
     DSV4_CUDA_FA_FOLD=$f timeout 60 "$C/dsv4-bench" $A >"$OUT/bench-$m-$i.csv" 2>"$OUT/bench-$m-$i.err"
     say "flash4 2K $m $i: $(tail -1 "$OUT/bench-$m-$i.csv")"
   done
@@ -35,6 +41,7 @@ if [ "${mem:-0}" -gt 120000 ]; then
   for i in 1 2; do
     run "fold-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
     run "nofold-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64" DSV4_CUDA_FA_FOLD=0
+    run "pairs-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64" DSV4_CUDA_FA_FOLD=2
   done
   say "full flash 2K done at ${SECONDS} s"
   if [ $SECONDS -lt 380 ]; then

@@ -619,14 +619,21 @@ static void check_combine_pf(void) {
                 l[j] = empty ? 0.0f : 1.0f + uni() * 30.0f;
                 for (int k = 0; k < 3; k++) o[3 * j + k] = empty ? 0.0f : gauss() * l[j];
             }
-            const float sink = gauss() * 3.0f;
+            const float sink = gauss() * 3.0f, sink2 = gauss() * 3.0f;
             for (int k = 0; k < 3; k++) {
                 const float a = fa_combine_one(m, l, o + k, 3, n, sink),
                             b = fa_combine_pf<16>(m, l, o + k, 3, n, sink);
                 ok = ok && memcmp(&a, &b, sizeof a) == 0;
+                /* the pair form: element k with element (k + 1) % 3 of the same segments, other sinks */
+                const int k2 = (k + 1) % 3;
+                const float c = fa_combine_one(m, l, o + k2, 3, n, sink2);
+                float pa, pb;
+                fa_combine_pf2<16>(m, l, o + k, m, l, o + k2, 3, n, sink, sink2, &pa, &pb);
+                ok = ok && memcmp(&a, &pa, sizeof a) == 0 && memcmp(&c, &pb, sizeof c) == 0;
             }
         }
-    printf("%-4s combine prefetch    fa_combine_pf == fa_combine_one (bitwise), 1..70 segments\n",
+    printf("%-4s combine prefetch    fa_combine_pf and fa_combine_pf2 == fa_combine_one (bitwise), 1..70 "
+           "segments\n",
            ok ? "PASS" : "FAIL");
     (ok ? g_pass : g_fail)++;
 }

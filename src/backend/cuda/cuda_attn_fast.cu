@@ -8,6 +8,9 @@
  * (F16 -> F32, masked rows -> zeros) after the copy lands. Four barriers per tile. Decode always
  * launches the split kernel and the combine, so a recorded step has the same two nodes at every
  * position (only grid sizes and arguments change). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_act_quant.cuh"
 #include "backend/cuda/cuda_attn_common.cuh"
 #include "backend/cuda/cuda_attn_fast.cuh"
@@ -60,13 +63,11 @@ template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t
  * head h, one Q8_0 block, and the RoPE partner is the neighbouring lane): the segments folded, the sink,
  * ra.half > 0 the inverse RoPE of the tail with rope_rotate's expression (the rope op's bits; rot, cs, sn:
  * this element's angle), then out and its Q8_0 block. CG: the partials read around L1. */
-template <bool CG>
-__device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
-                                               uint32_t d, uint32_t splits, bool rot, float cs, float sn) {
+/* the combine's output of element d of head h (token t): value v, then as fa_combine_out */
+__device__ __forceinline__ void fa_combine_put(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
+                                               uint32_t d, float v, bool rot, float cs, float sn) {
     const uint32_t r0 = FA_D - 2 * ra.half; /* first RoPE element of a head */
-    const uint64_t th = (uint64_t)t * a.n_head + h, idx = th * a.stride;
-    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx, *l = m + FA_PART;
-    float v = fa_combine_pf<16, CG>(m, l, a.part + idx * FA_D + d, FA_D, splits, a.sinks[h]);
+    const uint64_t th = (uint64_t)t * a.n_head + h;
     if (ra.half > 0) { /* uniform per launch: every lane takes part in the shuffle */
         const float other = __shfl_xor_sync(0xffffffffu, v, 1);
         if (rot) {
@@ -78,6 +79,35 @@ __device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args
     a.out[th * FA_D + d] = v;
     /* a warp's 32 values are one Q8_0 block (FA_D is a multiple of 32) */
     if (a.outq) act_q8_0_store_lane(v, (th * FA_D + d) >> 5, a.outq);
+}
+
+/* The partials of element d of head h (token t): m, l (per segment) and o (stride FA_D) */
+struct fa_pref {
+    const float *m, *l, *o;
+};
+__device__ __forceinline__ fa_pref fa_partials(const fa_args &a, uint32_t h, uint32_t t, uint32_t d) {
+    const uint64_t idx = ((uint64_t)t * a.n_head + h) * a.stride;
+    const float *m = a.part + (uint64_t)FA_PART * FA_D + idx;
+    return {m, m + FA_PART, a.part + idx * FA_D + d};
+}
+
+template <bool CG>
+__device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
+                                               uint32_t d, uint32_t splits, bool rot, float cs, float sn) {
+    const fa_pref p = fa_partials(a, h, t, d);
+    fa_combine_put(a, ra, h, t, d, fa_combine_pf<16, CG>(p.m, p.l, p.o, FA_D, splits, a.sinks[h]), rot, cs,
+                   sn);
+}
+
+/* element d's RoPE angle (rot: d is in the tail), as fa_combine_kernel computes it */
+__device__ __forceinline__ bool fa_out_angle(const rope_args &ra, uint32_t t, uint32_t d, float *cs,
+                                             float *sn) {
+    const uint32_t r0 = FA_D - 2 * ra.half;
+    const bool rot = ra.half > 0 && d >= r0;
+    *cs = 0.0f;
+    *sn = 0.0f;
+    if (rot) rope_pair_cs_sn(ra, ra.pos0 + t * ra.pos_step, (d - r0) >> 1, cs, sn);
+    return rot;
 }
 
 __device__ __forceinline__ uint64_t fa_ns(void) {
@@ -291,12 +321,24 @@ __global__ void __launch_bounds__(FA_T, 1) fa_kernel(fa_args a, fa_qnr r, rope_a
     if (tid == 0) fa_meet(a.bar + 2 * blockIdx.x, tp.splits);
     __syncthreads();
     constexpr uint32_t NB = FA_G * FA_D / 32, BPH = FA_D / 32, NW = FA_T / 32;
-    const uint32_t r0 = FA_D - 2 * ra.half;
-    for (uint32_t b = seg + tp.splits * w; b < NB; b += tp.splits * NW) { /* warp-uniform */
+    const uint32_t step = tp.splits * NW;
+    uint32_t b = seg + tp.splits * w;
+    if (a.fold2 && tp.splits <= 16)            /* two blocks a round trip (one load batch each) */
+        for (; b + step < NB; b += 2 * step) { /* warp-uniform */
+            const uint32_t b1 = b + step, da = (b % BPH) * 32 + lane, db = (b1 % BPH) * 32 + lane;
+            const uint32_t ha = h0 + b / BPH, hb = h0 + b1 / BPH;
+            float csa, sna, csb, snb, va, vb;
+            const bool ra_ = fa_out_angle(ra, t, da, &csa, &sna), rb_ = fa_out_angle(ra, t, db, &csb, &snb);
+            const fa_pref pa = fa_partials(a, ha, t, da), pb = fa_partials(a, hb, t, db);
+            fa_combine_pf2<16, true>(pa.m, pa.l, pa.o, pb.m, pb.l, pb.o, FA_D, tp.splits, a.sinks[ha],
+                                     a.sinks[hb], &va, &vb);
+            fa_combine_put(a, ra, ha, t, da, va, ra_, csa, sna);
+            fa_combine_put(a, ra, hb, t, db, vb, rb_, csb, snb);
+        }
+    for (; b < NB; b += step) { /* warp-uniform */
         const uint32_t d = (b % BPH) * 32 + lane;
-        const bool rot = ra.half > 0 && d >= r0;
-        float cs = 0.0f, sn = 0.0f;
-        if (rot) rope_pair_cs_sn(ra, ra.pos0 + t * ra.pos_step, (d - r0) >> 1, &cs, &sn);
+        float cs, sn;
+        const bool rot = fa_out_angle(ra, t, d, &cs, &sn);
         fa_combine_out<true>(a, ra, h0 + b / BPH, t, d, tp.splits, rot, cs, sn);
     }
 }
@@ -321,6 +363,16 @@ __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args 
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* DSV4_CUDA_FA_FOLD=2: the fold's warps take two blocks a round trip (A/B; the same bits) */
+uint32_t fa_fold_pairs(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSV4_CUDA_FA_FOLD");
+        v = e && strcmp(e, "2") == 0;
+    }
+    return (uint32_t)v;
+}
 
 /* Decode (n = 1, with the scratch) runs a CTA per segment and the combine; a chunk does the same
  * while its partials fit the scratch and its tokens alone would not fill the device, else one CTA
@@ -349,6 +401,7 @@ int fa_launch(fa_args &a, uint32_t n, uint32_t max_rows, void *scratch, bool dec
                     (uint64_t)(a.n_head / FA_G) * g.grid_y <= a.slots
                 ? bar
                 : nullptr;
+    a.fold2 = a.bar ? fa_fold_pairs() : 0;
     fa_qnr no_qnr = {};
     rope_args none = {};
     fa_kernel<<<dim3(a.n_head / FA_G, g.grid_y, n), FA_T, smem, st>>>(a, qr ? *qr : no_qnr, ra ? *ra : none);

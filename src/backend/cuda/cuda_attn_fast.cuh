@@ -62,6 +62,7 @@ struct fa_args {
     uint8_t *outq;   /* decode combine: out's Q8_0 activation blocks too (nullptr: none) */
     float *part;     /* scratch of the split partials, or nullptr: each CTA finishes its heads */
     unsigned *bar;   /* decode fold (fa_launch): 2 words a head group, zero at first; nullptr: the combine */
+    uint32_t fold2;  /* the fold's warps take two blocks a round trip (DSV4_CUDA_FA_FOLD=2) */
     const float *kv; /* attention_chunk: the chunk's own F32 rows (positions >= pos0); decode: nullptr */
     uint32_t n_head, raw_cap, raw_start, n_raw, n_comp, n_sel, pos0, ratio;
     uint32_t slots;  /* CTAs the device holds at once (fa_token_plan) */
@@ -307,6 +308,40 @@ FA_HD float fa_combine_pf(const float *m, const float *l, const float *o, uint64
             }
     }
     return O * fa_finish_scale(sink, M, L);
+}
+
+/* Two fa_combine_pf elements at once (a and b: their own partials and sinks), every load of a batch of
+ * both issued before the folds: each element's folds are fa_combine_pf's, in its order (the same bits);
+ * the decode fold's warps take two 32-value blocks a round trip. */
+template <uint32_t PF, bool CG = false>
+FA_HD void fa_combine_pf2(const float *ma, const float *la, const float *oa, const float *mb, const float *lb,
+                          const float *ob, uint64_t o_stride, uint32_t n, float sink_a, float sink_b,
+                          float *va, float *vb) {
+    float Ma = -INFINITY, La = 0.0f, Oa = 0.0f, Mb = -INFINITY, Lb = 0.0f, Ob = 0.0f;
+    for (uint32_t j0 = 0; j0 < n; j0 += PF) {
+        float mva[PF], lva[PF], ova[PF], mvb[PF], lvb[PF], ovb[PF];
+        FA_UNROLL
+        for (uint32_t j = 0; j < PF; j++)
+            if (j0 + j < n) {
+                mva[j] = fa_ld<CG>(ma + j0 + j), lva[j] = fa_ld<CG>(la + j0 + j);
+                ova[j] = fa_ld<CG>(oa + (uint64_t)(j0 + j) * o_stride);
+                mvb[j] = fa_ld<CG>(mb + j0 + j), lvb[j] = fa_ld<CG>(lb + j0 + j);
+                ovb[j] = fa_ld<CG>(ob + (uint64_t)(j0 + j) * o_stride);
+            }
+        FA_UNROLL
+        for (uint32_t j = 0; j < PF; j++)
+            if (j0 + j < n) {
+                const fa_fold_w wa = fa_fold_weights(Ma, mva[j]), wb = fa_fold_weights(Mb, mvb[j]);
+                La = fa_fold(La, lva[j], wa);
+                Oa = fa_fold(Oa, ova[j], wa);
+                Ma = wa.m;
+                Lb = fa_fold(Lb, lvb[j], wb);
+                Ob = fa_fold(Ob, ovb[j], wb);
+                Mb = wb.m;
+            }
+    }
+    *va = Oa * fa_finish_scale(sink_a, Ma, La);
+    *vb = Ob * fa_finish_scale(sink_b, Mb, Lb);
 }
 
 /* The launch: segments = one CTA per segment (grid y = the most segments a token has) with the
