@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 33 call 2 (one H100 or H200, ~8 min; the full flash part on an H200 only): the decode attention fold
-# (the split CTAs meet and combine their own partials; DSV4_CUDA_FA_FOLD=0: the combine kernel; =2: two blocks a
-# round trip). test_cuda_attn
+# (DSV4_CUDA_FA_FOLD=1: the split CTAs meet and combine their own partials; =2: two blocks a round trip; unset
+# or 0, the default: the combine kernel). test_cuda_attn
 # (fold == split + combine, bitwise, and graph timings of both), cuda_ops_check, flash4 logits fold vs
 # DSV4_CUDA_FA_FOLD=0 at chunk 1 (2,200 positions: the indexer layers too) and 3, fusion_check (its
 # q_norm_rope / attn_rope checks now with attn_qnr disabled), flash4 2K decode interleaved, then the full
@@ -17,11 +17,11 @@ grep -E "^FAIL|fold|^FOLD" "$OUT/test_cuda_attn.txt" | grep -v "^ok" | head -20 
 say "fold checks ok: $(grep -c '^ok.*fold' "$OUT/test_cuda_attn.txt"), failed: $(grep -c '^FAIL.*fold' "$OUT/test_cuda_attn.txt")"
 say "test_cuda_attn done at ${SECONDS} s"
 ab_ops_check "attention"
-dump "new-c1" "$C/dsv4" 1 toks-long
-vs_env "nofold-c1" 1 toks-long DSV4_CUDA_FA_FOLD=0
+dump "new-c1" "$C/dsv4" 1 toks-long DSV4_CUDA_FA_FOLD=0
+vs_env "fold-c1" 1 toks-long DSV4_CUDA_FA_FOLD=1
 vs_env "pairs-c1" 1 toks-long DSV4_CUDA_FA_FOLD=2
-dump "new-c3" "$C/dsv4" 3 toks
-vs_env "nofold-c3" 3 toks DSV4_CUDA_FA_FOLD=0
+dump "new-c3" "$C/dsv4" 3 toks DSV4_CUDA_FA_FOLD=0
+vs_env "fold-c3" 3 toks DSV4_CUDA_FA_FOLD=1
 say "checks done at ${SECONDS} s"
 P="$ROOT/.carry/data/promessi_sposi.txt"; [ -f "$P" ] || P="$ROOT/data/tiny-corpus.txt"
 A="-m $M --backend cuda --prompt-file $P --ctx-start 2048 --ctx-max 2048 --gen-tokens 128"
@@ -42,17 +42,18 @@ fi
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
 if [ "${mem:-0}" -gt 120000 ]; then
   for i in 1 2; do
-    run "fold-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64"
+    run "fold-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64" DSV4_CUDA_FA_FOLD=1
     run "nofold-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64" DSV4_CUDA_FA_FOLD=0
     [ $SECONDS -lt 400 ] && run "pairs-$i" "--ctx-start 2048 --ctx-max 2048 --gen-tokens 64" DSV4_CUDA_FA_FOLD=2
   done
   say "full flash 2K done at ${SECONDS} s"
   if [ $SECONDS -lt 400 ]; then
-    run "fold-32k" "--ctx-start 32768 --ctx-max 32768 --gen-tokens 32"
+    run "fold-32k" "--ctx-start 32768 --ctx-max 32768 --gen-tokens 32" DSV4_CUDA_FA_FOLD=1
     run "nofold-32k" "--ctx-start 32768 --ctx-max 32768 --gen-tokens 32" DSV4_CUDA_FA_FOLD=0
   fi
 fi
 if [ $SECONDS -lt 380 ]; then
+  export DSV4_CUDA_FA_FOLD=1 # the fusions' checks with the fold
   fusion_tiers 150 100
 else
   say "SKIP fusion_check, tiers_cuda: time (${SECONDS} s)"

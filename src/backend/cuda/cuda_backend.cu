@@ -437,7 +437,7 @@ extern "C" dsv4_status dsv4_backend_cuda_create(const dsv4_backend_params *p, ds
         const char *hp = getenv("DSV4_CUDA_HC_POST_PRE");
         c->hc_post_pre_on = !(hp && strcmp(hp, "0") == 0);
         const char *ff = getenv("DSV4_CUDA_FA_FOLD");
-        c->fa_fold = !(ff && strcmp(ff, "0") == 0);
+        c->fa_fold = ff && (strcmp(ff, "1") == 0 || strcmp(ff, "2") == 0); /* off until measured on a GPU */
         const char *at = getenv("DSV4_CUDA_ATTN");
         c->attn_exact = at && strcmp(at, "exact") == 0;
         /* prefill chunks on the tensor-core kernel unless `fast` or `exact` is asked for (the generic

@@ -186,7 +186,7 @@ typedef struct cuda_ctx {
     unsigned *d_hc_tail;   /* hc_tail_kernel: [0] count, [32] generation (grid); [64] ticket (last); [96] the
                               router epilogue's ticket (cu_matmuls_router); [128] the decode attention
                               fold's barriers, a set per lane (cu_fa_bar); CU_SYNC_WORDS in all, zeroed */
-    bool fa_fold;          /* not DSV4_CUDA_FA_FOLD=0: the decode attention folds its splits (no combine) */
+    bool fa_fold;          /* DSV4_CUDA_FA_FOLD=1 or 2: the decode attention folds its splits (no combine) */
     /* scratch */
     void *scratch[2 * CU_SLOTS]; /* per lane: the side lane's ops get slots of their own */
     size_t scratch_bytes[2 * CU_SLOTS];

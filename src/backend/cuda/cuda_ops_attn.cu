@@ -161,7 +161,8 @@ dsv4_status cu_hadamard_fp4(void *vctx, float *x, uint32_t n_rows, uint32_t widt
 static bool attn_fast(const cuda_ctx *c) { return c->numerics == DSV4_NUMERICS_DS4 && !c->attn_exact; }
 
 /* The decode attention fold's barrier words (the current lane's set: the lanes may each run an
- * attention), or NULL (DSV4_CUDA_FA_FOLD=0: the split kernel and the combine, the same bits). */
+ * attention), or NULL (the default, DSV4_CUDA_FA_FOLD unset or 0: the split kernel and the combine; the
+ * same bits). */
 static_assert(DSV4_CUDA_FA_BAR_WORDS == 128 && CU_SYNC_WORDS == 128 + 2 * DSV4_CUDA_FA_BAR_WORDS,
               "d_hc_tail holds a fold set per lane after its first 128 words");
 static unsigned *cu_fa_bar(const cuda_ctx *c) {
