@@ -16,7 +16,6 @@ say "test_cuda_attn rc $?: $(tail -1 "$OUT/test_cuda_attn.txt")"
 grep -E "^FAIL|fold|^FOLD" "$OUT/test_cuda_attn.txt" | grep -v "^ok" | head -20 | tee -a "$S"
 say "fold checks ok: $(grep -c '^ok.*fold' "$OUT/test_cuda_attn.txt"), failed: $(grep -c '^FAIL.*fold' "$OUT/test_cuda_attn.txt")"
 say "test_cuda_attn done at ${SECONDS} s"
-ab_ops_check "attention"
 dump "new-c1" "$C/dsv4" 1 toks-long DSV4_CUDA_FA_FOLD=0
 vs_env "fold-c1" 1 toks-long DSV4_CUDA_FA_FOLD=1
 vs_env "pairs-c1" 1 toks-long DSV4_CUDA_FA_FOLD=2
@@ -33,6 +32,7 @@ for i in 1 2 3; do
   done
 done
 say "flash4 A/B done at ${SECONDS} s"
+DSV4_CUDA_FA_FOLD=1 ab_ops_check "attention"
 if [ $SECONDS -lt 200 ]; then
   DSV4_CUDA_FA_FOLD=2 timeout 150 "$C/test_cuda_attn" >"$OUT/test_cuda_attn-f2.txt" 2>&1
   say "test_cuda_attn (FOLD=2: pairs) rc $?: $(tail -1 "$OUT/test_cuda_attn-f2.txt")"
