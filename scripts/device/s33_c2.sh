@@ -32,7 +32,7 @@ for i in 1 2 3; do
   done
 done
 say "flash4 A/B done at ${SECONDS} s"
-DSV4_CUDA_FA_FOLD=1 ab_ops_check "attention"
+export DSV4_CUDA_FA_FOLD=1; ab_ops_check "attention"; unset DSV4_CUDA_FA_FOLD
 if [ $SECONDS -lt 200 ]; then
   DSV4_CUDA_FA_FOLD=2 timeout 150 "$C/test_cuda_attn" >"$OUT/test_cuda_attn-f2.txt" 2>&1
   say "test_cuda_attn (FOLD=2: pairs) rc $?: $(tail -1 "$OUT/test_cuda_attn-f2.txt")"
