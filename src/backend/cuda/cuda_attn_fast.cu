@@ -6,8 +6,8 @@
  * Pipeline of a CTA over its tiles: the next tile's rows are copied raw (cp.async, 16 B) into the
  * stage while the current tile (floats) is scored and accumulated; the stage becomes the tile
  * (F16 -> F32, masked rows -> zeros) after the copy lands. Four barriers per tile. Decode always
- * launches the split kernel and the combine, so a recorded step has the same two nodes at every
- * position (only grid sizes and arguments change). */
+ * launches the split kernel and the combine (or, with the fold, the split kernel alone), so a recorded
+ * step has the same nodes at every position (only grid sizes and arguments change). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,11 +59,10 @@ template <uint32_t O> __device__ __forceinline__ void fa_rs(float *acc, uint32_t
     }
 }
 
-/* One output element of the decode combine (every lane of the warp calls it: lanes are 32 consecutive d of
- * head h, one Q8_0 block, and the RoPE partner is the neighbouring lane): the segments folded, the sink,
- * ra.half > 0 the inverse RoPE of the tail with rope_rotate's expression (the rope op's bits; rot, cs, sn:
- * this element's angle), then out and its Q8_0 block. CG: the partials read around L1. */
-/* the combine's output of element d of head h (token t): value v, then as fa_combine_out */
+/* The combine's output v of element d of head h (token t); every lane of the warp calls it (lanes are 32
+ * consecutive d of head h, one Q8_0 block, and the RoPE partner is the neighbouring lane): ra.half > 0 the
+ * inverse RoPE of the tail with rope_rotate's expression (the rope op's bits; rot, cs, sn: this element's
+ * angle), then out and its Q8_0 block. */
 __device__ __forceinline__ void fa_combine_put(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
                                                uint32_t d, float v, bool rot, float cs, float sn) {
     const uint32_t r0 = FA_D - 2 * ra.half; /* first RoPE element of a head */
@@ -91,6 +90,8 @@ __device__ __forceinline__ fa_pref fa_partials(const fa_args &a, uint32_t h, uin
     return {m, m + FA_PART, a.part + idx * FA_D + d};
 }
 
+/* One output element of the decode combine: the segments folded, the sink, then fa_combine_put. CG: the
+ * partials read around L1. */
 template <bool CG>
 __device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args &ra, uint32_t h, uint32_t t,
                                                uint32_t d, uint32_t splits, bool rot, float cs, float sn) {
@@ -99,7 +100,7 @@ __device__ __forceinline__ void fa_combine_out(const fa_args &a, const rope_args
                    sn);
 }
 
-/* element d's RoPE angle (rot: d is in the tail), as fa_combine_kernel computes it */
+/* element d's RoPE angle for fa_combine_put (rot: d is in the tail; the arguments only) */
 __device__ __forceinline__ bool fa_out_angle(const rope_args &ra, uint32_t t, uint32_t d, float *cs,
                                              float *sn) {
     const uint32_t r0 = FA_D - 2 * ra.half;
@@ -352,10 +353,8 @@ constexpr uint32_t FA_CT = 128;
 __global__ void __launch_bounds__(FA_CT) fa_combine_kernel(fa_args a, rope_args ra) {
     cu_pdl_trigger();
     const uint32_t h = blockIdx.x, t = blockIdx.z, d = blockIdx.y * FA_CT + threadIdx.x;
-    const uint32_t r0 = FA_D - 2 * ra.half; /* first RoPE element of a head */
-    const bool rot = ra.half > 0 && d >= r0;
-    float cs = 0.0f, sn = 0.0f;
-    if (rot) rope_pair_cs_sn(ra, ra.pos0 + t * ra.pos_step, (d - r0) >> 1, &cs, &sn);
+    float cs, sn;
+    const bool rot = fa_out_angle(ra, t, d, &cs, &sn);
     cu_pdl_wait();
     const fa_tok k = fa_token(a, t);
     const fa_plan tp = fa_token_plan(k.n_rows, a.n_head, a.slots);
